@@ -1,0 +1,327 @@
+/*
+ * libivfgpu — IVF-Flat vector search on the GPU (CUDA) with a CPU reference backend.
+ *
+ * This is the one public header: pure C99, it includes only <stdint.h> and <stddef.h>.
+ * It is the single source of truth for the ABI. Rules that never change:
+ *   - every symbol starts with ivf_, every constant with IVF_;
+ *   - enumerations travel as int32_t typedefs whose values are never renumbered;
+ *   - counts, dimensions and ids are int64_t; byte sizes are size_t;
+ *   - handles are opaque pointers; the caller owns every buffer it passes in, and the library
+ *     never frees caller memory; outputs go into caller-owned buffers;
+ *   - a function never aborts, exits or prints; it returns an ivf_status
+ *     (IVF_OK = 0, failures negative) and sets a thread-local message (ivf_last_error_message);
+ *   - on failure the index is exactly as before the call; a call rejected by its argument checks
+ *     writes no output; a search failing later (e.g. out of memory) leaves its output buffers'
+ *     contents unspecified, and never writes beyond the n*k elements it was given.
+ *
+ * Thread-safety in one paragraph: ivf_search (and every other const query: ivf_index_info,
+ * ivf_ntotal, ivf_serialize, ivf_save) may run concurrently from any number of threads on one
+ * index. Mutating calls (ivf_train, ivf_add, ivf_reset) take the index's write lock: they
+ * wait for running searches and block new ones, so misuse serialises instead of corrupting.
+ * ivf_free must not race with any other call on the same index (the caller ends the handle's
+ * life). Parameter objects are not locked: configure one from one thread, then share it
+ * read-only.
+ */
+#ifndef IVFGPU_IVFGPU_H
+#define IVFGPU_IVFGPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  if defined(IVFGPU_BUILDING_LIBRARY)
+#    define IVF_API __declspec(dllexport)
+#  else
+#    define IVF_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__) || defined(__clang__)
+#  define IVF_API __attribute__((visibility("default")))
+#else
+#  define IVF_API
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define IVF_NODISCARD __attribute__((warn_unused_result))
+#else
+#  define IVF_NODISCARD
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Versions                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Release version of the header. The library's own is returned by ivf_version(). */
+#define IVF_VERSION_MAJOR 0
+#define IVF_VERSION_MINOR 1
+#define IVF_VERSION_PATCH 0
+/** ABI major: the SONAME is libivfgpu.so.<IVF_ABI_VERSION>. It changes only when a symbol is
+ *  removed or a signature changes, which we avoid by adding _v2 symbols instead. */
+#define IVF_ABI_VERSION 1
+
+/** "MAJOR.MINOR.PATCH" of the loaded library. Static storage; never NULL; thread-safe. */
+IVF_API const char* ivf_version(void);
+/** IVF_ABI_VERSION of the loaded library; a host compares it with the header it was built
+ *  against. Thread-safe. */
+IVF_API uint32_t ivf_abi_version(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status codes                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef int32_t ivf_status;
+#define IVF_OK                        0
+#define IVF_ERR_INVALID_ARGUMENT     (-1)  /**< NULL pointer, bad size, NaN/Inf in data, ... */
+#define IVF_ERR_OUT_OF_DEVICE_MEMORY (-2)  /**< a GPU allocation failed; nothing changed      */
+#define IVF_ERR_OUT_OF_HOST_MEMORY   (-3)  /**< a host allocation failed; nothing changed     */
+#define IVF_ERR_CUDA                 (-4)  /**< a non-sticky CUDA or cuBLAS error              */
+#define IVF_ERR_UNSUPPORTED          (-5)  /**< unknown key, dtype or feature not built in    */
+#define IVF_ERR_INVALID_STATE        (-6)  /**< e.g. add or search before train               */
+#define IVF_ERR_BUFFER_TOO_SMALL     (-7)  /**< caller buffer shorter than required           */
+#define IVF_ERR_IO                   (-8)  /**< open/read/write/rename failed                 */
+#define IVF_ERR_CORRUPT_DATA         (-9)  /**< a file or buffer failed validation            */
+#define IVF_ERR_VERSION_MISMATCH    (-10)  /**< file format or ABI version not understood     */
+#define IVF_ERR_DEVICE_LOST         (-11)  /**< sticky CUDA error: this index's GPU is unusable */
+#define IVF_ERR_INTERNAL            (-12)  /**< a bug: please report it with the message      */
+
+/** Short static description of a status ("invalid argument", ...). Never NULL; unknown codes
+ *  give "unknown status". Thread-safe. */
+IVF_API const char* ivf_status_string(ivf_status status);
+
+/** Message describing the last failure of an ivf_ call made by the calling thread. Never NULL;
+ *  "" after a call that succeeded. Valid until the thread's next ivf_ call. */
+IVF_API const char* ivf_last_error_message(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Enumerations                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Distance. L2 results are squared Euclidean distances, smallest first. Inner-product results
+ *  are dot products, largest first. Cosine normalises data and queries to unit length and then
+ *  behaves as inner product (results are cosine similarities, largest first). */
+typedef int32_t ivf_metric;
+#define IVF_METRIC_L2            0
+#define IVF_METRIC_INNER_PRODUCT 1
+#define IVF_METRIC_COSINE        2
+
+/** Element type of input vectors. Only IVF_DTYPE_F32 is supported today; the others return
+ *  IVF_ERR_UNSUPPORTED. */
+typedef int32_t ivf_dtype;
+#define IVF_DTYPE_F32 0
+#define IVF_DTYPE_F16 1
+#define IVF_DTYPE_U8  2
+#define IVF_DTYPE_I8  3
+
+/** Where an index lives. AUTO picks the first usable CUDA device, else the CPU. */
+typedef int32_t ivf_backend;
+#define IVF_BACKEND_AUTO 0
+#define IVF_BACKEND_CPU  1
+#define IVF_BACKEND_CUDA 2
+
+/** Where the query and result buffers given to ivf_search live. DEVICE needs a CUDA index;
+ *  the pointers are then CUDA device pointers on the index's device. */
+typedef int32_t ivf_memory_kind;
+#define IVF_MEMORY_HOST   0
+#define IVF_MEMORY_DEVICE 1
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parameters: an opaque, extensible key/value object                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct ivf_params ivf_params;
+
+/** Keys. Build keys are read by ivf_create (and ivf_load); search keys by ivf_search.
+ *  Setting a key that the receiving call does not read is harmless. */
+typedef int32_t ivf_param_key;
+/* build keys */
+#define IVF_PARAM_NLIST            1  /**< number of lists, >= 1; default 1024                 */
+#define IVF_PARAM_METRIC           2  /**< an ivf_metric; default IVF_METRIC_L2                */
+#define IVF_PARAM_BACKEND          3  /**< an ivf_backend; default IVF_BACKEND_AUTO            */
+#define IVF_PARAM_DEVICE           4  /**< CUDA device ordinal for CUDA/AUTO; default 0        */
+#define IVF_PARAM_KMEANS_ITERS     5  /**< k-means iterations; default 20                      */
+#define IVF_PARAM_MAX_POINTS_PER_CENTROID 6 /**< training sample cap = this x nlist; default 256 */
+#define IVF_PARAM_SEED             7  /**< random seed for sampling and k-means; default 1234  */
+#define IVF_PARAM_NUM_THREADS      8  /**< CPU threads, 0 = all cores; default 0               */
+/* search keys (IVF_PARAM_NPROBE given to ivf_create sets the index's default nprobe) */
+#define IVF_PARAM_NPROBE          32  /**< lists probed per query, >= 1, clamped to nlist; default 8 */
+#define IVF_PARAM_MEMORY_KIND     33  /**< an ivf_memory_kind; default IVF_MEMORY_HOST         */
+#define IVF_PARAM_CUDA_STREAM     34  /**< pointer key: a cudaStream_t to run on; default NULL
+                                           (the library uses a stream of its own and
+                                           synchronises before returning)                    */
+
+/** Create a parameter object holding every default. *out receives it; the caller frees it
+ *  with ivf_params_free. Returns IVF_OK, IVF_ERR_INVALID_ARGUMENT (out NULL) or
+ *  IVF_ERR_OUT_OF_HOST_MEMORY. Thread-safe. */
+IVF_API IVF_NODISCARD ivf_status ivf_params_create(ivf_params** out);
+/** Free a parameter object; NULL is a no-op. Any thread. */
+IVF_API void ivf_params_free(ivf_params* params);
+/** Set an integer key. IVF_ERR_UNSUPPORTED for an unknown key (or a pointer key),
+ *  IVF_ERR_INVALID_ARGUMENT for a value out of the key's bounds (nothing changes). */
+IVF_API IVF_NODISCARD ivf_status ivf_params_set_int(ivf_params* params, ivf_param_key key,
+                                                    int64_t value);
+/** Read an integer key's current value (its default unless set). */
+IVF_API IVF_NODISCARD ivf_status ivf_params_get_int(const ivf_params* params, ivf_param_key key,
+                                                    int64_t* value);
+/** Set a pointer key (IVF_PARAM_CUDA_STREAM). The library does not own the pointer. */
+IVF_API IVF_NODISCARD ivf_status ivf_params_set_ptr(ivf_params* params, ivf_param_key key,
+                                                    void* value);
+/** Inclusive bounds of an integer key's accepted values. Thread-safe. */
+IVF_API IVF_NODISCARD ivf_status ivf_param_bounds(ivf_param_key key, int64_t* min_value,
+                                                  int64_t* max_value);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The index                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct ivf_index ivf_index;
+
+/** Create an empty, untrained index of dimension dim (>= 1) with the build keys of params
+ *  (NULL = all defaults). The backend is fixed here: AUTO takes CUDA device
+ *  IVF_PARAM_DEVICE when it is usable, else the CPU; CUDA fails with IVF_ERR_UNSUPPORTED when
+ *  the library was built without CUDA or no device is usable. On success *out receives the
+ *  handle, to be released with ivf_free. Returns IVF_OK, IVF_ERR_INVALID_ARGUMENT,
+ *  IVF_ERR_UNSUPPORTED, IVF_ERR_OUT_OF_HOST_MEMORY, IVF_ERR_CUDA. Thread-safe. */
+IVF_API IVF_NODISCARD ivf_status ivf_create(ivf_index** out, int64_t dim, const ivf_params* params);
+
+/** Free an index and everything it holds; NULL is a no-op. Must not race with other calls on
+ *  the same index. Any thread. */
+IVF_API void ivf_free(ivf_index* index);
+
+/** Train the coarse quantizer (k-means) on n vectors of dimension dim, row-major. At most
+ *  IVF_PARAM_MAX_POINTS_PER_CENTROID x nlist of them (a seeded random sample) are used;
+ *  n must be >= nlist. Training an index that already holds vectors is refused
+ *  (IVF_ERR_INVALID_STATE; call ivf_reset first); training again an empty trained index
+ *  replaces its centroids. Vectors with NaN or Inf are refused (IVF_ERR_INVALID_ARGUMENT).
+ *  Synchronous. Takes the write lock. */
+IVF_API IVF_NODISCARD ivf_status ivf_train(ivf_index* index, const void* data, ivf_dtype dtype,
+                                           int64_t n, int64_t dim);
+
+/** Add n vectors (row-major, dimension dim) to a trained index. ids: n caller ids (any int64
+ *  values, -1 excepted, duplicates allowed), or NULL for sequential ids ntotal, ntotal+1, ...
+ *  An untrained index refuses (IVF_ERR_INVALID_STATE): train first, explicitly. NaN/Inf in
+ *  data: IVF_ERR_INVALID_ARGUMENT. All or nothing: on any failure the index is unchanged.
+ *  Synchronous. Takes the write lock. */
+IVF_API IVF_NODISCARD ivf_status ivf_add(ivf_index* index, const void* data, ivf_dtype dtype,
+                                         int64_t n, int64_t dim, const int64_t* ids);
+
+/** Remove every vector, keeping the trained centroids. Takes the write lock. */
+IVF_API IVF_NODISCARD ivf_status ivf_reset(ivf_index* index);
+
+/** k nearest neighbours of n queries (row-major, dimension dim) among the probed lists.
+ *  params: search keys (NULL = defaults: the index's nprobe, host memory, own stream).
+ *  nprobe is clamped to nlist. Results, row-major n x k, best first: ids[i*k+j] and
+ *  dists[i*k+j]. When fewer than k candidates exist the row is padded with id -1 and distance
+ *  +INFINITY (L2) or -INFINITY (inner product, cosine). Both output buffers must hold n*k
+ *  elements; nothing beyond n*k is written (see the failure rule at the top of this header).
+ *  Queries with NaN/Inf: IVF_ERR_INVALID_ARGUMENT. An empty (trained) index pads every row.
+ *  Untrained index: IVF_ERR_INVALID_STATE. k >= 1; n >= 1.
+ *  With IVF_PARAM_CUDA_STREAM set the call is asynchronous on that stream for device memory
+ *  (results are ready when the stream reaches them); otherwise it returns with results ready.
+ *  Thread-safe: any number of concurrent searches on one index. */
+IVF_API IVF_NODISCARD ivf_status ivf_search(const ivf_index* index, const ivf_params* params,
+                                            const void* queries, ivf_dtype dtype, int64_t n,
+                                            int64_t dim, int64_t k, int64_t* ids, float* dists);
+
+/** Number of vectors held. Thread-safe. */
+IVF_API IVF_NODISCARD ivf_status ivf_ntotal(const ivf_index* index, int64_t* ntotal);
+
+/** Keys of ivf_index_info. */
+typedef int32_t ivf_info_key;
+#define IVF_INFO_DIM                 1
+#define IVF_INFO_NLIST               2
+#define IVF_INFO_METRIC              3  /**< an ivf_metric                                   */
+#define IVF_INFO_BACKEND             4  /**< IVF_BACKEND_CPU or IVF_BACKEND_CUDA (resolved)   */
+#define IVF_INFO_DEVICE              5  /**< CUDA ordinal, -1 for the CPU backend            */
+#define IVF_INFO_NTOTAL              6
+#define IVF_INFO_IS_TRAINED          7  /**< 0 or 1                                          */
+#define IVF_INFO_NPROBE              8  /**< default nprobe                                  */
+#define IVF_INFO_DEVICE_MEMORY_BYTES 9  /**< device memory held by the index, 0 on the CPU   */
+#define IVF_INFO_HOST_MEMORY_BYTES  10  /**< host memory held by the index                   */
+
+/** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
+IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,
+                                                int64_t* value);
+
+/** Number of usable CUDA devices (0 when built without CUDA or none is usable). Thread-safe. */
+IVF_API IVF_NODISCARD ivf_status ivf_cuda_device_count(int32_t* count);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Persistence (docs/file-format.md)                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Write the index to path atomically (a temporary file in the same directory, flushed, then
+ *  renamed over path). On failure path is untouched and no temporary file is left.
+ *  Returns IVF_OK, IVF_ERR_INVALID_ARGUMENT, IVF_ERR_IO, IVF_ERR_OUT_OF_HOST_MEMORY.
+ *  Thread-safe (reads only). */
+IVF_API IVF_NODISCARD ivf_status ivf_save(const ivf_index* index, const char* path);
+
+/** Read an index written by ivf_save or a FAISS IndexIVFFlat file (detected by its magic).
+ *  params chooses the backend/device (build keys other than backend, device and threads are
+ *  taken from the file). *out receives a new handle only on success. Returns IVF_OK,
+ *  IVF_ERR_IO, IVF_ERR_CORRUPT_DATA, IVF_ERR_VERSION_MISMATCH, IVF_ERR_UNSUPPORTED, memory
+ *  errors. Thread-safe. */
+IVF_API IVF_NODISCARD ivf_status ivf_load(const char* path, const ivf_params* params,
+                                          ivf_index** out);
+
+/** Serialise into a caller buffer. Ask the size first: with buffer NULL (capacity ignored)
+ *  *size receives the bytes needed. With a buffer shorter than that: IVF_ERR_BUFFER_TOO_SMALL
+ *  and *size the bytes needed. Otherwise the bytes are written and *size says how many. */
+IVF_API IVF_NODISCARD ivf_status ivf_serialize(const ivf_index* index, void* buffer,
+                                               size_t capacity, size_t* size);
+
+/** Build a new index from bytes written by ivf_serialize (or a FAISS IndexIVFFlat file image). */
+IVF_API IVF_NODISCARD ivf_status ivf_deserialize(const void* buffer, size_t size,
+                                                 const ivf_params* params, ivf_index** out);
+
+/** Write the index as a FAISS IndexIVFFlat file that faiss::read_index accepts (metrics L2
+ *  and inner product). Atomic like ivf_save. */
+IVF_API IVF_NODISCARD ivf_status ivf_save_faiss(const ivf_index* index, const char* path);
+
+/* ------------------------------------------------------------------------------------------ */
+/* dlopen entry point: a versioned, append-only function table                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Version 1 of the function table. Fields are only ever appended; a host checks
+ *  struct_size before touching a field beyond those it knows. */
+typedef struct ivf_api_v1 {
+  uint32_t struct_size;  /**< sizeof the table the library filled                        */
+  uint32_t abi_version;  /**< the version that was asked for                              */
+  const char* (*version)(void);
+  const char* (*status_string)(ivf_status);
+  const char* (*last_error_message)(void);
+  ivf_status (*params_create)(ivf_params**);
+  void (*params_free)(ivf_params*);
+  ivf_status (*params_set_int)(ivf_params*, ivf_param_key, int64_t);
+  ivf_status (*params_get_int)(const ivf_params*, ivf_param_key, int64_t*);
+  ivf_status (*params_set_ptr)(ivf_params*, ivf_param_key, void*);
+  ivf_status (*create)(ivf_index**, int64_t, const ivf_params*);
+  void (*free)(ivf_index*);
+  ivf_status (*train)(ivf_index*, const void*, ivf_dtype, int64_t, int64_t);
+  ivf_status (*add)(ivf_index*, const void*, ivf_dtype, int64_t, int64_t, const int64_t*);
+  ivf_status (*reset)(ivf_index*);
+  ivf_status (*search)(const ivf_index*, const ivf_params*, const void*, ivf_dtype, int64_t,
+                       int64_t, int64_t, int64_t*, float*);
+  ivf_status (*ntotal)(const ivf_index*, int64_t*);
+  ivf_status (*index_info)(const ivf_index*, ivf_info_key, int64_t*);
+  ivf_status (*save)(const ivf_index*, const char*);
+  ivf_status (*load)(const char*, const ivf_params*, ivf_index**);
+  ivf_status (*serialize)(const ivf_index*, void*, size_t, size_t*);
+  ivf_status (*deserialize)(const void*, size_t, const ivf_params*, ivf_index**);
+  ivf_status (*save_faiss)(const ivf_index*, const char*);
+  ivf_status (*cuda_device_count)(int32_t*);
+  ivf_status (*param_bounds)(ivf_param_key, int64_t*, int64_t*);
+  uint32_t (*abi_version_fn)(void);
+} ivf_api_v1;
+
+/** The function table for abi_version (1 today), or NULL for a version this library does not
+ *  know. The table is static: never free it. The only symbol a dlopen host needs. */
+IVF_API const ivf_api_v1* ivf_get_api(uint32_t abi_version);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* IVFGPU_IVFGPU_H */

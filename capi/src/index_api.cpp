@@ -1,0 +1,181 @@
+// Entry points of the index: argument checks, the index lock, then the engine.
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+
+#include "../../core/backend.hpp"
+#include "guard.hpp"
+#include "handles.hpp"
+
+using namespace ivfgpu;
+using namespace ivfgpu::capi;
+
+#define IVF_STR2(x) #x
+#define IVF_STR(x) IVF_STR2(x)
+
+namespace ivfgpu::capi {
+
+void check_matrix(const void* data, ivf_dtype dtype, int64_t n, int64_t dim, int64_t index_dim,
+                  const char* what) {
+  const std::string w(what);
+  if (data == nullptr) invalid(w + ": data is NULL");
+  if (n <= 0) invalid(w + ": n must be >= 1, got " + std::to_string(n));
+  if (dim != index_dim)
+    invalid(w + ": dimension " + std::to_string(dim) + " does not match the index's " + std::to_string(index_dim));
+  if (dtype != IVF_DTYPE_F32) {
+    if (dtype >= IVF_DTYPE_F16 && dtype <= IVF_DTYPE_I8)
+      fail(Errc::Unsupported, w + ": only IVF_DTYPE_F32 is supported in this version");
+    invalid(w + ": unknown dtype " + std::to_string(dtype));
+  }
+  // The byte count n * dim * 4 must fit: anything larger cannot be a real buffer.
+  if (n > std::numeric_limits<int64_t>::max() / dim / int64_t(sizeof(float)))
+    invalid(w + ": n * dim overflows the addressable size");
+}
+
+}  // namespace ivfgpu::capi
+
+namespace {
+
+const Index& impl_of(const ivf_index* index, const char* what) {
+  if (index == nullptr || !index->impl) invalid(std::string(what) + ": index is NULL");
+  return *index->impl;
+}
+
+}  // namespace
+
+extern "C" {
+
+IVF_API const char* ivf_version(void) {
+  return IVF_STR(IVF_VERSION_MAJOR) "." IVF_STR(IVF_VERSION_MINOR) "." IVF_STR(IVF_VERSION_PATCH);
+}
+
+IVF_API uint32_t ivf_abi_version(void) { return IVF_ABI_VERSION; }
+
+IVF_API const char* ivf_last_error_message(void) { return last_error_message(); }
+
+IVF_API const char* ivf_status_string(ivf_status status) {
+  switch (status) {
+    case IVF_OK: return "ok";
+    case IVF_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case IVF_ERR_OUT_OF_DEVICE_MEMORY: return "out of device memory";
+    case IVF_ERR_OUT_OF_HOST_MEMORY: return "out of host memory";
+    case IVF_ERR_CUDA: return "CUDA error";
+    case IVF_ERR_UNSUPPORTED: return "unsupported";
+    case IVF_ERR_INVALID_STATE: return "invalid state";
+    case IVF_ERR_BUFFER_TOO_SMALL: return "buffer too small";
+    case IVF_ERR_IO: return "I/O error";
+    case IVF_ERR_CORRUPT_DATA: return "corrupt data";
+    case IVF_ERR_VERSION_MISMATCH: return "version mismatch";
+    case IVF_ERR_DEVICE_LOST: return "device lost";
+    case IVF_ERR_INTERNAL: return "internal error";
+    default: return "unknown status";
+  }
+}
+
+IVF_API ivf_status ivf_create(ivf_index** out, int64_t dim, const ivf_params* params) {
+  return guarded([&] {
+    if (out == nullptr) invalid("ivf_create: out is NULL");
+    if (dim <= 0) invalid("ivf_create: dim must be >= 1, got " + std::to_string(dim));
+    if (dim > (int64_t{1} << 24)) invalid("ivf_create: dim " + std::to_string(dim) + " exceeds 16777216");
+    auto handle = std::make_unique<ivf_index>();
+    handle->impl = std::make_unique<Index>(dim, build_params_of(params));
+    *out = handle.release();
+  });
+}
+
+IVF_API void ivf_free(ivf_index* index) { delete index; }
+
+IVF_API ivf_status ivf_train(ivf_index* index, const void* data, ivf_dtype dtype, int64_t n, int64_t dim) {
+  return guarded([&] {
+    const Index& idx = impl_of(index, "ivf_train");
+    check_matrix(data, dtype, n, dim, idx.dim(), "ivf_train");
+    std::unique_lock lock(index->mutex);
+    index->impl->train(static_cast<const float*>(data), n);
+  });
+}
+
+IVF_API ivf_status ivf_add(ivf_index* index, const void* data, ivf_dtype dtype, int64_t n, int64_t dim,
+                           const int64_t* ids) {
+  return guarded([&] {
+    const Index& idx = impl_of(index, "ivf_add");
+    check_matrix(data, dtype, n, dim, idx.dim(), "ivf_add");
+    std::unique_lock lock(index->mutex);
+    index->impl->add(static_cast<const float*>(data), n, ids);
+  });
+}
+
+IVF_API ivf_status ivf_reset(ivf_index* index) {
+  return guarded([&] {
+    impl_of(index, "ivf_reset");
+    std::unique_lock lock(index->mutex);
+    index->impl->reset();
+  });
+}
+
+IVF_API ivf_status ivf_search(const ivf_index* index, const ivf_params* params, const void* queries,
+                              ivf_dtype dtype, int64_t n, int64_t dim, int64_t k, int64_t* ids,
+                              float* dists) {
+  return guarded([&] {
+    const Index& idx = impl_of(index, "ivf_search");
+    check_matrix(queries, dtype, n, dim, idx.dim(), "ivf_search");
+    if (k <= 0) invalid("ivf_search: k must be >= 1, got " + std::to_string(k));
+    if (ids == nullptr || dists == nullptr) invalid("ivf_search: ids or dists is NULL");
+    if (n > std::numeric_limits<int64_t>::max() / k / int64_t(sizeof(int64_t)))
+      invalid("ivf_search: n * k overflows the addressable size");
+    SearchArgs args;
+    args.queries = static_cast<const float*>(queries);
+    args.n = n;
+    args.k = k;
+    args.ids = ids;
+    args.dists = dists;
+    if (params != nullptr) {
+      if (params->nprobe_set) args.nprobe = params->build.nprobe;
+      args.memory = params->memory;
+      args.stream = params->stream;
+    }
+    std::shared_lock lock(index->mutex);
+    idx.search(args);
+  });
+}
+
+IVF_API ivf_status ivf_ntotal(const ivf_index* index, int64_t* ntotal) {
+  return guarded([&] {
+    const Index& idx = impl_of(index, "ivf_ntotal");
+    if (ntotal == nullptr) invalid("ivf_ntotal: ntotal is NULL");
+    std::shared_lock lock(index->mutex);
+    *ntotal = idx.ntotal();
+  });
+}
+
+IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int64_t* value) {
+  return guarded([&] {
+    const Index& idx = impl_of(index, "ivf_index_info");
+    if (value == nullptr) invalid("ivf_index_info: value is NULL");
+    std::shared_lock lock(index->mutex);
+    const BuildParams& p = idx.params();
+    switch (key) {
+      case IVF_INFO_DIM: *value = idx.dim(); break;
+      case IVF_INFO_NLIST: *value = p.nlist; break;
+      case IVF_INFO_METRIC: *value = static_cast<int64_t>(p.metric); break;
+      case IVF_INFO_BACKEND: *value = static_cast<int64_t>(idx.backend_info().kind); break;
+      case IVF_INFO_DEVICE: *value = idx.backend_info().device; break;
+      case IVF_INFO_NTOTAL: *value = idx.ntotal(); break;
+      case IVF_INFO_IS_TRAINED: *value = idx.is_trained() ? 1 : 0; break;
+      case IVF_INFO_NPROBE: *value = p.nprobe; break;
+      case IVF_INFO_DEVICE_MEMORY_BYTES: *value = static_cast<int64_t>(idx.backend_info().device_memory_bytes); break;
+      case IVF_INFO_HOST_MEMORY_BYTES: *value = static_cast<int64_t>(idx.backend_info().host_memory_bytes); break;
+      default: fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
+    }
+  });
+}
+
+IVF_API ivf_status ivf_cuda_device_count(int32_t* count) {
+  return guarded([&] {
+    if (count == nullptr) invalid("ivf_cuda_device_count: count is NULL");
+    *count = cuda_device_count();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,41 @@
+// The one place that decides which backend an index runs on.
+#include <string>
+
+#include "backend.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "errors.hpp"
+
+#ifdef IVFGPU_HAVE_CUDA
+#include "cuda/cuda_backend.hpp"
+#endif
+
+namespace ivfgpu {
+
+int cuda_device_count() {
+#ifdef IVFGPU_HAVE_CUDA
+  return cuda::usable_device_count();
+#else
+  return 0;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(int64_t dim, const BuildParams& params) {
+  const bool want_cuda = params.backend == BackendKind::Cuda;
+  if (params.backend == BackendKind::Cpu) return cpu::make_cpu_backend(dim, params);
+  const int devices = cuda_device_count();
+  if (params.device >= devices) {
+    if (want_cuda)
+      fail(Errc::Unsupported, devices == 0 ? std::string("CUDA backend requested but no usable CUDA device "
+                                                         "(or the library was built without CUDA)")
+                                           : "CUDA device " + std::to_string(params.device) +
+                                                 " does not exist (" + std::to_string(devices) + " usable)");
+    return cpu::make_cpu_backend(dim, params);
+  }
+#ifdef IVFGPU_HAVE_CUDA
+  return cuda::make_cuda_backend(dim, params);
+#else
+  return cpu::make_cpu_backend(dim, params);
+#endif
+}
+
+}  // namespace ivfgpu

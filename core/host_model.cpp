@@ -1,0 +1,58 @@
+#include "host_model.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "errors.hpp"
+
+namespace ivfgpu {
+
+HostModel HostModel::empty(int64_t dim, Metric metric, int64_t nlist) {
+  HostModel m;
+  m.dim = dim;
+  m.metric = metric;
+  m.nlist = nlist;
+  m.list_offsets.assign(static_cast<std::size_t>(nlist) + 1, 0);
+  return m;
+}
+
+void HostModel::compute_centroid_norms() {
+  centroid_norms.assign(static_cast<std::size_t>(nlist), 0.0f);
+  for (int64_t c = 0; c < nlist; ++c) {
+    const float* row = centroids.data() + c * dim;
+    float s = 0.0f;
+    for (int64_t j = 0; j < dim; ++j) s += row[j] * row[j];
+    centroid_norms[c] = s;
+  }
+}
+
+void HostModel::validate() const {
+  auto bad = [](const std::string& what) { fail(Errc::CorruptData, "index model: " + what); };
+  if (dim < 1) bad("dimension < 1");
+  if (nlist < 1) bad("nlist < 1");
+  if (static_cast<int32_t>(metric) < 0 || static_cast<int32_t>(metric) > 2) bad("metric out of range");
+  if (list_offsets.size() != static_cast<std::size_t>(nlist) + 1) bad("list_offsets size != nlist + 1");
+  if (list_offsets.front() != 0) bad("list_offsets[0] != 0");
+  for (int64_t l = 0; l < nlist; ++l)
+    if (list_offsets[l + 1] < list_offsets[l]) bad("list_offsets not monotone");
+  if (list_offsets.back() != ntotal()) bad("list_offsets do not end at ntotal");
+  if (vectors.size() / static_cast<std::size_t>(dim) != ids.size() ||
+      vectors.size() % static_cast<std::size_t>(dim) != 0)
+    bad("vector array size != ntotal * dim");
+  if (trained) {
+    if (centroids.size() != static_cast<std::size_t>(nlist * dim)) bad("centroid array size != nlist * dim");
+    if (centroid_norms.size() != static_cast<std::size_t>(nlist)) bad("centroid norm array size != nlist");
+    for (float v : centroids)
+      if (!std::isfinite(v)) bad("non-finite centroid value");
+  } else if (ntotal() != 0 || !centroids.empty()) {
+    bad("untrained model holds centroids or vectors");
+  }
+}
+
+std::size_t HostModel::bytes() const {
+  return centroids.size() * sizeof(float) + centroid_norms.size() * sizeof(float) +
+         list_offsets.size() * sizeof(int64_t) + vectors.size() * sizeof(float) +
+         ids.size() * sizeof(int64_t);
+}
+
+}  // namespace ivfgpu

@@ -1,0 +1,70 @@
+// Host top-k: a bounded heap of (distance, id) with a total order, so ties resolve the same
+// way on every run (by smaller id) and the CPU backend is deterministic.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace ivfgpu {
+
+struct Neighbor {
+  float dist;
+  int64_t id;
+};
+
+class TopK {
+ public:
+  TopK(int64_t k, bool larger_is_better) : k_(k), larger_(larger_is_better) {
+    heap_.reserve(static_cast<std::size_t>(std::min<int64_t>(k, 1 << 16)));
+  }
+
+  // True when a better than b.
+  bool better(const Neighbor& a, const Neighbor& b) const {
+    if (a.dist != b.dist) return larger_ ? a.dist > b.dist : a.dist < b.dist;
+    return a.id < b.id;
+  }
+
+  // The current worst kept distance: candidates not better than it can be skipped cheaply.
+  bool full() const { return static_cast<int64_t>(heap_.size()) == k_; }
+  const Neighbor& worst() const { return heap_.front(); }
+
+  void push(float dist, int64_t id) {
+    Neighbor n{dist, id};
+    auto cmp = [this](const Neighbor& a, const Neighbor& b) { return better(a, b); };
+    if (!full()) {
+      heap_.push_back(n);
+      std::push_heap(heap_.begin(), heap_.end(), cmp);
+    } else if (better(n, heap_.front())) {
+      std::pop_heap(heap_.begin(), heap_.end(), cmp);
+      heap_.back() = n;
+      std::push_heap(heap_.begin(), heap_.end(), cmp);
+    }
+  }
+
+  // Best first into ids/dists[0..k), padded with -1 and the worst possible distance.
+  void write(int64_t* ids, float* dists) {
+    auto cmp = [this](const Neighbor& a, const Neighbor& b) { return better(a, b); };
+    std::sort(heap_.begin(), heap_.end(), cmp);
+    const float pad = larger_ ? -std::numeric_limits<float>::infinity()
+                              : std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < k_; ++j) {
+      if (j < static_cast<int64_t>(heap_.size())) {
+        ids[j] = heap_[j].id;
+        dists[j] = heap_[j].dist;
+      } else {
+        ids[j] = -1;
+        dists[j] = pad;
+      }
+    }
+  }
+
+ private:
+  int64_t k_;
+  bool larger_;
+  std::vector<Neighbor> heap_;  // max-heap on "worse": front is the worst kept
+};
+
+}  // namespace ivfgpu
