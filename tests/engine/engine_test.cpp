@@ -1,0 +1,123 @@
+// The CPU reference pieces the rest is checked against: top-k, brute force, k-means, sampling.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+
+#include "common/test_util.hpp"
+#include "core/cpu/brute_force.hpp"
+#include "core/cpu/kmeans.hpp"
+#include "core/topk.hpp"
+#include "core/vector_ops.hpp"
+
+using namespace ivfgpu;
+
+TEST(TopK, KeepsTheBestSortedAndBreaksTiesBySmallerId) {
+  TopK top(3, false);
+  const float d[] = {5, 1, 3, 1, 9, 0.5f};
+  for (int i = 0; i < 6; ++i) top.push(d[i], 10 + i);
+  int64_t ids[3];
+  float out[3];
+  top.write(ids, out);
+  EXPECT_EQ(ids[0], 15);
+  EXPECT_EQ(ids[1], 11) << "tie at 1: smaller id first";
+  EXPECT_EQ(ids[2], 13);
+  EXPECT_EQ(out[2], 1.0f);
+}
+
+TEST(TopK, LargerIsBetterAndPadding) {
+  TopK top(4, true);
+  top.push(1, 1);
+  top.push(3, 2);
+  int64_t ids[4];
+  float out[4];
+  top.write(ids, out);
+  EXPECT_EQ(ids[0], 2);
+  EXPECT_EQ(ids[1], 1);
+  EXPECT_EQ(ids[2], -1);
+  EXPECT_EQ(out[3], -std::numeric_limits<float>::infinity());
+}
+
+TEST(BruteForce, MatchesANaiveScan) {
+  const int64_t nb = 300, nq = 7, dim = 5, k = 9;
+  auto base = ivftest::random_vectors(nb, dim, 1);
+  auto q = ivftest::random_vectors(nq, dim, 2);
+  std::vector<int64_t> ids(nq * k);
+  std::vector<float> d(nq * k);
+  cpu::exact_knn(base.data(), nb, q.data(), nq, dim, k, Metric::L2, ids.data(), d.data(), 3);
+  for (int64_t i = 0; i < nq; ++i) {
+    std::vector<std::pair<double, int64_t>> all;
+    for (int64_t j = 0; j < nb; ++j) {
+      double s = 0;
+      for (int64_t c = 0; c < dim; ++c) s += std::pow(double(q[i * dim + c]) - base[j * dim + c], 2);
+      all.push_back({s, j});
+    }
+    std::sort(all.begin(), all.end());
+    for (int64_t r = 0; r < k; ++r) {
+      EXPECT_EQ(ids[i * k + r], all[r].second);
+      EXPECT_NEAR(d[i * k + r], all[r].first, 1e-4 * std::max(1.0, all[r].first));
+    }
+  }
+}
+
+TEST(KMeans, IsDeterministicAndFindsSeparatedClusters) {
+  const int64_t dim = 16, k = 8, n = 4000;
+  auto x = ivftest::clustered_vectors(n, dim, k, 3);
+  std::vector<float> a(k * dim), b(k * dim);
+  cpu::kmeans(x.data(), n, dim, k, Metric::L2, 20, 77, a.data());
+  cpu::kmeans(x.data(), n, dim, k, Metric::L2, 20, 77, b.data());
+  EXPECT_EQ(a, b) << "same seed, same centroids";
+  // Every point should be close to some centroid (well-separated mixture, spread 0.35).
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double best = 1e30;
+    for (int64_t c = 0; c < k; ++c) {
+      double s = 0;
+      for (int64_t j = 0; j < dim; ++j) s += std::pow(double(x[i * dim + j]) - a[c * dim + j], 2);
+      best = std::min(best, s);
+    }
+    worst += best;
+  }
+  EXPECT_LT(worst / n, 0.35 * 0.35 * dim * 2.5) << "mean squared error too large: clusters not found";
+}
+
+TEST(KMeans, EmptyClustersAreReseeded) {
+  // 6 distinct points, 3 of them duplicated many times, k = 6: every centroid must end up used
+  // and distinct even though random initial picks collide on duplicates.
+  const int64_t dim = 2, k = 6;
+  std::vector<float> x;
+  for (int rep = 0; rep < 50; ++rep) x.insert(x.end(), {0, 0, 10, 10, -10, 5});
+  x.insert(x.end(), {100, 100, -100, 100, 100, -100});
+  const int64_t n = static_cast<int64_t>(x.size()) / dim;
+  std::vector<float> c(k * dim);
+  cpu::kmeans(x.data(), n, dim, k, Metric::L2, 10, 5, c.data());
+  std::set<std::pair<float, float>> distinct;
+  for (int64_t i = 0; i < k; ++i) distinct.insert({c[i * dim], c[i * dim + 1]});
+  EXPECT_EQ(distinct.size(), static_cast<std::size_t>(k));
+  for (float v : c) EXPECT_TRUE(std::isfinite(v));
+}
+
+TEST(Sampling, CapsAndIsSeeded) {
+  auto x = ivftest::random_vectors(1000, 3, 4);
+  auto a = sample_rows(x.data(), 1000, 3, 100, 9);
+  auto b = sample_rows(x.data(), 1000, 3, 100, 9);
+  auto c = sample_rows(x.data(), 1000, 3, 100, 10);
+  EXPECT_EQ(a.size(), 300u);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(sample_rows(x.data(), 50, 3, 100, 9).size(), 150u);
+}
+
+TEST(VectorOps, NonFiniteRowsAndNormalisation) {
+  std::vector<float> x = {1, 2, 3, 4, 0, 0};
+  EXPECT_EQ(first_non_finite_row(x.data(), 3, 2), -1);
+  x[3] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(first_non_finite_row(x.data(), 3, 2), 1);
+  auto u = normalized_copy(x.data() + 0, 1, 2);
+  EXPECT_NEAR(u[0] * u[0] + u[1] * u[1], 1.0f, 1e-6f);
+  std::vector<float> zero = {0, 0};
+  EXPECT_EQ(normalized_copy(zero.data(), 1, 2), zero);
+}
