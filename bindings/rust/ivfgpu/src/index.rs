@@ -1,0 +1,447 @@
+//! `Index`: an owned `ivf_index` handle and the calls on it.
+
+use core::ptr::NonNull;
+use std::ffi::CString;
+use std::path::Path;
+
+use ivfgpu_sys as sys;
+
+use crate::error::{check, Error, Result};
+use crate::params::{Backend, IndexParams, Metric, RawParams, SearchParams};
+
+/// The id of a padding entry: a result row holds fewer than `k` real neighbours when fewer
+/// candidates exist; the rest have this id and an infinite distance (+inf for L2, -inf for
+/// inner product and cosine).
+pub const NO_ID: i64 = -1;
+
+/// An IVF-Flat index of `f32` vectors, owning its C handle; dropping it frees the index.
+///
+/// Lifecycle: [`Index::new`] → [`train`](Index::train) → [`add`](Index::add) /
+/// [`add_with_ids`](Index::add_with_ids) → [`search`](Index::search).
+/// Vectors are passed row-major in flat slices whose length must be a multiple of
+/// [`dim`](Index::dim); every length is checked before calling into the library.
+///
+/// ```
+/// use ivfgpu::{Backend, Index, IndexParams, SearchParams};
+///
+/// let dim = 4;
+/// // 64 vectors: vector i is (i, i, i, i).
+/// let data: Vec<f32> = (0..64).flat_map(|i| [i as f32; 4]).collect();
+/// let mut index = Index::new(dim, &IndexParams::new().nlist(4).backend(Backend::CPU))?;
+/// index.train(&data)?;
+/// index.add(&data)?;
+/// assert_eq!(index.ntotal()?, 64);
+///
+/// // Exact search (all lists probed): the 3 nearest neighbours of (10.2, 10.2, 10.2, 10.2).
+/// let found = index.search_with(&[10.2; 4], 3, &SearchParams::new().nprobe(4))?;
+/// assert_eq!(found.ids(), &[10, 11, 9]);
+/// # Ok::<(), ivfgpu::Error>(())
+/// ```
+///
+/// Errors carry a kind, the C status code and the library's message:
+///
+/// ```
+/// use ivfgpu::{Backend, ErrorKind, Index, IndexParams};
+///
+/// let index = Index::new(8, &IndexParams::new().backend(Backend::CPU))?;
+/// // Searching an untrained index is refused by the library ...
+/// let err = index.search(&[0.0; 8], 1).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidState);
+/// // ... and a query of the wrong length by the binding, before any C call.
+/// let err = index.search(&[0.0; 7], 1).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+/// # Ok::<(), ivfgpu::Error>(())
+/// ```
+///
+/// An index cannot be used after it is dropped, nor freed twice: ownership rules it out at
+/// compile time.
+///
+/// ```compile_fail,E0382
+/// # use ivfgpu::{Index, IndexParams};
+/// let index = Index::new(8, &IndexParams::new())?;
+/// drop(index);
+/// index.ntotal()?; // error[E0382]: borrow of moved value: `index`
+/// # Ok::<(), ivfgpu::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Index {
+    handle: NonNull<sys::ivf_index>,
+    dim: usize,
+}
+
+// Thread-safety, from the C contract in ivfgpu.h:
+// - Send: a handle has no thread affinity. Any call may be made from any thread, and
+//   ivf_free "works from any thread". The thread-local error message does not tie the handle
+//   to a thread: `check` copies it on the calling thread right after each call.
+// - Sync: through `&Index` this API makes only the calls that the header declares safe to run
+//   concurrently on one index (ivf_search, ivf_ntotal, ivf_index_info, ivf_serialize,
+//   ivf_save). The mutating calls (train, add, reset) take `&mut self`. The library would
+//   also serialise them against searches with its internal write lock, but exclusive access
+//   is what Rust callers expect of a mutation.
+// - ivf_free "must not race with any other call": `Drop` takes the index by value, so no
+//   borrow (and no other thread's call) can be alive while it runs.
+unsafe impl Send for Index {}
+unsafe impl Sync for Index {}
+
+fn to_i64(value: usize) -> i64 {
+    // Slice lengths never exceed isize::MAX, so this never saturates for them.
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn path_to_cstring(path: &Path) -> Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::invalid_argument(format!("path {path:?} contains a NUL byte")))
+}
+
+impl Index {
+    /// Creates an empty, untrained index of dimension `dim` with the given build parameters.
+    /// The backend is fixed here.
+    pub fn new(dim: usize, params: &IndexParams) -> Result<Index> {
+        if dim == 0 {
+            return Err(Error::invalid_argument("dim must be >= 1".into()));
+        }
+        let raw = params.to_raw()?;
+        let mut handle = core::ptr::null_mut();
+        check(unsafe { sys::ivf_create(&mut handle, to_i64(dim), RawParams::ptr(&raw)) })?;
+        Ok(Index::from_created(handle, dim))
+    }
+
+    fn from_created(handle: *mut sys::ivf_index, dim: usize) -> Index {
+        Index {
+            handle: NonNull::new(handle).expect("the library returned IVF_OK and NULL"),
+            dim,
+        }
+    }
+
+    /// Takes ownership of a handle created by the library, e.g. through `ivfgpu-sys`.
+    ///
+    /// # Safety
+    /// `handle` must come from `ivf_create`, `ivf_load` or `ivf_deserialize`, must not be
+    /// freed elsewhere, and nothing else may use it afterwards.
+    pub unsafe fn from_raw(handle: NonNull<sys::ivf_index>) -> Result<Index> {
+        let mut dim = 0;
+        check(unsafe { sys::ivf_index_info(handle.as_ptr(), sys::IVF_INFO_DIM, &mut dim) })?;
+        Ok(Index {
+            handle,
+            dim: dim as usize,
+        })
+    }
+
+    /// The raw handle, for calls this crate does not wrap. It stays owned by `self`.
+    pub fn as_raw(&self) -> *const sys::ivf_index {
+        self.handle.as_ptr()
+    }
+
+    /// Dimension of the vectors.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Number of vectors in `data`, checking that it is a non-empty whole number of rows.
+    fn rows(&self, data: &[f32], what: &str) -> Result<usize> {
+        if data.is_empty() {
+            return Err(Error::invalid_argument(format!("{what}: no vectors given")));
+        }
+        if data.len() % self.dim != 0 {
+            return Err(Error::invalid_argument(format!(
+                "{what}: length {} is not a multiple of the dimension {}",
+                data.len(),
+                self.dim
+            )));
+        }
+        Ok(data.len() / self.dim)
+    }
+
+    /// Trains the coarse quantizer (k-means) on `data` (at least nlist vectors). Fails with
+    /// `InvalidState` when the index already holds vectors.
+    pub fn train(&mut self, data: &[f32]) -> Result<()> {
+        let n = self.rows(data, "train")?;
+        check(unsafe {
+            sys::ivf_train(
+                self.handle.as_ptr(),
+                data.as_ptr().cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+            )
+        })
+    }
+
+    /// Adds vectors with sequential ids (continuing from [`ntotal`](Index::ntotal)).
+    /// All or nothing: on failure the index is unchanged.
+    pub fn add(&mut self, data: &[f32]) -> Result<()> {
+        let n = self.rows(data, "add")?;
+        self.add_raw(data, n, core::ptr::null())
+    }
+
+    /// Adds vectors with caller ids, one per vector (any value except [`NO_ID`]).
+    pub fn add_with_ids(&mut self, data: &[f32], ids: &[i64]) -> Result<()> {
+        let n = self.rows(data, "add_with_ids")?;
+        if ids.len() != n {
+            return Err(Error::invalid_argument(format!(
+                "add_with_ids: {} ids for {n} vectors",
+                ids.len()
+            )));
+        }
+        self.add_raw(data, n, ids.as_ptr())
+    }
+
+    fn add_raw(&mut self, data: &[f32], n: usize, ids: *const i64) -> Result<()> {
+        check(unsafe {
+            sys::ivf_add(
+                self.handle.as_ptr(),
+                data.as_ptr().cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+                ids,
+            )
+        })
+    }
+
+    /// Removes every vector, keeping the trained centroids.
+    pub fn reset(&mut self) -> Result<()> {
+        check(unsafe { sys::ivf_reset(self.handle.as_ptr()) })
+    }
+
+    /// The `k` nearest neighbours of each query, with the index's default parameters.
+    pub fn search(&self, queries: &[f32], k: usize) -> Result<SearchResult> {
+        self.search_with(queries, k, &SearchParams::new())
+    }
+
+    /// The `k` nearest neighbours of each query, with search parameters.
+    pub fn search_with(
+        &self,
+        queries: &[f32],
+        k: usize,
+        params: &SearchParams,
+    ) -> Result<SearchResult> {
+        let n = self.rows(queries, "search")?;
+        let total = result_len(n, k)?;
+        let mut ids = vec![NO_ID; total];
+        let mut distances = vec![0.0f32; total];
+        self.search_into_with(queries, k, &mut ids, &mut distances, params)?;
+        Ok(SearchResult { ids, distances, k })
+    }
+
+    /// Like [`search`](Index::search), writing into caller slices of exactly
+    /// `queries.len() / dim * k` elements each (row-major, best first).
+    pub fn search_into(
+        &self,
+        queries: &[f32],
+        k: usize,
+        ids: &mut [i64],
+        distances: &mut [f32],
+    ) -> Result<()> {
+        self.search_into_with(queries, k, ids, distances, &SearchParams::new())
+    }
+
+    /// Like [`search_with`](Index::search_with), writing into caller slices. On error the
+    /// slices are untouched when an argument check failed, otherwise unspecified.
+    pub fn search_into_with(
+        &self,
+        queries: &[f32],
+        k: usize,
+        ids: &mut [i64],
+        distances: &mut [f32],
+        params: &SearchParams,
+    ) -> Result<()> {
+        let n = self.rows(queries, "search")?;
+        let total = result_len(n, k)?;
+        if ids.len() != total || distances.len() != total {
+            return Err(Error::invalid_argument(format!(
+                "search: {n} queries x k = {k} need {total} ids and distances, got {} and {}",
+                ids.len(),
+                distances.len()
+            )));
+        }
+        let raw = params.to_raw()?;
+        check(unsafe {
+            sys::ivf_search(
+                self.handle.as_ptr(),
+                RawParams::ptr(&raw),
+                queries.as_ptr().cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+                to_i64(k),
+                ids.as_mut_ptr(),
+                distances.as_mut_ptr(),
+            )
+        })
+    }
+
+    fn info(&self, key: sys::ivf_info_key) -> Result<i64> {
+        let mut value = 0;
+        check(unsafe { sys::ivf_index_info(self.handle.as_ptr(), key, &mut value) })?;
+        Ok(value)
+    }
+
+    /// Number of vectors held.
+    pub fn ntotal(&self) -> Result<usize> {
+        let mut n = 0;
+        check(unsafe { sys::ivf_ntotal(self.handle.as_ptr(), &mut n) })?;
+        Ok(n as usize)
+    }
+    /// Number of inverted lists.
+    pub fn nlist(&self) -> Result<usize> {
+        self.info(sys::IVF_INFO_NLIST).map(|v| v as usize)
+    }
+    /// Default number of lists probed per query.
+    pub fn nprobe(&self) -> Result<usize> {
+        self.info(sys::IVF_INFO_NPROBE).map(|v| v as usize)
+    }
+    /// The distance measure.
+    pub fn metric(&self) -> Result<Metric> {
+        self.info(sys::IVF_INFO_METRIC)
+            .map(|v| Metric::from_raw(v as i32))
+    }
+    /// The resolved backend ([`Backend::CPU`] or [`Backend::CUDA`]).
+    pub fn backend(&self) -> Result<Backend> {
+        self.info(sys::IVF_INFO_BACKEND)
+            .map(|v| Backend::from_raw(v as i32))
+    }
+    /// CUDA device ordinal, `None` on the CPU backend.
+    pub fn device(&self) -> Result<Option<u32>> {
+        self.info(sys::IVF_INFO_DEVICE)
+            .map(|v| u32::try_from(v).ok())
+    }
+    /// Whether the index has been trained.
+    pub fn is_trained(&self) -> Result<bool> {
+        self.info(sys::IVF_INFO_IS_TRAINED).map(|v| v != 0)
+    }
+    /// Device memory held by the index, in bytes (0 on the CPU).
+    pub fn device_memory_bytes(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_DEVICE_MEMORY_BYTES)
+            .map(|v| v as u64)
+    }
+    /// Host memory held by the index, in bytes.
+    pub fn host_memory_bytes(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_HOST_MEMORY_BYTES).map(|v| v as u64)
+    }
+
+    /// Writes the index to `path` atomically (the file is replaced only on success).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path_to_cstring(path.as_ref())?;
+        check(unsafe { sys::ivf_save(self.handle.as_ptr(), path.as_ptr()) })
+    }
+
+    /// Writes the index as a FAISS `IndexIVFFlat` file (L2 and inner product), atomically.
+    pub fn save_faiss(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path_to_cstring(path.as_ref())?;
+        check(unsafe { sys::ivf_save_faiss(self.handle.as_ptr(), path.as_ptr()) })
+    }
+
+    /// Reads an index written by [`save`](Index::save) or a FAISS `IndexIVFFlat` file.
+    /// `params` choose the backend, device and threads; the rest comes from the file.
+    pub fn load(path: impl AsRef<Path>, params: &IndexParams) -> Result<Index> {
+        let path = path_to_cstring(path.as_ref())?;
+        let raw = params.to_raw()?;
+        let mut handle = core::ptr::null_mut();
+        check(unsafe { sys::ivf_load(path.as_ptr(), RawParams::ptr(&raw), &mut handle) })?;
+        let handle = NonNull::new(handle).expect("ivf_load returned IVF_OK and NULL");
+        // SAFETY: a fresh handle from ivf_load, owned by nobody else.
+        unsafe { Index::from_raw(handle) }
+    }
+
+    /// The index as bytes (the format of [`save`](Index::save)).
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let mut size = 0usize;
+        check(unsafe {
+            sys::ivf_serialize(self.handle.as_ptr(), core::ptr::null_mut(), 0, &mut size)
+        })?;
+        let mut bytes = vec![0u8; size];
+        check(unsafe {
+            sys::ivf_serialize(
+                self.handle.as_ptr(),
+                bytes.as_mut_ptr().cast(),
+                size,
+                &mut size,
+            )
+        })?;
+        bytes.truncate(size);
+        Ok(bytes)
+    }
+
+    /// Builds an index from bytes written by [`serialize`](Index::serialize) (or a FAISS
+    /// `IndexIVFFlat` file image).
+    pub fn deserialize(bytes: &[u8], params: &IndexParams) -> Result<Index> {
+        let raw = params.to_raw()?;
+        let mut handle = core::ptr::null_mut();
+        check(unsafe {
+            sys::ivf_deserialize(
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                RawParams::ptr(&raw),
+                &mut handle,
+            )
+        })?;
+        let handle = NonNull::new(handle).expect("ivf_deserialize returned IVF_OK and NULL");
+        // SAFETY: a fresh handle from ivf_deserialize, owned by nobody else.
+        unsafe { Index::from_raw(handle) }
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from the library, is freed exactly once, and no other call
+        // on it can be running (Drop has exclusive access).
+        unsafe { sys::ivf_free(self.handle.as_ptr()) }
+    }
+}
+
+fn result_len(n: usize, k: usize) -> Result<usize> {
+    if k == 0 {
+        return Err(Error::invalid_argument("search: k must be >= 1".into()));
+    }
+    n.checked_mul(k)
+        .filter(|&total| total <= isize::MAX as usize / core::mem::size_of::<i64>())
+        .ok_or_else(|| Error::invalid_argument(format!("search: {n} x {k} results overflow")))
+}
+
+/// Results of a search: `len()` rows of `k` neighbours, best first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchResult {
+    ids: Vec<i64>,
+    distances: Vec<f32>,
+    k: usize,
+}
+
+impl SearchResult {
+    /// Neighbours per query.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Number of queries.
+    pub fn len(&self) -> usize {
+        self.ids.len() / self.k
+    }
+    /// True when there are no queries (never, for a successful search).
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+    /// All ids, row-major (`len() * k`); padding entries are [`NO_ID`].
+    pub fn ids(&self) -> &[i64] {
+        &self.ids
+    }
+    /// All distances, row-major (`len() * k`).
+    pub fn distances(&self) -> &[f32] {
+        &self.distances
+    }
+    /// The ids and distances of query `i`. Panics when `i >= len()`.
+    pub fn row(&self, i: usize) -> (&[i64], &[f32]) {
+        let range = i * self.k..(i + 1) * self.k;
+        (&self.ids[range.clone()], &self.distances[range])
+    }
+    /// The rows, in query order.
+    pub fn rows(&self) -> impl Iterator<Item = (&[i64], &[f32])> {
+        self.ids
+            .chunks_exact(self.k)
+            .zip(self.distances.chunks_exact(self.k))
+    }
+    /// The ids and distances, row-major.
+    pub fn into_parts(self) -> (Vec<i64>, Vec<f32>) {
+        (self.ids, self.distances)
+    }
+}

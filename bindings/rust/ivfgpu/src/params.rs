@@ -1,0 +1,209 @@
+//! Builder-style parameters, turned into a C `ivf_params` object only for the call that reads
+//! them (so they are plain Rust values: `Clone`, `Send`, `Sync`, no handle to free).
+
+use core::ptr::NonNull;
+
+use ivfgpu_sys as sys;
+
+use crate::error::{check, Error, Result};
+
+/// Distance measure. An integer newtype rather than an enum, so that a value reported by a
+/// newer library is representable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Metric(i32);
+
+impl Metric {
+    /// Squared Euclidean distance, smallest first.
+    pub const L2: Metric = Metric(sys::IVF_METRIC_L2);
+    /// Dot product, largest first.
+    pub const INNER_PRODUCT: Metric = Metric(sys::IVF_METRIC_INNER_PRODUCT);
+    /// Cosine similarity (data and queries normalised), largest first.
+    pub const COSINE: Metric = Metric(sys::IVF_METRIC_COSINE);
+
+    /// The metric with C value `raw` (`IVF_METRIC_*`).
+    pub const fn from_raw(raw: i32) -> Metric {
+        Metric(raw)
+    }
+    /// The C value (`IVF_METRIC_*`).
+    pub const fn raw(self) -> i32 {
+        self.0
+    }
+}
+
+/// Where an index lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Backend(i32);
+
+impl Backend {
+    /// The first usable CUDA device, else the CPU.
+    pub const AUTO: Backend = Backend(sys::IVF_BACKEND_AUTO);
+    /// The CPU reference backend.
+    pub const CPU: Backend = Backend(sys::IVF_BACKEND_CPU);
+    /// A CUDA device (fails with `Unsupported` without one).
+    pub const CUDA: Backend = Backend(sys::IVF_BACKEND_CUDA);
+
+    /// The backend with C value `raw` (`IVF_BACKEND_*`).
+    pub const fn from_raw(raw: i32) -> Backend {
+        Backend(raw)
+    }
+    /// The C value (`IVF_BACKEND_*`).
+    pub const fn raw(self) -> i32 {
+        self.0
+    }
+}
+
+/// A key's value as given: `None` when it does not fit the C `int64_t` (reported as
+/// `InvalidArgument` when the parameters are used).
+type Entry = (sys::ivf_param_key, Option<i64>);
+
+fn set(entries: &mut Vec<Entry>, key: sys::ivf_param_key, value: Option<i64>) {
+    entries.retain(|(k, _)| *k != key);
+    entries.push((key, value));
+}
+
+fn int<T: TryInto<i64>>(value: T) -> Option<i64> {
+    value.try_into().ok()
+}
+
+/// Build parameters of an index, read by [`Index::new`](crate::Index::new) (and `load`).
+/// Unset keys keep the library's defaults; values are checked against the library's bounds
+/// when the index is created.
+///
+/// ```
+/// use ivfgpu::{Backend, IndexParams, Metric};
+/// let params = IndexParams::new().nlist(64).metric(Metric::INNER_PRODUCT).backend(Backend::CPU);
+/// # let _ = params;
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexParams {
+    entries: Vec<Entry>,
+}
+
+impl IndexParams {
+    /// All defaults.
+    pub fn new() -> IndexParams {
+        IndexParams::default()
+    }
+    /// Number of inverted lists (default 1024); training needs at least this many vectors.
+    pub fn nlist(mut self, nlist: usize) -> Self {
+        set(&mut self.entries, sys::IVF_PARAM_NLIST, int(nlist));
+        self
+    }
+    /// Distance measure (default [`Metric::L2`]).
+    pub fn metric(mut self, metric: Metric) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_METRIC,
+            Some(metric.raw().into()),
+        );
+        self
+    }
+    /// Backend (default [`Backend::AUTO`]).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_BACKEND,
+            Some(backend.raw().into()),
+        );
+        self
+    }
+    /// CUDA device ordinal for the CUDA and AUTO backends (default 0).
+    pub fn device(mut self, device: u32) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_DEVICE,
+            Some(device.into()),
+        );
+        self
+    }
+    /// k-means iterations (default 20).
+    pub fn kmeans_iters(mut self, iters: usize) -> Self {
+        set(&mut self.entries, sys::IVF_PARAM_KMEANS_ITERS, int(iters));
+        self
+    }
+    /// Training sample cap: this many points per list (default 256).
+    pub fn max_points_per_centroid(mut self, points: usize) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_MAX_POINTS_PER_CENTROID,
+            int(points),
+        );
+        self
+    }
+    /// Random seed for sampling and k-means (default 1234).
+    pub fn seed(mut self, seed: u64) -> Self {
+        set(&mut self.entries, sys::IVF_PARAM_SEED, int(seed));
+        self
+    }
+    /// CPU threads, 0 = all cores (default 0).
+    pub fn num_threads(mut self, threads: usize) -> Self {
+        set(&mut self.entries, sys::IVF_PARAM_NUM_THREADS, int(threads));
+        self
+    }
+    /// The index's default number of lists probed per query (default 8).
+    pub fn nprobe(mut self, nprobe: usize) -> Self {
+        set(&mut self.entries, sys::IVF_PARAM_NPROBE, int(nprobe));
+        self
+    }
+
+    pub(crate) fn to_raw(&self) -> Result<Option<RawParams>> {
+        RawParams::from_entries(&self.entries)
+    }
+}
+
+/// Search parameters, given to [`Index::search_with`](crate::Index::search_with) and
+/// [`Index::search_into_with`](crate::Index::search_into_with). Queries and results are
+/// always host memory in this API.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchParams {
+    entries: Vec<Entry>,
+}
+
+impl SearchParams {
+    /// The index's defaults.
+    pub fn new() -> SearchParams {
+        SearchParams::default()
+    }
+    /// Lists probed per query (>= 1, clamped to nlist). nprobe = nlist is an exact search.
+    pub fn nprobe(mut self, nprobe: usize) -> Self {
+        set(&mut self.entries, sys::IVF_PARAM_NPROBE, int(nprobe));
+        self
+    }
+
+    pub(crate) fn to_raw(&self) -> Result<Option<RawParams>> {
+        RawParams::from_entries(&self.entries)
+    }
+}
+
+/// An owned C parameter object, alive for one call.
+pub(crate) struct RawParams(NonNull<sys::ivf_params>);
+
+impl RawParams {
+    /// `None` (C: NULL, all defaults) when nothing was set.
+    fn from_entries(entries: &[Entry]) -> Result<Option<RawParams>> {
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        let mut ptr = core::ptr::null_mut();
+        check(unsafe { sys::ivf_params_create(&mut ptr) })?;
+        let params =
+            RawParams(NonNull::new(ptr).expect("ivf_params_create returned IVF_OK and NULL"));
+        for &(key, value) in entries {
+            let value = value.ok_or_else(|| {
+                Error::invalid_argument(format!("parameter {key}: value does not fit in int64"))
+            })?;
+            check(unsafe { sys::ivf_params_set_int(params.0.as_ptr(), key, value) })?;
+        }
+        Ok(Some(params))
+    }
+
+    pub(crate) fn ptr(this: &Option<RawParams>) -> *const sys::ivf_params {
+        this.as_ref().map_or(core::ptr::null(), |p| p.0.as_ptr())
+    }
+}
+
+impl Drop for RawParams {
+    fn drop(&mut self) {
+        unsafe { sys::ivf_params_free(self.0.as_ptr()) }
+    }
+}

@@ -1,0 +1,205 @@
+//! Results against known neighbours (exact brute force), padding, ids, parameters.
+
+mod common;
+
+use common::*;
+use ivfgpu::{Backend, Index, IndexParams, Metric, SearchParams, NO_ID};
+
+#[test]
+fn exact_search_matches_brute_force() {
+    let (index, data) = filled_index();
+    assert_eq!(index.ntotal().unwrap(), N);
+    assert_eq!(index.nlist().unwrap(), NLIST);
+    assert_eq!(index.backend().unwrap(), Backend::CPU);
+    assert_eq!(index.metric().unwrap(), Metric::L2);
+    assert_eq!(index.device().unwrap(), None);
+    assert!(index.is_trained().unwrap());
+
+    let queries = generate(20, DIM, 99);
+    let k = 10;
+    // Probing every list makes IVF search exact.
+    let result = index
+        .search_with(&queries, k, &SearchParams::new().nprobe(NLIST))
+        .unwrap();
+    assert_eq!((result.len(), result.k()), (20, k));
+    for (q, (ids, dists)) in queries.chunks_exact(DIM).zip(result.rows()) {
+        let expected = brute_force(&data, DIM, q, k);
+        let expected_ids: Vec<i64> = expected.iter().map(|e| e.0).collect();
+        assert_eq!(ids, &expected_ids[..]);
+        for (d, e) in dists.iter().zip(&expected) {
+            assert!((d - e.1).abs() <= 1e-4 * (1.0 + e.1), "{d} vs {}", e.1);
+        }
+    }
+}
+
+#[test]
+fn stored_vectors_find_themselves() {
+    let (index, data) = filled_index();
+    let result = index.search(&data[..5 * DIM], 3).unwrap();
+    for (i, (ids, dists)) in result.rows().enumerate() {
+        assert_eq!(ids[0], i as i64);
+        assert_eq!(dists[0], 0.0);
+        assert!(
+            dists[0] <= dists[1] && dists[1] <= dists[2],
+            "sorted, best first"
+        );
+    }
+}
+
+#[test]
+fn search_into_fills_caller_slices_like_search() {
+    let (index, _) = filled_index();
+    let queries = generate(7, DIM, 5);
+    let k = 4;
+    let mut ids = vec![0i64; 7 * k];
+    let mut dists = vec![0f32; 7 * k];
+    index
+        .search_into(&queries, k, &mut ids, &mut dists)
+        .unwrap();
+    let result = index.search(&queries, k).unwrap();
+    assert_eq!(result.ids(), &ids[..]);
+    assert_eq!(result.distances(), &dists[..]);
+    let (ids2, dists2) = result.into_parts();
+    assert_eq!((ids2, dists2), (ids, dists));
+}
+
+#[test]
+fn caller_ids_come_back() {
+    let data = generate(N, DIM, 1);
+    let ids: Vec<i64> = (0..N as i64).map(|i| 1_000_000 + 3 * i).collect();
+    let mut index = Index::new(DIM, &cpu_params()).unwrap();
+    index.train(&data).unwrap();
+    index.add_with_ids(&data, &ids).unwrap();
+    let result = index.search(&data[10 * DIM..11 * DIM], 1).unwrap();
+    assert_eq!(result.ids(), &[1_000_030]);
+}
+
+#[test]
+fn short_rows_are_padded() {
+    let data = generate(64, 4, 3);
+    let mut index = Index::new(
+        4,
+        &IndexParams::new().nlist(2).backend(Backend::CPU).nprobe(2),
+    )
+    .unwrap();
+    index.train(&data).unwrap();
+    index.add(&data[..3 * 4]).unwrap(); // three vectors only
+    let result = index.search(&data[..4], 5).unwrap();
+    let (ids, dists) = result.row(0);
+    assert_eq!(ids[0], 0);
+    assert_eq!(&ids[3..], &[NO_ID, NO_ID]);
+    assert!(dists[3..].iter().all(|d| *d == f32::INFINITY));
+}
+
+#[test]
+fn inner_product_ranks_largest_first() {
+    let data = generate(500, 8, 11);
+    let params = IndexParams::new()
+        .nlist(8)
+        .metric(Metric::INNER_PRODUCT)
+        .backend(Backend::CPU);
+    let mut index = Index::new(8, &params).unwrap();
+    index.train(&data).unwrap();
+    index.add(&data).unwrap();
+    assert_eq!(index.metric().unwrap(), Metric::INNER_PRODUCT);
+    let q = [1.0f32; 8];
+    let result = index
+        .search_with(&q, 5, &SearchParams::new().nprobe(8))
+        .unwrap();
+    let best = data
+        .chunks_exact(8)
+        .enumerate()
+        .max_by(|a, b| a.1.iter().sum::<f32>().total_cmp(&b.1.iter().sum::<f32>()))
+        .unwrap()
+        .0;
+    assert_eq!(result.ids()[0], best as i64);
+    assert!(result.distances().windows(2).all(|w| w[0] >= w[1]));
+}
+
+#[test]
+fn reset_empties_and_keeps_training() {
+    let (mut index, data) = filled_index();
+    index.reset().unwrap();
+    assert_eq!(index.ntotal().unwrap(), 0);
+    assert!(index.is_trained().unwrap());
+    let result = index.search(&data[..DIM], 2).unwrap();
+    assert_eq!(result.ids(), &[NO_ID, NO_ID]);
+    index.add(&data).unwrap();
+    assert_eq!(index.ntotal().unwrap(), N);
+}
+
+#[test]
+fn default_nprobe_comes_from_build_params() {
+    let index = Index::new(DIM, &cpu_params().nprobe(5)).unwrap();
+    assert_eq!(index.nprobe().unwrap(), 5);
+    assert_eq!(index.dim(), DIM);
+}
+
+/// Persistence is being implemented in the library; until then it must fail as Unsupported,
+/// and once it works a round trip must give the same results.
+#[test]
+fn persistence_round_trips_or_is_unsupported() {
+    let (index, data) = filled_index();
+    let queries = &data[..3 * DIM];
+    let before = index.search(queries, 5).unwrap();
+
+    match index.serialize() {
+        Ok(bytes) => {
+            let copy = Index::deserialize(&bytes, &cpu_params()).unwrap();
+            assert_eq!(copy.search(queries, 5).unwrap(), before);
+        }
+        Err(e) => assert_eq!(e.kind(), ivfgpu::ErrorKind::Unsupported, "{e}"),
+    }
+
+    let dir = std::env::temp_dir().join(format!("ivfgpu-rs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("index.ivf");
+    match index.save(&path) {
+        Ok(()) => {
+            let loaded = Index::load(&path, &cpu_params()).unwrap();
+            assert_eq!(loaded.ntotal().unwrap(), N);
+            assert_eq!(loaded.search(queries, 5).unwrap(), before);
+        }
+        Err(e) => assert_eq!(e.kind(), ivfgpu::ErrorKind::Unsupported, "{e}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn library_versions() {
+    assert_eq!(ivfgpu::abi_version(), ivfgpu::ABI_VERSION);
+    assert_eq!(ivfgpu::version().split('.').count(), 3);
+    let _ = ivfgpu::cuda_device_count().unwrap();
+}
+
+/// On a machine with a GPU (and a CUDA build): the CUDA backend gives the CPU's exact results.
+#[test]
+fn cuda_backend_matches_cpu_when_a_gpu_exists() {
+    if ivfgpu::cuda_device_count().unwrap() == 0 {
+        eprintln!("no CUDA device: skipped");
+        return;
+    }
+    let data = generate(N, DIM, 1);
+    let mut cpu = Index::new(DIM, &cpu_params()).unwrap();
+    let mut gpu = Index::new(DIM, &cpu_params().backend(Backend::CUDA)).unwrap();
+    assert_eq!(gpu.backend().unwrap(), Backend::CUDA);
+    assert_eq!(gpu.device().unwrap(), Some(0));
+    for index in [&mut cpu, &mut gpu] {
+        index.train(&data).unwrap();
+        index.add(&data).unwrap();
+    }
+    let queries = generate(30, DIM, 4);
+    let exact = SearchParams::new().nprobe(NLIST);
+    let (c, g) = (
+        cpu.search_with(&queries, 10, &exact).unwrap(),
+        gpu.search_with(&queries, 10, &exact).unwrap(),
+    );
+    for ((ci, cd), (gi, gd)) in c.rows().zip(g.rows()) {
+        // Exact search on both: the same neighbours (ties aside) at the same distances.
+        let same = ci.iter().zip(gi).filter(|(a, b)| a == b).count();
+        assert!(same >= 9, "{ci:?} vs {gi:?}");
+        for (x, y) in cd.iter().zip(gd) {
+            assert!((x - y).abs() <= 1e-3 * (1.0 + x.abs()), "{x} vs {y}");
+        }
+    }
+}
