@@ -1,0 +1,3 @@
+module github.com/libivfgpu/libivfgpu/bindings/go
+
+go 1.19

@@ -1,0 +1,595 @@
+// Package ivfgpu is the Go binding of libivfgpu: IVF-Flat approximate nearest-neighbour
+// search on the GPU (CUDA), with a CPU reference backend.
+//
+// An Index is created with New, trained on sample vectors, filled with Add or AddWithIDs and
+// queried with Search. Vectors are float32 slices, row-major: n vectors of dimension d are
+// one slice of n*d values. Close frees the index; it is idempotent, safe from any goroutine
+// and waits for calls in progress. A finalizer frees an index that was never closed, but only
+// as a safety net: GPU memory is scarce, so Close indexes explicitly.
+//
+// Errors are *Error values that wrap a Code; compare with errors.Is against the sentinels
+// (ErrInvalidArgument, ErrInvalidState, ErrOutOfMemory, ...).
+//
+// Thread-safety: all methods may be called from any goroutine. Searches and queries on one
+// index run concurrently; Train, Add and Reset are serialised by the library's write lock.
+//
+// Linking uses pkg-config (package ivfgpu); see cgo_nopkgconfig.go for the fallback.
+package ivfgpu
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include <ivfgpu/ivfgpu.h>
+
+// Every C call below runs inside one helper together with the copy of its error message:
+// the message is thread-local in C, and between two cgo calls a goroutine may move to
+// another OS thread, or another goroutine may make a call on this one and overwrite it.
+typedef struct { char text[1024]; } ivfgo_msg;
+
+// One parameter key and its value; a call gets an array of them, turned into an ivf_params
+// object inside the helper.
+typedef struct { ivf_param_key key; int64_t value; } ivfgo_kv;
+
+static ivf_status ivfgo_capture(ivf_status s, ivfgo_msg* msg) {
+  if (s != IVF_OK) {
+    strncpy(msg->text, ivf_last_error_message(), sizeof msg->text - 1);
+    msg->text[sizeof msg->text - 1] = '\0';
+  }
+  return s;
+}
+
+// *out is NULL (all defaults) when nkv is 0; the caller frees *out in every case.
+static ivf_status ivfgo_params(const ivfgo_kv* kv, int64_t nkv, ivf_params** out) {
+  *out = NULL;
+  if (nkv == 0) return IVF_OK;
+  ivf_status s = ivf_params_create(out);
+  for (int64_t i = 0; s == IVF_OK && i < nkv; ++i) s = ivf_params_set_int(*out, kv[i].key, kv[i].value);
+  return s;
+}
+
+static ivf_status ivfgo_create(ivf_index** out, int64_t dim, const ivfgo_kv* kv, int64_t nkv,
+                               ivfgo_msg* msg) {
+  ivf_params* p;
+  ivf_status s = ivfgo_params(kv, nkv, &p);
+  if (s == IVF_OK) s = ivf_create(out, dim, p);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
+}
+
+static ivf_status ivfgo_train(ivf_index* ix, const float* data, int64_t n, int64_t dim,
+                              ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_train(ix, data, IVF_DTYPE_F32, n, dim), msg);
+}
+
+static ivf_status ivfgo_add(ivf_index* ix, const float* data, int64_t n, int64_t dim,
+                            const int64_t* ids, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_add(ix, data, IVF_DTYPE_F32, n, dim, ids), msg);
+}
+
+static ivf_status ivfgo_reset(ivf_index* ix, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_reset(ix), msg);
+}
+
+static ivf_status ivfgo_search(const ivf_index* ix, const ivfgo_kv* kv, int64_t nkv,
+                               const float* queries, int64_t n, int64_t dim, int64_t k,
+                               int64_t* ids, float* dists, ivfgo_msg* msg) {
+  ivf_params* p;
+  ivf_status s = ivfgo_params(kv, nkv, &p);
+  if (s == IVF_OK) s = ivf_search(ix, p, queries, IVF_DTYPE_F32, n, dim, k, ids, dists);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
+}
+
+static ivf_status ivfgo_info(const ivf_index* ix, ivf_info_key key, int64_t* value,
+                             ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_index_info(ix, key, value), msg);
+}
+
+static ivf_status ivfgo_save(const ivf_index* ix, const char* path, int faiss, ivfgo_msg* msg) {
+  return ivfgo_capture(faiss ? ivf_save_faiss(ix, path) : ivf_save(ix, path), msg);
+}
+
+static ivf_status ivfgo_load(const char* path, const ivfgo_kv* kv, int64_t nkv, ivf_index** out,
+                             ivfgo_msg* msg) {
+  ivf_params* p;
+  ivf_status s = ivfgo_params(kv, nkv, &p);
+  if (s == IVF_OK) s = ivf_load(path, p, out);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
+}
+
+static ivf_status ivfgo_serialize(const ivf_index* ix, void* buf, size_t cap, size_t* size,
+                                  ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_serialize(ix, buf, cap, size), msg);
+}
+
+static ivf_status ivfgo_deserialize(const void* buf, size_t size, const ivfgo_kv* kv,
+                                    int64_t nkv, ivf_index** out, ivfgo_msg* msg) {
+  ivf_params* p;
+  ivf_status s = ivfgo_params(kv, nkv, &p);
+  if (s == IVF_OK) s = ivf_deserialize(buf, size, p, out);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
+}
+
+static ivf_status ivfgo_cuda_device_count(int32_t* count, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_cuda_device_count(count), msg);
+}
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// NoID is the id of a padding entry in search results: a row holds fewer than k real
+// neighbours when fewer candidates exist; the rest have this id and an infinite distance.
+const NoID int64 = -1
+
+// Metric is a distance measure.
+type Metric int32
+
+// Metrics.
+const (
+	L2           Metric = C.IVF_METRIC_L2            // squared Euclidean, smallest first
+	InnerProduct Metric = C.IVF_METRIC_INNER_PRODUCT // dot product, largest first
+	Cosine       Metric = C.IVF_METRIC_COSINE        // cosine similarity, largest first
+)
+
+// Backend says where an index lives.
+type Backend int32
+
+// Backends.
+const (
+	BackendAuto Backend = C.IVF_BACKEND_AUTO // the first usable CUDA device, else the CPU
+	BackendCPU  Backend = C.IVF_BACKEND_CPU  // the CPU reference backend
+	BackendCUDA Backend = C.IVF_BACKEND_CUDA // a CUDA device (ErrUnsupported without one)
+)
+
+// Option is one parameter for New, Load, Deserialize or Search. A call ignores options it
+// does not read (WithNList given to Search, say), as the C library does. Values are checked
+// by the library against each key's bounds (ErrInvalidArgument).
+type Option struct {
+	key   C.ivf_param_key
+	value int64
+}
+
+// WithNList sets the number of inverted lists (build; default 1024).
+func WithNList(n int) Option { return Option{C.IVF_PARAM_NLIST, int64(n)} }
+
+// WithMetric sets the distance measure (build; default L2).
+func WithMetric(m Metric) Option { return Option{C.IVF_PARAM_METRIC, int64(m)} }
+
+// WithBackend chooses the backend (build; default BackendAuto).
+func WithBackend(b Backend) Option { return Option{C.IVF_PARAM_BACKEND, int64(b)} }
+
+// WithDevice chooses the CUDA device ordinal (build; default 0).
+func WithDevice(ordinal int) Option { return Option{C.IVF_PARAM_DEVICE, int64(ordinal)} }
+
+// WithKMeansIters sets the number of k-means iterations (build).
+func WithKMeansIters(n int) Option { return Option{C.IVF_PARAM_KMEANS_ITERS, int64(n)} }
+
+// WithMaxPointsPerCentroid caps the training sample at n x nlist vectors (build; default 256).
+func WithMaxPointsPerCentroid(n int) Option {
+	return Option{C.IVF_PARAM_MAX_POINTS_PER_CENTROID, int64(n)}
+}
+
+// WithSeed sets the random seed of sampling and k-means (build; default 1234).
+func WithSeed(seed int64) Option { return Option{C.IVF_PARAM_SEED, seed} }
+
+// WithNumThreads sets the CPU threads, 0 = all cores (build; default 0).
+func WithNumThreads(n int) Option { return Option{C.IVF_PARAM_NUM_THREADS, int64(n)} }
+
+// WithNProbe sets the lists probed per query, clamped to nlist. Given to New it sets the
+// index's default (8 unless set); given to Search it applies to that search. nprobe = nlist
+// is an exact search.
+func WithNProbe(n int) Option { return Option{C.IVF_PARAM_NPROBE, int64(n)} }
+
+// kvs turns options into the C array the helpers read (nil pointer when empty).
+func kvs(opts []Option) (*C.ivfgo_kv, C.int64_t, []C.ivfgo_kv) {
+	if len(opts) == 0 {
+		return nil, 0, nil
+	}
+	arr := make([]C.ivfgo_kv, len(opts))
+	for i, o := range opts {
+		arr[i] = C.ivfgo_kv{key: o.key, value: C.int64_t(o.value)}
+	}
+	return &arr[0], C.int64_t(len(arr)), arr
+}
+
+// check turns a helper's status and captured message into an error.
+func check(op string, s C.ivf_status, msg *C.ivfgo_msg) error {
+	if s == C.IVF_OK {
+		return nil
+	}
+	return &Error{Op: op, Code: Code(s), Message: C.GoString(&msg.text[0])}
+}
+
+// Index is an IVF-Flat index of float32 vectors.
+type Index struct {
+	// mu guards handle: every call holds it for reading (the library runs concurrent calls
+	// on one index safely), Close holds it for writing, because ivf_free must not race with
+	// any other call.
+	mu     sync.RWMutex
+	handle *C.ivf_index
+	dim    int
+}
+
+// testHookFree, when set by a test, runs each time an index's handle is freed.
+var testHookFree func()
+
+func newIndex(handle *C.ivf_index, dim int) *Index {
+	ix := &Index{handle: handle, dim: dim}
+	runtime.SetFinalizer(ix, (*Index).finalize)
+	return ix
+}
+
+// New creates an empty, untrained index of dimension dim.
+func New(dim int, opts ...Option) (*Index, error) {
+	if dim <= 0 {
+		return nil, invalid("New", "dim must be >= 1, got %d", dim)
+	}
+	kv, nkv, keep := kvs(opts)
+	var handle *C.ivf_index
+	var msg C.ivfgo_msg
+	s := C.ivfgo_create(&handle, C.int64_t(dim), kv, nkv, &msg)
+	runtime.KeepAlive(keep)
+	if err := check("New", s, &msg); err != nil {
+		return nil, err
+	}
+	return newIndex(handle, dim), nil
+}
+
+// Close frees the index. It is idempotent and safe from any goroutine: it waits for calls in
+// progress, and later calls return ErrClosed. It always returns nil.
+func (ix *Index) Close() error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.handle != nil {
+		C.ivf_free(ix.handle)
+		ix.handle = nil
+		runtime.SetFinalizer(ix, nil)
+		if testHookFree != nil {
+			testHookFree()
+		}
+	}
+	return nil
+}
+
+func (ix *Index) finalize() { _ = ix.Close() }
+
+// acquire read-locks the index and returns its handle, or ErrClosed.
+func (ix *Index) acquire() (*C.ivf_index, error) {
+	ix.mu.RLock()
+	if ix.handle == nil {
+		ix.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	return ix.handle, nil
+}
+
+// release ends a call begun by acquire; it also keeps ix reachable, so that the finalizer
+// cannot free the handle while C is using it.
+func (ix *Index) release() {
+	ix.mu.RUnlock()
+	runtime.KeepAlive(ix)
+}
+
+// Dim returns the dimension of the vectors.
+func (ix *Index) Dim() int { return ix.dim }
+
+// rows checks that data is a non-empty whole number of vectors and returns their count.
+func (ix *Index) rows(op string, data []float32) (int, error) {
+	if len(data) == 0 {
+		return 0, invalid(op, "no vectors given")
+	}
+	if len(data)%ix.dim != 0 {
+		return 0, invalid(op, "length %d is not a multiple of the dimension %d", len(data), ix.dim)
+	}
+	return len(data) / ix.dim, nil
+}
+
+// Train trains the coarse quantizer (k-means) on data, at least nlist vectors. An index that
+// already holds vectors refuses (ErrInvalidState).
+func (ix *Index) Train(data []float32) error {
+	n, err := ix.rows("Train", data)
+	if err != nil {
+		return err
+	}
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	var msg C.ivfgo_msg
+	s := C.ivfgo_train(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim), &msg)
+	runtime.KeepAlive(data)
+	return check("Train", s, &msg)
+}
+
+// Add adds vectors with sequential ids (continuing from NTotal). All or nothing: on failure
+// the index is unchanged.
+func (ix *Index) Add(data []float32) error {
+	return ix.add("Add", data, nil)
+}
+
+// AddWithIDs adds vectors with caller ids, one per vector (any value except NoID).
+func (ix *Index) AddWithIDs(data []float32, ids []int64) error {
+	if ids == nil {
+		ids = []int64{}
+	}
+	return ix.add("AddWithIDs", data, ids)
+}
+
+func (ix *Index) add(op string, data []float32, ids []int64) error {
+	n, err := ix.rows(op, data)
+	if err != nil {
+		return err
+	}
+	var idp *C.int64_t
+	if ids != nil {
+		if len(ids) != n {
+			return invalid(op, "%d ids for %d vectors", len(ids), n)
+		}
+		idp = (*C.int64_t)(unsafe.Pointer(&ids[0]))
+	}
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	var msg C.ivfgo_msg
+	s := C.ivfgo_add(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim), idp, &msg)
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(ids)
+	return check(op, s, &msg)
+}
+
+// Reset removes every vector, keeping the trained centroids.
+func (ix *Index) Reset() error {
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	var msg C.ivfgo_msg
+	return check("Reset", C.ivfgo_reset(h, &msg), &msg)
+}
+
+// Result holds the neighbours of Len() queries, K per query, row-major and best first.
+// Padding entries have id NoID.
+type Result struct {
+	IDs       []int64
+	Distances []float32
+	K         int
+}
+
+// Len returns the number of queries.
+func (r Result) Len() int {
+	if r.K == 0 {
+		return 0
+	}
+	return len(r.IDs) / r.K
+}
+
+// Row returns the ids and distances of query i.
+func (r Result) Row(i int) ([]int64, []float32) {
+	return r.IDs[i*r.K : (i+1)*r.K], r.Distances[i*r.K : (i+1)*r.K]
+}
+
+// Search returns the k nearest neighbours of each query (queries: n*Dim() values).
+func (ix *Index) Search(queries []float32, k int, opts ...Option) (Result, error) {
+	n, total, err := ix.resultSize("Search", queries, k)
+	if err != nil {
+		return Result{}, err
+	}
+	r := Result{IDs: make([]int64, total), Distances: make([]float32, total), K: k}
+	if err := ix.search("Search", queries, n, k, r.IDs, r.Distances, opts); err != nil {
+		return Result{}, err
+	}
+	return r, nil
+}
+
+// SearchInto is Search writing into caller slices of exactly n*k elements each, where n is
+// the number of queries. On an argument error the slices are untouched; on other errors
+// their contents are unspecified.
+func (ix *Index) SearchInto(queries []float32, k int, ids []int64, distances []float32, opts ...Option) error {
+	n, total, err := ix.resultSize("SearchInto", queries, k)
+	if err != nil {
+		return err
+	}
+	if len(ids) != total || len(distances) != total {
+		return invalid("SearchInto", "%d queries x k = %d need %d ids and distances, got %d and %d",
+			n, k, total, len(ids), len(distances))
+	}
+	return ix.search("SearchInto", queries, n, k, ids, distances, opts)
+}
+
+func (ix *Index) resultSize(op string, queries []float32, k int) (n, total int, err error) {
+	n, err = ix.rows(op, queries)
+	if err != nil {
+		return 0, 0, err
+	}
+	if k <= 0 {
+		return 0, 0, invalid(op, "k must be >= 1, got %d", k)
+	}
+	if n > int(^uint(0)>>1)/8/k {
+		return 0, 0, invalid(op, "%d x %d results overflow", n, k)
+	}
+	return n, n * k, nil
+}
+
+func (ix *Index) search(op string, queries []float32, n, k int, ids []int64, dists []float32, opts []Option) error {
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	kv, nkv, keep := kvs(opts)
+	var msg C.ivfgo_msg
+	s := C.ivfgo_search(h, kv, nkv, (*C.float)(unsafe.Pointer(&queries[0])), C.int64_t(n),
+		C.int64_t(ix.dim), C.int64_t(k), (*C.int64_t)(unsafe.Pointer(&ids[0])),
+		(*C.float)(unsafe.Pointer(&dists[0])), &msg)
+	runtime.KeepAlive(keep)
+	runtime.KeepAlive(queries)
+	runtime.KeepAlive(ids)
+	runtime.KeepAlive(dists)
+	return check(op, s, &msg)
+}
+
+func (ix *Index) info(op string, key C.ivf_info_key) (int64, error) {
+	h, err := ix.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer ix.release()
+	var v C.int64_t
+	var msg C.ivfgo_msg
+	if err := check(op, C.ivfgo_info(h, key, &v, &msg), &msg); err != nil {
+		return 0, err
+	}
+	return int64(v), nil
+}
+
+// NTotal returns the number of vectors held.
+func (ix *Index) NTotal() (int, error) {
+	v, err := ix.info("NTotal", C.IVF_INFO_NTOTAL)
+	return int(v), err
+}
+
+// NList returns the number of inverted lists.
+func (ix *Index) NList() (int, error) {
+	v, err := ix.info("NList", C.IVF_INFO_NLIST)
+	return int(v), err
+}
+
+// NProbe returns the index's default number of lists probed per query.
+func (ix *Index) NProbe() (int, error) {
+	v, err := ix.info("NProbe", C.IVF_INFO_NPROBE)
+	return int(v), err
+}
+
+// Metric returns the distance measure.
+func (ix *Index) Metric() (Metric, error) {
+	v, err := ix.info("Metric", C.IVF_INFO_METRIC)
+	return Metric(v), err
+}
+
+// Backend returns the resolved backend: BackendCPU or BackendCUDA.
+func (ix *Index) Backend() (Backend, error) {
+	v, err := ix.info("Backend", C.IVF_INFO_BACKEND)
+	return Backend(v), err
+}
+
+// IsTrained reports whether the index has been trained.
+func (ix *Index) IsTrained() (bool, error) {
+	v, err := ix.info("IsTrained", C.IVF_INFO_IS_TRAINED)
+	return v != 0, err
+}
+
+// Save writes the index to path atomically (path is replaced only on success).
+func (ix *Index) Save(path string) error { return ix.save("Save", path, 0) }
+
+// SaveFAISS writes the index as a FAISS IndexIVFFlat file (L2 and inner product), atomically.
+func (ix *Index) SaveFAISS(path string) error { return ix.save("SaveFAISS", path, 1) }
+
+func (ix *Index) save(op, path string, faiss C.int) error {
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var msg C.ivfgo_msg
+	return check(op, C.ivfgo_save(h, cpath, faiss, &msg), &msg)
+}
+
+// Serialize returns the index as bytes (the format of Save).
+func (ix *Index) Serialize() ([]byte, error) {
+	h, err := ix.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer ix.release()
+	var size C.size_t
+	var msg C.ivfgo_msg
+	if err := check("Serialize", C.ivfgo_serialize(h, nil, 0, &size, &msg), &msg); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, int(size)+1) // +1: a valid pointer even for an empty image
+	if err := check("Serialize", C.ivfgo_serialize(h, unsafe.Pointer(&buf[0]), size, &size, &msg), &msg); err != nil {
+		return nil, err
+	}
+	return buf[:int(size)], nil
+}
+
+// Load reads an index written by Save or a FAISS IndexIVFFlat file. Options choose the
+// backend, device and threads; everything else comes from the file.
+func Load(path string, opts ...Option) (*Index, error) {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	kv, nkv, keep := kvs(opts)
+	var handle *C.ivf_index
+	var msg C.ivfgo_msg
+	s := C.ivfgo_load(cpath, kv, nkv, &handle, &msg)
+	runtime.KeepAlive(keep)
+	if err := check("Load", s, &msg); err != nil {
+		return nil, err
+	}
+	return adopt("Load", handle)
+}
+
+// Deserialize builds an index from bytes written by Serialize (or a FAISS file image).
+func Deserialize(data []byte, opts ...Option) (*Index, error) {
+	if len(data) == 0 {
+		return nil, invalid("Deserialize", "no bytes given")
+	}
+	kv, nkv, keep := kvs(opts)
+	var handle *C.ivf_index
+	var msg C.ivfgo_msg
+	s := C.ivfgo_deserialize(unsafe.Pointer(&data[0]), C.size_t(len(data)), kv, nkv, &handle, &msg)
+	runtime.KeepAlive(keep)
+	runtime.KeepAlive(data)
+	if err := check("Deserialize", s, &msg); err != nil {
+		return nil, err
+	}
+	return adopt("Deserialize", handle)
+}
+
+// adopt wraps a handle made by the library, reading its dimension.
+func adopt(op string, handle *C.ivf_index) (*Index, error) {
+	var dim C.int64_t
+	var msg C.ivfgo_msg
+	if err := check(op, C.ivfgo_info(handle, C.IVF_INFO_DIM, &dim, &msg), &msg); err != nil {
+		C.ivf_free(handle)
+		return nil, err
+	}
+	return newIndex(handle, int(dim)), nil
+}
+
+// Version returns the loaded library's version, "MAJOR.MINOR.PATCH".
+func Version() string { return C.GoString(C.ivf_version()) }
+
+// ABIVersion returns the loaded library's ABI version; it equals HeaderABIVersion when the
+// library matches the header this package was built against.
+func ABIVersion() int { return int(C.ivf_abi_version()) }
+
+// HeaderABIVersion is the ABI version of the header this package was compiled with.
+const HeaderABIVersion = C.IVF_ABI_VERSION
+
+// CUDADeviceCount returns the number of usable CUDA devices (0 for a CPU-only library).
+func CUDADeviceCount() (int, error) {
+	var n C.int32_t
+	var msg C.ivfgo_msg
+	if err := check("CUDADeviceCount", C.ivfgo_cuda_device_count(&n, &msg), &msg); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}

@@ -1,0 +1,231 @@
+package ivfgpu_test
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	ivfgpu "github.com/libivfgpu/libivfgpu/bindings/go"
+)
+
+func TestExactSearchMatchesBruteForce(t *testing.T) {
+	ix, data := filledIndex(t)
+	if n, err := ix.NTotal(); err != nil || n != nvecs {
+		t.Fatalf("NTotal = %d, %v", n, err)
+	}
+	if n, _ := ix.NList(); n != nlist {
+		t.Fatalf("NList = %d", n)
+	}
+	if b, _ := ix.Backend(); b != ivfgpu.BackendCPU {
+		t.Fatalf("Backend = %d", b)
+	}
+	if m, _ := ix.Metric(); m != ivfgpu.L2 {
+		t.Fatalf("Metric = %d", m)
+	}
+	queries := generate(20, dim, 99)
+	const k = 10
+	// Probing every list makes the search exact.
+	r, err := ix.Search(queries, k, ivfgpu.WithNProbe(nlist))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 20 || r.K != k {
+		t.Fatalf("shape %d x %d", r.Len(), r.K)
+	}
+	for i := 0; i < r.Len(); i++ {
+		ids, dists := r.Row(i)
+		want := bruteForce(data, dim, queries[i*dim:(i+1)*dim], k)
+		for j, w := range want {
+			if ids[j] != w.id || math.Abs(float64(dists[j]-w.dist)) > 1e-4*(1+float64(w.dist)) {
+				t.Fatalf("query %d rank %d: got (%d, %g), want (%d, %g)", i, j, ids[j], dists[j], w.id, w.dist)
+			}
+		}
+	}
+}
+
+func TestStoredVectorsFindThemselves(t *testing.T) {
+	ix, data := filledIndex(t)
+	r, err := ix.Search(data[:5*dim], 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		ids, dists := r.Row(i)
+		if ids[0] != int64(i) || dists[0] != 0 || dists[1] < dists[0] || dists[2] < dists[1] {
+			t.Fatalf("query %d: %v %v", i, ids, dists)
+		}
+	}
+}
+
+func TestSearchIntoMatchesSearch(t *testing.T) {
+	ix, _ := filledIndex(t)
+	q := generate(7, dim, 5)
+	ids := make([]int64, 7*4)
+	dists := make([]float32, 7*4)
+	if err := ix.SearchInto(q, 4, ids, dists); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ix.Search(q, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.IDs, ids) || !reflect.DeepEqual(r.Distances, dists) {
+		t.Fatal("SearchInto and Search disagree")
+	}
+}
+
+func TestAddWithIDs(t *testing.T) {
+	data := generate(nvecs, dim, 1)
+	ids := make([]int64, nvecs)
+	for i := range ids {
+		ids[i] = 1_000_000 + 3*int64(i)
+	}
+	ix, err := ivfgpu.New(dim, cpuOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if err := ix.Train(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.AddWithIDs(data, ids); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ix.Search(data[10*dim:11*dim], 1)
+	if err != nil || r.IDs[0] != 1_000_030 {
+		t.Fatalf("got %v, %v", r.IDs, err)
+	}
+}
+
+func TestShortRowsArePadded(t *testing.T) {
+	data := generate(64, 4, 3)
+	ix, err := ivfgpu.New(4, ivfgpu.WithNList(2), ivfgpu.WithBackend(ivfgpu.BackendCPU), ivfgpu.WithNProbe(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if err := ix.Train(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Add(data[:3*4]); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ix.Search(data[:4], 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IDs[0] != 0 || r.IDs[3] != ivfgpu.NoID || r.IDs[4] != ivfgpu.NoID || !math.IsInf(float64(r.Distances[4]), 1) {
+		t.Fatalf("%v %v", r.IDs, r.Distances)
+	}
+}
+
+func TestResetKeepsTraining(t *testing.T) {
+	ix, data := filledIndex(t)
+	if err := ix.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := ix.NTotal(); n != 0 {
+		t.Fatalf("NTotal after Reset = %d", n)
+	}
+	if trained, _ := ix.IsTrained(); !trained {
+		t.Fatal("not trained after Reset")
+	}
+	r, err := ix.Search(data[:dim], 2)
+	if err != nil || r.IDs[0] != ivfgpu.NoID {
+		t.Fatalf("%v %v", r.IDs, err)
+	}
+}
+
+// Persistence is being implemented in the library: until then it fails with ErrUnsupported;
+// once it works, a round trip must give the same results.
+func TestPersistenceRoundTripsOrIsUnsupported(t *testing.T) {
+	ix, data := filledIndex(t)
+	q := data[:3*dim]
+	before, err := ix.Search(q, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(copy *ivfgpu.Index, err error) {
+		t.Helper()
+		if errors.Is(err, ivfgpu.ErrUnsupported) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer copy.Close()
+		after, err := copy.Search(q, 5)
+		if err != nil || !reflect.DeepEqual(after, before) {
+			t.Fatalf("round trip differs: %v", err)
+		}
+	}
+	if b, err := ix.Serialize(); err != nil {
+		check(nil, err)
+	} else {
+		check(ivfgpu.Deserialize(b, ivfgpu.WithBackend(ivfgpu.BackendCPU)))
+	}
+	path := filepath.Join(t.TempDir(), "index.ivf")
+	if err := ix.Save(path); err != nil {
+		check(nil, err)
+	} else {
+		check(ivfgpu.Load(path, ivfgpu.WithBackend(ivfgpu.BackendCPU)))
+	}
+	_, err = ivfgpu.Load(filepath.Join(t.TempDir(), "missing"))
+	if !errors.Is(err, ivfgpu.ErrIO) && !errors.Is(err, ivfgpu.ErrUnsupported) {
+		t.Fatalf("Load of a missing file: %v", err)
+	}
+}
+
+func TestVersions(t *testing.T) {
+	if ivfgpu.ABIVersion() != ivfgpu.HeaderABIVersion {
+		t.Fatalf("library ABI %d, header %d", ivfgpu.ABIVersion(), ivfgpu.HeaderABIVersion)
+	}
+	if ivfgpu.Version() == "" {
+		t.Fatal("empty version")
+	}
+	if _, err := ivfgpu.CUDADeviceCount(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// On a machine with a GPU: the CUDA backend gives the CPU's exact results.
+func TestCUDAMatchesCPU(t *testing.T) {
+	if n, _ := ivfgpu.CUDADeviceCount(); n == 0 {
+		t.Skip("no CUDA device")
+	}
+	data := generate(nvecs, dim, 1)
+	var results [2]ivfgpu.Result
+	for i, b := range []ivfgpu.Backend{ivfgpu.BackendCPU, ivfgpu.BackendCUDA} {
+		ix, err := ivfgpu.New(dim, append(cpuOptions(), ivfgpu.WithBackend(b))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ix.Close()
+		if got, _ := ix.Backend(); got != b {
+			t.Fatalf("backend %d, want %d", got, b)
+		}
+		if err := ix.Train(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := ix.Add(data); err != nil {
+			t.Fatal(err)
+		}
+		if results[i], err = ix.Search(generate(30, dim, 4), 10, ivfgpu.WithNProbe(nlist)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := 0
+	for j := range results[0].IDs {
+		if results[0].IDs[j] == results[1].IDs[j] {
+			same++
+		}
+		if d := math.Abs(float64(results[0].Distances[j] - results[1].Distances[j])); d > 1e-3*(1+math.Abs(float64(results[0].Distances[j]))) {
+			t.Fatalf("distance %d: %g vs %g", j, results[0].Distances[j], results[1].Distances[j])
+		}
+	}
+	if same < len(results[0].IDs)*9/10 {
+		t.Fatalf("only %d of %d ids agree", same, len(results[0].IDs))
+	}
+}
