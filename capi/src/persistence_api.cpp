@@ -1,5 +1,13 @@
-// Persistence entry points. Placeholder until the file format lands: every call is refused
-// with IVF_ERR_UNSUPPORTED so that the ABI (and the function table) is complete from day one.
+// Persistence entry points (docs/file-format.md). Saves copy the model under the shared lock
+// and write outside it, so searches are blocked no longer than the copy takes. Loads build a
+// complete new handle before anything reaches *out.
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+
+#include "../../core/io/index_file.hpp"
+#include "../../core/io/native_format.hpp"
 #include "guard.hpp"
 #include "handles.hpp"
 
@@ -7,27 +15,88 @@ using namespace ivfgpu;
 using namespace ivfgpu::capi;
 
 namespace {
-void not_yet(const char* what) {
-  fail(Errc::Unsupported, std::string(what) + ": index files are not supported by this build yet");
+
+const Index& impl_of(const ivf_index* index, const char* what) {
+  if (index == nullptr || !index->impl) invalid(std::string(what) + ": index is NULL");
+  return *index->impl;
 }
+
+struct Snapshot {
+  HostModel model;
+  BuildParams params;
+};
+
+Snapshot snapshot_of(const ivf_index* index) {
+  std::shared_lock lock(index->mutex);
+  return Snapshot{index->impl->snapshot(), index->impl->params()};
+}
+
+// A validated image becomes a handle: the backend (and device) are the caller's choice.
+ivf_index* handle_from(const io::IndexImage& image, const ivf_params* params) {
+  auto handle = std::make_unique<ivf_index>();
+  handle->impl = std::make_unique<Index>(image.model, io::load_params(image, build_params_of(params)));
+  return handle.release();
+}
+
 }  // namespace
 
 extern "C" {
 
-IVF_API ivf_status ivf_save(const ivf_index*, const char*) {
-  return guarded([] { not_yet("ivf_save"); });
+IVF_API ivf_status ivf_save(const ivf_index* index, const char* path) {
+  return guarded([&] {
+    impl_of(index, "ivf_save");
+    if (path == nullptr || *path == '\0') invalid("ivf_save: path is NULL or empty");
+    const Snapshot s = snapshot_of(index);
+    io::save_native_file(path, s.model, s.params);
+  });
 }
-IVF_API ivf_status ivf_load(const char*, const ivf_params*, ivf_index**) {
-  return guarded([] { not_yet("ivf_load"); });
+
+IVF_API ivf_status ivf_save_faiss(const ivf_index* index, const char* path) {
+  return guarded([&] {
+    const Index& idx = impl_of(index, "ivf_save_faiss");
+    if (path == nullptr || *path == '\0') invalid("ivf_save_faiss: path is NULL or empty");
+    if (idx.params().metric == Metric::Cosine)
+      fail(Errc::Unsupported, "ivf_save_faiss: FAISS has no cosine IndexIVFFlat (only L2 and inner product)");
+    const Snapshot s = snapshot_of(index);
+    io::save_faiss_file(path, s.model, s.params);
+  });
 }
-IVF_API ivf_status ivf_serialize(const ivf_index*, void*, size_t, size_t*) {
-  return guarded([] { not_yet("ivf_serialize"); });
+
+IVF_API ivf_status ivf_load(const char* path, const ivf_params* params, ivf_index** out) {
+  return guarded([&] {
+    if (path == nullptr || *path == '\0') invalid("ivf_load: path is NULL or empty");
+    if (out == nullptr) invalid("ivf_load: out is NULL");
+    const io::IndexImage image = io::load_index_file(path);
+    *out = handle_from(image, params);
+  });
 }
-IVF_API ivf_status ivf_deserialize(const void*, size_t, const ivf_params*, ivf_index**) {
-  return guarded([] { not_yet("ivf_deserialize"); });
+
+IVF_API ivf_status ivf_serialize(const ivf_index* index, void* buffer, size_t capacity, size_t* size) {
+  // Set before the guard can report BufferTooSmall, which documents *size as the bytes needed.
+  size_t needed = 0;
+  const ivf_status status = guarded([&] {
+    const Index& idx = impl_of(index, "ivf_serialize");
+    if (size == nullptr) invalid("ivf_serialize: size is NULL");
+    std::shared_lock lock(index->mutex);
+    needed = static_cast<size_t>(io::native_size(idx.dim(), idx.params().nlist, idx.ntotal(), idx.is_trained()));
+    if (buffer == nullptr) return;
+    if (capacity < needed)
+      fail(Errc::BufferTooSmall, "ivf_serialize: the buffer holds " + std::to_string(capacity) +
+                                     " bytes, the index needs " + std::to_string(needed));
+    const HostModel model = idx.snapshot();
+    io::serialize_native(model, idx.params(), buffer, capacity);
+  });
+  if (status == IVF_OK || status == IVF_ERR_BUFFER_TOO_SMALL) *size = needed;
+  return status;
 }
-IVF_API ivf_status ivf_save_faiss(const ivf_index*, const char*) {
-  return guarded([] { not_yet("ivf_save_faiss"); });
+
+IVF_API ivf_status ivf_deserialize(const void* buffer, size_t size, const ivf_params* params, ivf_index** out) {
+  return guarded([&] {
+    if (buffer == nullptr) invalid("ivf_deserialize: buffer is NULL");
+    if (out == nullptr) invalid("ivf_deserialize: out is NULL");
+    const io::IndexImage image = io::read_index(buffer, size);
+    *out = handle_from(image, params);
+  });
 }
 
 }  // extern "C"
