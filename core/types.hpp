@@ -19,7 +19,7 @@ struct BuildParams {
   Metric metric = Metric::L2;
   BackendKind backend = BackendKind::Auto;
   int64_t device = 0;
-  int64_t kmeans_iters = 20;
+  int64_t kmeans_iters = 10;  // FAISS IVF default
   int64_t max_points_per_centroid = 256;  // FAISS's default training-sample cap
   int64_t seed = 1234;
   int64_t num_threads = 0;  // 0: all hardware threads

@@ -141,7 +141,7 @@ typedef int32_t ivf_param_key;
 #define IVF_PARAM_METRIC           2  /**< an ivf_metric; default IVF_METRIC_L2                */
 #define IVF_PARAM_BACKEND          3  /**< an ivf_backend; default IVF_BACKEND_AUTO            */
 #define IVF_PARAM_DEVICE           4  /**< CUDA device ordinal for CUDA/AUTO; default 0        */
-#define IVF_PARAM_KMEANS_ITERS     5  /**< k-means iterations; default 20                      */
+#define IVF_PARAM_KMEANS_ITERS     5  /**< k-means iterations; default 10 (as FAISS IVF)      */
 #define IVF_PARAM_MAX_POINTS_PER_CENTROID 6 /**< training sample cap = this x nlist; default 256 */
 #define IVF_PARAM_SEED             7  /**< random seed for sampling and k-means; default 1234  */
 #define IVF_PARAM_NUM_THREADS      8  /**< CPU threads, 0 = all cores; default 0               */
