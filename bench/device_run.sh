@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: configure, build, GPU tests, sanitizers, benchmark. Logs go to
+# $OUT (or ./device-out). Phases are chosen by arguments: build test sanitize bench bench960.
+#   bash bench/device_run.sh build test bench
+set -u -o pipefail
+OUT=${OUT:-$PWD/device-out}
+mkdir -p "$OUT"
+B=${BUILD_DIR:-/tmp/ivfgpu-build}
+DATA=${IVFGPU_DATA:-$PWD/../data}
+has() { for p in "${@:2}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
+if has build "$@"; then
+  stamp configure
+  cmake -S . -B "$B" -G Ninja -DIVFGPU_CUDA=ON -DIVFGPU_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Release \
+    -DIVFGPU_DATA_DIR="$DATA" ${IVFGPU_XXHASH:+-DIVFGPU_XXHASH_INCLUDE_DIR=$IVFGPU_XXHASH} > "$OUT/cmake.log" 2>&1 || { tail -40 "$OUT/cmake.log"; exit 1; }
+  stamp build
+  ninja -C "$B" -j16 > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A4 "$OUT/build.log" | head -80; exit 1; }
+  stamp built
+fi
+if has test "$@"; then
+  stamp ctest
+  (cd "$B" && timeout 400 ctest -L gpu --output-on-failure --timeout 390) > "$OUT/ctest.log" 2>&1
+  grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | tail -15
+  grep -E "FAILED|Failure|error|Expected|Which is|siftsmall|Value of|Actual" "$OUT/ctest.log" | head -60
+  stamp ctest done
+fi
+if has sanitize "$@"; then
+  F='Gpu/Dims.*/2:Gpu/Dims.*/8:GpuCorrectness.Pads*:GpuCorrectness.Identical*:GpuBehaviour.AddingInPieces*:GpuBehaviour.DeviceMemory*:GpuBehaviour.Training*'
+  for tool in memcheck racecheck; do
+    stamp "compute-sanitizer $tool"
+    IVFGPU_DISABLE_MEMPOOL=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
+      "$B/tests/gpu/gpu_backend_test" --gtest_filter="$F" > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "$tool exit $?"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | tail -4
+  done
+fi
+if has bench "$@"; then
+  stamp bench 1M x 128
+  timeout 300 "$B/bench/ivfgpu_bench" --n 1000000 --dim 128 --nlist 1024 --nq 10000 \
+    --json "$OUT/bench_1M_128.json" 2>&1 | tee "$OUT/bench_1M_128.log" | grep -v "^  k" | tail -45
+fi
+if has bench960 "$@"; then
+  stamp bench 1M x 960
+  timeout 300 "$B/bench/ivfgpu_bench" --n 1000000 --dim 960 --nlist 1024 --nq 10000 --nprobe 1,16,64 \
+    --batch 1,10000 --json "$OUT/bench_1M_960.json" 2>&1 | tee "$OUT/bench_1M_960.log" | grep -v "^  k" | tail -20
+fi
+stamp end

@@ -1,0 +1,248 @@
+// ivfgpu_bench: QPS, recall@k, latency, build time and device memory of libivfgpu through its
+// public C API. Sweeps nprobe x k x batch size, prints a table and writes JSON.
+//
+//   ivfgpu_bench [--n 1000000] [--dim 128] [--nlist 1024] [--nq 10000]
+//                [--base FILE --query FILE] [--max-base N]
+//                [--nprobe 1,4,16,64,256] [--k 10,100] [--batch 1,100,10000]
+//                [--reps 3] [--backend auto|cpu|cuda] [--json FILE] [--seed 1]
+//
+// Without --base the data is the synthetic mixture of docs/performance.md. Recall is measured
+// against an exhaustive search (nprobe = nlist) of the same index, which is exact.
+#include <ivfgpu/ivfgpu.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "datasets.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void check(ivf_status s, const char* what) {
+  if (s != IVF_OK) {
+    std::fprintf(stderr, "%s failed: %s (%s)\n", what, ivf_status_string(s), ivf_last_error_message());
+    std::exit(1);
+  }
+}
+
+std::vector<int64_t> parse_list(const char* s) {
+  std::vector<int64_t> out;
+  for (const char* p = s; *p;) {
+    out.push_back(std::strtoll(p, const_cast<char**>(&p), 10));
+    if (*p == ',') ++p;
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+struct Row {
+  int64_t nprobe, k, batch;
+  double qps, recall, p50_ms, p99_ms, mean_ms;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000, reps = 3, seed = 1, max_base = 0;
+  std::string base_path, query_path, json_path, backend = "auto";
+  std::vector<int64_t> nprobes = {1, 4, 16, 64, 256}, ks = {10, 100}, batches = {1, 100, 10000};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--n") n = std::atoll(next());
+    else if (a == "--dim") dim = std::atoll(next());
+    else if (a == "--nlist") nlist = std::atoll(next());
+    else if (a == "--nq") nq = std::atoll(next());
+    else if (a == "--reps") reps = std::atoll(next());
+    else if (a == "--seed") seed = std::atoll(next());
+    else if (a == "--max-base") max_base = std::atoll(next());
+    else if (a == "--base") base_path = next();
+    else if (a == "--query") query_path = next();
+    else if (a == "--json") json_path = next();
+    else if (a == "--backend") backend = next();
+    else if (a == "--nprobe") nprobes = parse_list(next());
+    else if (a == "--k") ks = parse_list(next());
+    else if (a == "--batch") batches = parse_list(next());
+    else {
+      std::fprintf(stderr, "unknown option %s (see the comment at the top of ivfgpu_bench.cpp)\n", a.c_str());
+      return 2;
+    }
+  }
+
+  auto t0 = Clock::now();
+  bench::Matrix base, queries;
+  std::string data_name;
+  try {
+    if (!base_path.empty()) {
+      base = bench::load_any(base_path, max_base);
+      queries = bench::load_any(query_path.empty() ? base_path : query_path, nq);
+      data_name = base_path;
+    } else {
+      base = bench::gaussian_mixture(n, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 1000);
+      queries = bench::gaussian_mixture(nq, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 2000);
+      data_name = "synthetic mixture";
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "data: %s\n", e.what());
+    return 1;
+  }
+  n = base.n;
+  dim = base.dim;
+  nq = queries.n;
+  std::printf("data: %s, %lld x %lld, %lld queries (%.1f s)\n", data_name.c_str(), (long long)n, (long long)dim,
+              (long long)nq, seconds_since(t0));
+
+  ivf_params* bp = nullptr;
+  check(ivf_params_create(&bp), "ivf_params_create");
+  check(ivf_params_set_int(bp, IVF_PARAM_NLIST, nlist), "nlist");
+  check(ivf_params_set_int(bp, IVF_PARAM_BACKEND,
+                           backend == "cpu" ? IVF_BACKEND_CPU : backend == "cuda" ? IVF_BACKEND_CUDA : IVF_BACKEND_AUTO),
+        "backend");
+  ivf_index* idx = nullptr;
+  check(ivf_create(&idx, dim, bp), "ivf_create");
+  int64_t used_backend = 0;
+  check(ivf_index_info(idx, IVF_INFO_BACKEND, &used_backend), "info");
+  t0 = Clock::now();
+  check(ivf_train(idx, base.data.data(), IVF_DTYPE_F32, n, dim), "ivf_train");
+  const double train_s = seconds_since(t0);
+  t0 = Clock::now();
+  check(ivf_add(idx, base.data.data(), IVF_DTYPE_F32, n, dim, nullptr), "ivf_add");
+  const double add_s = seconds_since(t0);
+  int64_t dev_bytes = 0, host_bytes = 0;
+  check(ivf_index_info(idx, IVF_INFO_DEVICE_MEMORY_BYTES, &dev_bytes), "info");
+  check(ivf_index_info(idx, IVF_INFO_HOST_MEMORY_BYTES, &host_bytes), "info");
+  std::printf("backend %s, train %.3f s, add %.3f s, device memory %.1f MiB, host memory %.1f MiB\n",
+              used_backend == IVF_BACKEND_CUDA ? "cuda" : "cpu", train_s, add_s, dev_bytes / 1048576.0,
+              host_bytes / 1048576.0);
+
+  ivf_params* sp = nullptr;
+  check(ivf_params_create(&sp), "ivf_params_create");
+  auto run = [&](const float* q, int64_t rows, int64_t k, int64_t nprobe, int64_t* ids, float* dists) {
+    check(ivf_params_set_int(sp, IVF_PARAM_NPROBE, nprobe), "nprobe");
+    check(ivf_search(idx, sp, q, IVF_DTYPE_F32, rows, dim, k, ids, dists), "ivf_search");
+  };
+
+  const int64_t kmax = *std::max_element(ks.begin(), ks.end());
+  std::vector<int64_t> gt(static_cast<std::size_t>(nq * kmax));
+  std::vector<float> gtd(gt.size());
+  t0 = Clock::now();
+  run(queries.data.data(), nq, kmax, nlist, gt.data(), gtd.data());
+  const double exhaustive_s = seconds_since(t0);
+  std::printf("ground truth: exhaustive search (nprobe = nlist = %lld), k = %lld: %.3f s, %.0f QPS\n",
+              (long long)nlist, (long long)kmax, exhaustive_s, nq / exhaustive_s);
+
+  std::vector<Row> rows;
+  std::vector<int64_t> ids;
+  std::vector<float> dists;
+  for (int64_t k : ks) {
+    for (int64_t nprobe : nprobes) {
+      for (int64_t batch : batches) {
+        const int64_t b = std::min(batch, nq);
+        Row r{nprobe, k, b, 0, 0, 0, 0, 0};
+        ids.assign(static_cast<std::size_t>(nq * k), -1);
+        dists.assign(ids.size(), 0.0f);
+        std::vector<double> lat;
+        if (b >= nq) {
+          run(queries.data.data(), nq, k, nprobe, ids.data(), dists.data());  // warm-up
+          std::vector<double> times;
+          for (int64_t rep = 0; rep < reps; ++rep) {
+            t0 = Clock::now();
+            run(queries.data.data(), nq, k, nprobe, ids.data(), dists.data());
+            times.push_back(seconds_since(t0));
+          }
+          r.qps = nq / median(times);
+          lat = times;
+        } else {
+          // Calls of b queries over the first min(nq, 200 * b) queries; the middle rep counts.
+          const int64_t calls = std::max<int64_t>(1, std::min<int64_t>(nq / b, b == 1 ? 200 : 50));
+          run(queries.data.data(), b, k, nprobe, ids.data(), dists.data());  // warm-up
+          std::vector<double> qps;
+          for (int64_t rep = 0; rep < reps; ++rep) {
+            std::vector<double> l;
+            auto all = Clock::now();
+            for (int64_t c = 0; c < calls; ++c) {
+              t0 = Clock::now();
+              run(queries.data.data() + c * b * dim, b, k, nprobe, ids.data() + c * b * k, dists.data() + c * b * k);
+              l.push_back(seconds_since(t0));
+            }
+            qps.push_back(calls * b / seconds_since(all));
+            if (rep == 0 || l.size() > lat.size()) lat = l;
+          }
+          r.qps = median(qps);
+        }
+        r.p50_ms = percentile(lat, 0.5) * 1e3;
+        r.p99_ms = percentile(lat, 0.99) * 1e3;
+        double sum = 0;
+        for (double v : lat) sum += v;
+        r.mean_ms = lat.empty() ? 0 : sum / lat.size() * 1e3;
+        // Recall@k over the queries this configuration answered.
+        const int64_t answered = b >= nq ? nq : std::min<int64_t>(nq, std::max<int64_t>(1, std::min<int64_t>(nq / b, b == 1 ? 200 : 50)) * b);
+        int64_t hit = 0;
+        for (int64_t q = 0; q < answered; ++q) {
+          std::vector<int64_t> truth(gt.begin() + q * kmax, gt.begin() + q * kmax + k);
+          std::sort(truth.begin(), truth.end());
+          for (int64_t j = 0; j < k; ++j)
+            if (std::binary_search(truth.begin(), truth.end(), ids[q * k + j])) ++hit;
+        }
+        r.recall = double(hit) / double(answered * k);
+        rows.push_back(r);
+        std::printf("  k %4lld nprobe %4lld batch %5lld: %12.0f QPS  recall %.4f  p50 %.3f ms  p99 %.3f ms  mean %.3f ms\n",
+                    (long long)k, (long long)nprobe, (long long)b, r.qps, r.recall, r.p50_ms, r.p99_ms, r.mean_ms);
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  // Summary table in the layout of docs/performance.md.
+  std::printf("\n%lld x %lld, nlist %lld, %lld queries (%s)\n", (long long)n, (long long)dim, (long long)nlist,
+              (long long)nq, data_name.c_str());
+  std::printf("| nprobe | k | batch | QPS | recall | p50 ms | p99 ms |\n|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows)
+    std::printf("| %lld | %lld | %lld | %.0f | %.4f | %.3f | %.3f |\n", (long long)r.nprobe, (long long)r.k,
+                (long long)r.batch, r.qps, r.recall, r.p50_ms, r.p99_ms);
+
+  if (!json_path.empty()) {
+    std::ofstream j(json_path);
+    j << "{\n  \"data\": \"" << data_name << "\", \"n\": " << n << ", \"dim\": " << dim << ", \"nlist\": " << nlist
+      << ", \"nq\": " << nq << ",\n  \"backend\": \"" << (used_backend == IVF_BACKEND_CUDA ? "cuda" : "cpu")
+      << "\", \"train_s\": " << train_s << ", \"add_s\": " << add_s << ", \"device_memory_bytes\": " << dev_bytes
+      << ", \"host_memory_bytes\": " << host_bytes << ", \"exhaustive_s\": " << exhaustive_s << ",\n  \"results\": [\n";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      j << "    {\"nprobe\": " << r.nprobe << ", \"k\": " << r.k << ", \"batch\": " << r.batch << ", \"qps\": " << r.qps
+        << ", \"recall\": " << r.recall << ", \"p50_ms\": " << r.p50_ms << ", \"p99_ms\": " << r.p99_ms
+        << ", \"mean_ms\": " << r.mean_ms << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+    }
+    j << "  ]\n}\n";
+  }
+  ivf_params_free(sp);
+  ivf_params_free(bp);
+  ivf_free(idx);
+  return 0;
+}

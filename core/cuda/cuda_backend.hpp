@@ -1,0 +1,16 @@
+// The CUDA backend's entry points, seen by backend_factory.cpp (plain C++: no CUDA types).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "../backend.hpp"
+
+namespace ivfgpu::cuda {
+
+// CUDA devices this process can use (0 when the driver or runtime is missing).
+int usable_device_count();
+
+std::unique_ptr<Backend> make_cuda_backend(int64_t dim, const BuildParams& params);
+
+}  // namespace ivfgpu::cuda

@@ -1,0 +1,122 @@
+#include "device_context.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "check.hpp"
+
+namespace ivfgpu::cuda {
+
+DeviceGuard::DeviceGuard(int device) {
+  IVF_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) IVF_CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_ && previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+DeviceContext::DeviceContext(int device) {
+  DeviceGuard guard(device);
+  cudaDeviceProp prop{};
+  IVF_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  limits_.device = device;
+  limits_.sm_count = prop.multiProcessorCount;
+  limits_.smem_per_block_optin = prop.sharedMemPerBlockOptin;
+  limits_.total_memory = prop.totalGlobalMem;
+  const char* env = std::getenv("IVFGPU_DISABLE_MEMPOOL");
+  use_pool_ = !(env != nullptr && std::strcmp(env, "0") != 0 && env[0] != '\0');
+  if (use_pool_) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    IVF_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
+    // Keep freed blocks for the next search instead of returning them at every sync.
+    uint64_t threshold = UINT64_MAX;
+    IVF_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold));
+  }
+}
+
+DeviceContext::~DeviceContext() {
+  // Tolerates a CUDA runtime that is shutting down: errors are ignored.
+  int previous = -1;
+  (void)cudaGetDevice(&previous);
+  (void)cudaSetDevice(limits_.device);
+  for (auto& w : workers_) {
+    if (w->blas) (void)cublasDestroy(w->blas);
+    if (w->stream) (void)cudaStreamDestroy(w->stream);
+  }
+  if (pool_) {
+    (void)cudaDeviceSynchronize();
+    (void)cudaMemPoolDestroy(pool_);
+  }
+  if (previous >= 0) (void)cudaSetDevice(previous);
+}
+
+void* DeviceContext::allocate(std::size_t bytes, cudaStream_t stream) const {
+  if (bytes == 0) bytes = 1;
+  void* p = nullptr;
+  cudaError_t e = use_pool_ ? cudaMallocFromPoolAsync(&p, bytes, pool_, stream) : cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation && use_pool_) {
+    (void)cudaGetLastError();
+    // Blocks freed on other streams may still be held by the pool: give them back and retry.
+    (void)cudaStreamSynchronize(stream);
+    (void)cudaMemPoolTrimTo(pool_, 0);
+    e = cudaMallocFromPoolAsync(&p, bytes, pool_, stream);
+  }
+  IVF_CUDA_CHECK(e);
+  return p;
+}
+
+void DeviceContext::deallocate(void* p, cudaStream_t stream) const noexcept {
+  if (p == nullptr) return;
+  if (use_pool_)
+    (void)cudaFreeAsync(p, stream);
+  else
+    (void)cudaFree(p);
+}
+
+Worker* DeviceContext::acquire() const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      Worker* w = free_.back();
+      free_.pop_back();
+      return w;
+    }
+  }
+  auto w = std::make_unique<Worker>();
+  IVF_CUDA_CHECK(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
+  const cublasStatus_t s = cublasCreate(&w->blas);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    (void)cudaStreamDestroy(w->stream);
+    IVF_CUBLAS_CHECK(s);
+  }
+  // Exact fp32 GEMMs: no TF32 (coarse ranking must agree with the CPU reference).
+  (void)cublasSetMathMode(w->blas, CUBLAS_PEDANTIC_MATH);
+  (void)cublasSetStream(w->blas, w->stream);
+  std::lock_guard<std::mutex> lock(mutex_);
+  workers_.push_back(std::move(w));
+  return workers_.back().get();
+}
+
+void DeviceContext::release(Worker* w) const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(w);
+}
+
+DeviceContext::Lease::Lease(const DeviceContext& ctx, cudaStream_t caller)
+    : ctx_(ctx), worker_(ctx.acquire()), stream_(caller ? caller : worker_->stream) {
+  if (caller) (void)cublasSetStream(worker_->blas, caller);
+}
+
+DeviceContext::Lease::~Lease() {
+  if (stream_ != worker_->stream) (void)cublasSetStream(worker_->blas, worker_->stream);
+  ctx_.release(worker_);
+}
+
+}  // namespace ivfgpu::cuda

@@ -1,0 +1,140 @@
+#include "kmeans.hpp"
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "../vector_ops.hpp"
+#include "assign.hpp"
+#include "check.hpp"
+#include "device_buffer.hpp"
+
+namespace ivfgpu::cuda {
+
+namespace {
+
+__global__ void iota32_kernel(int32_t* v, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    v[i] = static_cast<int32_t>(i);
+}
+
+// One block per centroid: the mean of its members (rows sorted by cluster), summed in double
+// in a fixed order. Empty clusters keep their previous centroid (the host splits them).
+__global__ void centroid_means_kernel(const float* x, int64_t dim, const int32_t* sorted_rows,
+                                      const int64_t* first, const int64_t* count, float* centroids) {
+  const int64_t c = blockIdx.x;
+  const int64_t m = count[c];
+  if (m == 0) return;
+  const int32_t* rows = sorted_rows + first[c];
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    double s = 0.0;
+    for (int64_t i = 0; i < m; ++i) s += x[static_cast<int64_t>(rows[i]) * dim + j];
+    centroids[c * dim + j] = static_cast<float>(s / static_cast<double>(m));
+  }
+}
+
+void squared_norms(const float* c, int64_t k, int64_t dim, std::vector<float>& norms) {
+  norms.resize(static_cast<std::size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    float s = 0.0f;
+    for (int64_t j = 0; j < dim; ++j) s += c[i * dim + j] * c[i * dim + j];
+    norms[i] = s;
+  }
+}
+
+// The CPU reference's rule, on the host (k rows only): each empty cluster takes a copy of a
+// cluster picked with probability proportional to (size - 1), nudged apart symmetrically.
+void split_into_empty(float* c, int64_t k, int64_t dim, int64_t n, std::vector<int64_t>& counts,
+                      std::mt19937_64& rng) {
+  constexpr float kNudge = 1.0f / 1024.0f;
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (int64_t e = 0; e < k; ++e) {
+    if (counts[e] != 0) continue;
+    int64_t donor = 0;
+    for (;; donor = (donor + 1) % k) {
+      const double p = double(counts[donor] - 1) / double(std::max<int64_t>(1, n - k));
+      if (counts[donor] > 1 && uniform(rng) < p) break;
+    }
+    std::memcpy(c + e * dim, c + donor * dim, sizeof(float) * dim);
+    for (int64_t j = 0; j < dim; ++j) {
+      const float up = (j % 2 == 0) ? 1 + kNudge : 1 - kNudge;
+      const float down = (j % 2 == 0) ? 1 - kNudge : 1 + kNudge;
+      c[e * dim + j] *= up;
+      c[donor * dim + j] *= down;
+    }
+    counts[e] = counts[donor] / 2;
+    counts[donor] -= counts[e];
+  }
+}
+
+}  // namespace
+
+void kmeans_train(const DeviceContext& ctx, cudaStream_t stream, cublasHandle_t blas, const float* x, int64_t n,
+                  int64_t dim, int64_t k, Metric metric, int64_t iters, uint64_t seed, float* centroids) {
+  std::mt19937_64 rng(seed);
+  {
+    std::vector<int64_t> perm(static_cast<std::size_t>(n));
+    std::iota(perm.begin(), perm.end(), int64_t{0});
+    for (int64_t i = 0; i < k; ++i) {
+      std::uniform_int_distribution<int64_t> pick(i, n - 1);
+      std::swap(perm[i], perm[pick(rng)]);
+    }
+    for (int64_t i = 0; i < k; ++i) std::memcpy(centroids + i * dim, x + perm[i] * dim, sizeof(float) * dim);
+  }
+  if (n >= (int64_t{1} << 31)) fail(Errc::Unsupported, "train: more than 2^31 - 1 training vectors");
+  DeviceBuffer<float> d_x(ctx, static_cast<std::size_t>(n * dim), stream);
+  DeviceBuffer<float> d_c(ctx, static_cast<std::size_t>(k * dim), stream), d_norms(ctx, k, stream);
+  DeviceBuffer<int32_t> assign(ctx, n, stream), sorted_assign(ctx, n, stream);
+  DeviceBuffer<int32_t> rows(ctx, n, stream), sorted_rows(ctx, n, stream);
+  DeviceBuffer<int64_t> d_first(ctx, k, stream), d_count(ctx, k, stream);
+  int end_bit = 1;
+  while ((int64_t{1} << end_bit) < k) ++end_bit;
+  std::size_t tmp_bytes = 0;
+  IVF_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, tmp_bytes, assign.data(), sorted_assign.data(),
+                                                 rows.data(), sorted_rows.data(), static_cast<int>(n), 0, end_bit,
+                                                 stream));
+  DeviceBuffer<unsigned char> tmp(ctx, tmp_bytes, stream);
+  IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x, d_x.bytes(), cudaMemcpyHostToDevice, stream));
+  iota32_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 1 << 20)), 256, 0, stream>>>(rows.data(), n);
+  IVF_CUDA_CHECK_LAUNCH();
+
+  std::vector<float> norms;
+  std::vector<int32_t> h_assign(static_cast<std::size_t>(n));
+  std::vector<int64_t> counts(static_cast<std::size_t>(k)), first(static_cast<std::size_t>(k));
+  for (int64_t it = 0; it < iters; ++it) {
+    squared_norms(centroids, k, dim, norms);
+    IVF_CUDA_CHECK(cudaMemcpyAsync(d_c.data(), centroids, d_c.bytes(), cudaMemcpyHostToDevice, stream));
+    IVF_CUDA_CHECK(cudaMemcpyAsync(d_norms.data(), norms.data(), d_norms.bytes(), cudaMemcpyHostToDevice, stream));
+    assign_nearest(ctx, stream, blas, d_x.data(), n, dim, d_c.data(), d_norms.data(), k, metric, assign.data());
+    IVF_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tmp.data(), tmp_bytes, assign.data(), sorted_assign.data(),
+                                                   rows.data(), sorted_rows.data(), static_cast<int>(n), 0,
+                                                   end_bit, stream));
+    // Cluster sizes from the sorted assignment (host: k counters, one pass).
+    IVF_CUDA_CHECK(cudaMemcpyAsync(h_assign.data(), sorted_assign.data(), sizeof(int32_t) * n,
+                                   cudaMemcpyDeviceToHost, stream));
+    IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::fill(counts.begin(), counts.end(), 0);
+    for (int32_t a : h_assign) ++counts[a];
+    for (int64_t c = 0; c < k; ++c) first[c] = c == 0 ? 0 : first[c - 1] + counts[c - 1];
+    IVF_CUDA_CHECK(cudaMemcpyAsync(d_first.data(), first.data(), d_first.bytes(), cudaMemcpyHostToDevice, stream));
+    IVF_CUDA_CHECK(cudaMemcpyAsync(d_count.data(), counts.data(), d_count.bytes(), cudaMemcpyHostToDevice, stream));
+    const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, (dim + 31) / 32 * 32));
+    centroid_means_kernel<<<static_cast<unsigned>(k), threads, 0, stream>>>(d_x.data(), dim, sorted_rows.data(),
+                                                                            d_first.data(), d_count.data(), d_c.data());
+    IVF_CUDA_CHECK_LAUNCH();
+    IVF_CUDA_CHECK(cudaMemcpyAsync(centroids, d_c.data(), d_c.bytes(), cudaMemcpyDeviceToHost, stream));
+    IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    split_into_empty(centroids, k, dim, n, counts, rng);
+    if (metric == Metric::Cosine) {
+      std::vector<float> unit = normalized_copy(centroids, k, dim);
+      std::memcpy(centroids, unit.data(), unit.size() * sizeof(float));
+    }
+  }
+}
+
+}  // namespace ivfgpu::cuda

@@ -1,0 +1,243 @@
+#include "scan.hpp"
+
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+
+#include "check.hpp"
+#include "device_buffer.hpp"
+
+namespace ivfgpu::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTileV = 64;  // vectors per tile
+constexpr int kTileD = 32;  // dimensions staged per step
+
+unsigned grid_for(int64_t n, int threads) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 1 << 20)));
+}
+
+// Per query: exclusive prefix of its probed list sizes (its candidate row layout).
+__global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int64_t nprobe, const int64_t* list_size,
+                                         int64_t* cand_off, int64_t* cand_len) {
+  using Scan = cub::BlockScan<int64_t, kThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  for (int64_t q = blockIdx.x; q < nq; q += gridDim.x) {
+    int64_t base = 0;
+    for (int64_t p0 = 0; p0 < nprobe; p0 += kThreads) {
+      const int64_t p = p0 + threadIdx.x;
+      const int64_t v = p < nprobe ? list_size[probes[q * nprobe + p]] : 0;
+      int64_t excl, total;
+      Scan(tmp).ExclusiveSum(v, excl, total);
+      if (p < nprobe) cand_off[q * (nprobe + 1) + p] = base + excl;
+      base += total;
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      cand_off[q * (nprobe + 1) + nprobe] = base;
+      cand_len[q] = base;
+    }
+  }
+}
+
+__global__ void count_pairs_kernel(const int32_t* probes, int64_t npairs, int32_t* count) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < npairs;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    atomicAdd(&count[probes[i]], 1);
+}
+
+// Pair i goes into its list's group. The order inside a group does not matter: every pair
+// writes to its own place in the candidate rows.
+__global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int32_t* cursor, int32_t* grouped) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < npairs;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
+}
+
+__global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* list_size, int64_t nlist, int tile_q,
+                                      int64_t* tiles) {
+  for (int64_t l = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; l <= nlist;
+       l += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (l == nlist) {
+      tiles[l] = 0;
+      continue;
+    }
+    const int64_t qt = (pair_count[l] + tile_q - 1) / tile_q;
+    const int64_t vt = (list_size[l] + kTileV - 1) / kTileV;
+    tiles[l] = qt * vt;
+  }
+}
+
+struct TileArgs {
+  const float* queries;
+  int64_t dim, nlist, nprobe;
+  const float* vectors;
+  const int64_t* list_start;
+  const int64_t* list_size;
+  const int32_t* grouped;     // pair ids grouped by list
+  const int32_t* pair_begin;  // nlist: first grouped entry of each list
+  const int32_t* pair_count;  // nlist
+  const int64_t* tile_off;    // nlist + 1
+  float* cand;
+  int64_t cand_stride;
+  const int64_t* cand_off;
+};
+
+// One (list, query tile, vector tile) per iteration of a persistent grid. Thread (ty, tx) owns
+// queries ty*RQ.. and vectors tx*4..: a TQ x 64 register tile, fp32, accumulated in dimension
+// order so each distance is the plain sequential sum.
+template <int TQ, bool IP>
+__global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs a) {
+  constexpr int RQ = TQ / 16;
+  constexpr int RV = kTileV / 16;
+  constexpr int QP = TQ + 4, VP = kTileV + 4;  // padded rows, 16-byte aligned
+  __shared__ __align__(16) float qs[kTileD][QP];
+  __shared__ __align__(16) float xs[kTileD][VP];
+  __shared__ int64_t out_base[TQ];
+  __shared__ int64_t q_row[TQ];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int64_t total = a.tile_off[a.nlist];
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    // The list whose tile range holds t: the last l with tile_off[l] <= t.
+    int64_t lo = 0, hi = a.nlist;  // invariant: tile_off[lo] <= t < tile_off[hi]
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (a.tile_off[mid] <= t) lo = mid; else hi = mid;
+    }
+    const int64_t l = lo;
+    const int64_t size = a.list_size[l];
+    const int64_t nvt = (size + kTileV - 1) / kTileV;
+    const int64_t local = t - a.tile_off[l];
+    const int64_t qt = local / nvt, vt = local % nvt;
+    const int64_t prem = a.pair_count[l] - qt * TQ;
+    const int pcount = static_cast<int>(prem < TQ ? prem : TQ);
+    const int64_t v0 = vt * kTileV;
+    const int vcount = static_cast<int>(size - v0 < kTileV ? size - v0 : kTileV);
+    const float* x = a.vectors + (a.list_start[l] + v0) * a.dim;
+    __syncthreads();  // the previous tile is done with out_base / q_row
+    if (tid < TQ) {
+      if (tid < pcount) {
+        const int64_t pr = a.grouped[a.pair_begin[l] + qt * TQ + tid];
+        const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
+        q_row[tid] = q;
+        out_base[tid] = q * a.cand_stride + a.cand_off[q * (a.nprobe + 1) + p] + v0;
+      } else {
+        q_row[tid] = -1;
+      }
+    }
+    __syncthreads();
+    float acc[RQ][RV];
+#pragma unroll
+    for (int r = 0; r < RQ; ++r)
+#pragma unroll
+      for (int c = 0; c < RV; ++c) acc[r][c] = 0.0f;
+    for (int64_t d0 = 0; d0 < a.dim; d0 += kTileD) {
+      for (int e = tid; e < TQ * kTileD; e += kThreads) {
+        const int r = e / kTileD, j = e % kTileD;
+        const int64_t q = q_row[r];
+        qs[j][r] = (q >= 0 && d0 + j < a.dim) ? a.queries[q * a.dim + d0 + j] : 0.0f;
+      }
+      for (int e = tid; e < kTileV * kTileD; e += kThreads) {
+        const int r = e / kTileD, j = e % kTileD;
+        xs[j][r] = (r < vcount && d0 + j < a.dim) ? x[r * a.dim + d0 + j] : 0.0f;
+      }
+      __syncthreads();
+#pragma unroll 8
+      for (int j = 0; j < kTileD; ++j) {
+        float qa[RQ], xb[RV];
+        if constexpr (RQ == 4) {
+          const float4 v = *reinterpret_cast<const float4*>(&qs[j][ty * 4]);
+          qa[0] = v.x; qa[1] = v.y; qa[2] = v.z; qa[3] = v.w;
+        } else {
+#pragma unroll
+          for (int r = 0; r < RQ; ++r) qa[r] = qs[j][ty * RQ + r];
+        }
+        const float4 w = *reinterpret_cast<const float4*>(&xs[j][tx * 4]);
+        xb[0] = w.x; xb[1] = w.y; xb[2] = w.z; xb[3] = w.w;
+#pragma unroll
+        for (int r = 0; r < RQ; ++r)
+#pragma unroll
+          for (int c = 0; c < RV; ++c) {
+            if constexpr (IP) {
+              acc[r][c] = fmaf(qa[r], xb[c], acc[r][c]);
+            } else {
+              const float diff = qa[r] - xb[c];
+              acc[r][c] = fmaf(diff, diff, acc[r][c]);
+            }
+          }
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int r = 0; r < RQ; ++r) {
+      const int qi = ty * RQ + r;
+      if (qi >= pcount) continue;
+      const int64_t base = out_base[qi];
+#pragma unroll
+      for (int c = 0; c < RV; ++c) {
+        const int vi = tx * 4 + c;
+        if (vi < vcount) a.cand[base + vi] = acc[r][c];
+      }
+    }
+  }
+}
+
+template <int TQ, bool IP>
+void launch_tiles(const DeviceLimits& limits, cudaStream_t stream, const TileArgs& args) {
+  int per_sm = 1;
+  IVF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, list_tile_kernel<TQ, IP>, kThreads, 0));
+  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * limits.sm_count);
+  list_tile_kernel<TQ, IP><<<grid, kThreads, 0, stream>>>(args);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
+  const int64_t npairs = p.nq * p.nprobe;
+  const int64_t nlist = p.nlist;
+  candidate_offsets_kernel<<<static_cast<unsigned>(std::min<int64_t>(p.nq, 1 << 20)), kThreads, 0, stream>>>(
+      p.probes, p.nq, p.nprobe, p.list_size, p.cand_off, p.cand_len);
+  IVF_CUDA_CHECK_LAUNCH();
+
+  // Dispatch: the query tile follows the expected number of queries per probed list.
+  const double per_list = static_cast<double>(npairs) / static_cast<double>(nlist);
+  const int tile_q = per_list >= 24.0 ? 64 : 16;
+
+  DeviceBuffer<int32_t> pair_count(ctx, nlist, stream), pair_begin(ctx, nlist, stream), cursor(ctx, nlist, stream);
+  DeviceBuffer<int32_t> grouped(ctx, npairs, stream);
+  DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
+  std::size_t b1 = 0, b2 = 0;
+  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, b1, pair_count.data(), pair_begin.data(),
+                                               static_cast<int>(nlist), stream));
+  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, b2, tiles.data(), tile_off.data(),
+                                               static_cast<int>(nlist + 1), stream));
+  DeviceBuffer<unsigned char> tmp(ctx, std::max(b1, b2), stream);
+
+  IVF_CUDA_CHECK(cudaMemsetAsync(pair_count.data(), 0, pair_count.bytes(), stream));
+  count_pairs_kernel<<<grid_for(npairs, 256), 256, 0, stream>>>(p.probes, npairs, pair_count.data());
+  IVF_CUDA_CHECK_LAUNCH();
+  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), b1, pair_count.data(), pair_begin.data(),
+                                               static_cast<int>(nlist), stream));
+  IVF_CUDA_CHECK(cudaMemcpyAsync(cursor.data(), pair_begin.data(), pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
+  group_pairs_kernel<<<grid_for(npairs, 256), 256, 0, stream>>>(p.probes, npairs, cursor.data(), grouped.data());
+  IVF_CUDA_CHECK_LAUNCH();
+  tiles_per_list_kernel<<<grid_for(nlist + 1, 256), 256, 0, stream>>>(pair_count.data(), p.list_size, nlist, tile_q,
+                                                                      tiles.data());
+  IVF_CUDA_CHECK_LAUNCH();
+  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), b2, tiles.data(), tile_off.data(),
+                                               static_cast<int>(nlist + 1), stream));
+
+  TileArgs args{p.queries, p.dim, nlist, p.nprobe, p.vectors, p.list_start, p.list_size, grouped.data(),
+                pair_begin.data(), pair_count.data(), tile_off.data(), p.cand, p.cand_stride, p.cand_off};
+  const bool ip = p.metric != Metric::L2;
+  if (tile_q == 64)
+    ip ? launch_tiles<64, true>(ctx.limits(), stream, args) : launch_tiles<64, false>(ctx.limits(), stream, args);
+  else
+    ip ? launch_tiles<16, true>(ctx.limits(), stream, args) : launch_tiles<16, false>(ctx.limits(), stream, args);
+}
+
+}  // namespace ivfgpu::cuda

@@ -1,0 +1,39 @@
+// Stage C, the list scan, as a list-major schedule: the (query, probe) pairs of a batch are
+// inverted into per-list groups; each block takes one (list, query tile, vector tile), stages
+// the tile's vectors and queries in shared memory once and computes every query x vector
+// distance exactly in fp32 (sum of (q_j - x_j)^2, or q_j * x_j, in dimension order), writing it
+// to the query's candidate row. At batch 1 a group holds one query (the query-major case); at
+// large batches hundreds, so each list is read once per query tile instead of once per query.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../types.hpp"
+#include "device_context.hpp"
+
+namespace ivfgpu::cuda {
+
+struct ScanProblem {
+  const float* queries = nullptr;   // nq * dim (device)
+  int64_t nq = 0;
+  int64_t dim = 0;
+  int64_t nlist = 0;
+  int64_t nprobe = 0;
+  const int32_t* probes = nullptr;  // nq * nprobe list ids
+  const float* vectors = nullptr;   // the list store
+  const int64_t* list_start = nullptr;
+  const int64_t* list_size = nullptr;
+  Metric metric = Metric::L2;
+  // Output: candidate row of query q is cand + q * cand_stride, probe p's list at cand_off.
+  float* cand = nullptr;
+  int64_t cand_stride = 0;
+  int64_t* cand_off = nullptr;      // nq * (nprobe + 1), written here
+  int64_t* cand_len = nullptr;      // nq, written here
+};
+
+// Runs the whole stage on `stream`, scratch from ctx's pool. No host synchronisation.
+void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p);
+
+}  // namespace ivfgpu::cuda

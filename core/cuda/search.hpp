@@ -1,0 +1,24 @@
+// The search pipeline (seed 002 §2): coarse GEMM (A), top-nprobe (B), list scan (C), final
+// top-k (D), in query chunks sized from a memory budget, all stream-ordered.
+#pragma once
+
+#include <cstdint>
+
+#include "../backend.hpp"
+#include "device_context.hpp"
+#include "list_store.hpp"
+
+namespace ivfgpu::cuda {
+
+struct SearchIndexView {
+  int64_t dim = 0;
+  int64_t nlist = 0;
+  Metric metric = Metric::L2;
+  const float* centroids = nullptr;       // device
+  const float* centroid_norms = nullptr;  // device
+  const ListStore* lists = nullptr;
+};
+
+void run_search(const DeviceContext& ctx, const SearchIndexView& index, const SearchRequest& req);
+
+}  // namespace ivfgpu::cuda

@@ -1,0 +1,36 @@
+// Segmented top-k (stages B and D): for each of nseg segments of float keys, the k best
+// positions, sorted best first (ties by smaller position). Works for every k the device's
+// shared memory can sort (k <= 16384 on an H100) and any segment length.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "device_context.hpp"
+
+namespace ivfgpu::cuda {
+
+struct SelectInput {
+  const float* keys = nullptr;     // segment s starts at keys + s * stride
+  int64_t stride = 0;
+  const int64_t* lens = nullptr;   // per-segment length on the device, or nullptr: fixed_len
+  int64_t fixed_len = 0;
+  int64_t max_len = 0;             // an upper bound of every length (for dispatch)
+  const float* addend = nullptr;   // optional per-position term added to each key
+};
+
+struct SelectOutput {
+  int32_t* pos = nullptr;    // nseg * k, positions within the segment
+  float* key = nullptr;      // nseg * k (the key, addend included), or nullptr
+  int32_t* count = nullptr;  // nseg: min(k, length)
+};
+
+// Largest k select_topk accepts on this device.
+int64_t select_max_k(const DeviceLimits& limits);
+
+// larger_is_better: keys are similarities (kept largest first) rather than distances.
+void select_topk(const DeviceLimits& limits, cudaStream_t stream, const SelectInput& in, int64_t nseg,
+                 int64_t k, bool larger_is_better, const SelectOutput& out);
+
+}  // namespace ivfgpu::cuda
