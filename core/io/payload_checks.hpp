@@ -12,13 +12,13 @@ namespace ivfgpu::io {
 
 // Index (in floats) of the first NaN/Inf among n floats, or -1. Bit test: vectorises.
 inline int64_t first_non_finite(const float* x, std::size_t n) {
-  bool any = false;
+  uint32_t any = 0;  // a uint32 accumulator (not bool) lets the compiler vectorise with SSE2
   for (std::size_t i = 0; i < n; ++i) {
     uint32_t b;
     std::memcpy(&b, x + i, 4);
-    any |= (b & 0x7f800000u) == 0x7f800000u;
+    any |= static_cast<uint32_t>((b & 0x7f800000u) == 0x7f800000u);
   }
-  if (!any) return -1;
+  if (any == 0) return -1;
   for (std::size_t i = 0; i < n; ++i) {
     uint32_t b;
     std::memcpy(&b, x + i, 4);

@@ -43,27 +43,6 @@ std::vector<unsigned char> faiss_image(const ivf_index* index) {
   return read_bytes(path);
 }
 
-ivf_status load_faiss_image(const std::vector<unsigned char>& bytes, std::size_t size) {
-  ivf_index* out = sentinel();
-  ParamsPtr cpu = backend_params(IVF_BACKEND_CPU);
-  std::vector<unsigned char> exact(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size));
-  const ivf_status s = ivf_deserialize(exact.empty() ? &bytes[0] : exact.data(), size, cpu.get(), &out);
-  if (s == IVF_OK) {
-    // Whatever loaded must be usable.
-    int64_t dim = 0;
-    EXPECT_EQ(ivf_index_info(out, IVF_INFO_DIM, &dim), IVF_OK);
-    int64_t trained = 0;
-    EXPECT_EQ(ivf_index_info(out, IVF_INFO_IS_TRAINED, &trained), IVF_OK);
-    if (trained) search(out, std::vector<float>(static_cast<std::size_t>(dim), 0.25f), dim, 3, 2);
-    ivf_free(out);
-  } else {
-    EXPECT_EQ(out, sentinel());
-    EXPECT_NE(std::string(ivf_last_error_message()), "");
-  }
-  return s;
-}
-ivf_status load_faiss_image(const std::vector<unsigned char>& b) { return load_faiss_image(b, b.size()); }
-
 TEST(FaissWriter, RoundTripKeepsResultsAndIds) {
   for (ivf_metric metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
     IndexPtr index = make_index(12, 6, 300, metric, IVF_BACKEND_CPU, int64_t{1} << 40);
@@ -147,10 +126,10 @@ TEST(FaissWriter, UntrainedAndEmptyIndexesRoundTrip) {
   ASSERT_EQ(ivf_create(&raw, 4, params.get()), IVF_OK);
   IndexPtr untrained(raw);
   std::vector<unsigned char> b = faiss_image(untrained.get());
-  EXPECT_EQ(load_faiss_image(b), IVF_OK) << ivf_last_error_message();
+  EXPECT_EQ(try_load(b), IVF_OK) << ivf_last_error_message();
   IndexPtr empty = make_index(4, 3, 0, IVF_METRIC_L2, IVF_BACKEND_CPU);
   b = faiss_image(empty.get());
-  EXPECT_EQ(load_faiss_image(b), IVF_OK) << ivf_last_error_message();
+  EXPECT_EQ(try_load(b), IVF_OK) << ivf_last_error_message();
 }
 
 // ---- hostile FAISS files ------------------------------------------------------------------
@@ -159,7 +138,7 @@ TEST(FaissHostile, TruncationAtEveryByteIsCorruptData) {
   IndexPtr index = make_index(3, 4, 12, IVF_METRIC_L2, IVF_BACKEND_CPU);
   const std::vector<unsigned char> b = faiss_image(index.get());
   for (std::size_t len = 0; len < b.size(); ++len)
-    ASSERT_EQ(load_faiss_image(b, len), IVF_ERR_CORRUPT_DATA) << "length " << len << ": " << ivf_last_error_message();
+    ASSERT_EQ(try_load(b, len), IVF_ERR_CORRUPT_DATA) << "length " << len << ": " << ivf_last_error_message();
 }
 
 TEST(FaissHostile, EverySingleBitFlipGivesADocumentedStatus) {
@@ -172,7 +151,7 @@ TEST(FaissHostile, EverySingleBitFlipGivesADocumentedStatus) {
     for (int bit = 0; bit < 8; ++bit) {
       std::vector<unsigned char> f = b;
       f[byte] ^= static_cast<unsigned char>(1u << bit);
-      const ivf_status s = load_faiss_image(f);
+      const ivf_status s = try_load(f);
       ASSERT_TRUE(s == IVF_OK || s == IVF_ERR_CORRUPT_DATA || s == IVF_ERR_UNSUPPORTED)
           << "byte " << byte << " bit " << bit << " gave " << s << ": " << ivf_last_error_message();
       (s == IVF_OK ? ok : s == IVF_ERR_CORRUPT_DATA ? corrupt : unsupported)++;
@@ -245,12 +224,12 @@ TEST(FaissHostile, InconsistentAndUnsupportedFields) {
       {"first id -1", [](L& f) { f.set<int64_t>(f.first_ids(), -1); }, IVF_ERR_CORRUPT_DATA},
       {"first vector Inf", [](L& f) { f.set<float>(f.first_codes(), std::numeric_limits<float>::infinity()); }, IVF_ERR_CORRUPT_DATA},
       {"trailing byte", [](L& f) { f.bytes.push_back(0); }, IVF_ERR_CORRUPT_DATA},
-      {"ids of the last list cut", [](L& f) { f.bytes.resize(f.bytes.size() - 8); }, IVF_ERR_CORRUPT_DATA},
+      {"ids of the last list cut", [](L& f) { if (f.bytes.size() > 8) f.bytes.resize(f.bytes.size() - 8); }, IVF_ERR_CORRUPT_DATA},
   };
   for (const FaissCase& c : cases) {
     FaissLayout f(base);
     c.edit(f);
-    EXPECT_EQ(load_faiss_image(f.bytes), c.expected) << c.name << ": " << ivf_last_error_message();
+    EXPECT_EQ(try_load(f.bytes), c.expected) << c.name << ": " << ivf_last_error_message();
   }
 }
 
@@ -259,33 +238,33 @@ TEST(FaissHostile, SparseListsOutOfOrderOrOutOfRange) {
   const std::vector<unsigned char> base = faiss_image(index.get());
   FaissLayout probe(base);
   ASSERT_EQ(probe.fourcc(probe.invlists() + 20), "sprs");
-  EXPECT_EQ(load_faiss_image(base), IVF_OK);
+  EXPECT_EQ(try_load(base), IVF_OK);
   const uint64_t nsizes = probe.u64(probe.invlists() + 24);
   const std::size_t first = probe.invlists() + 32;
   {
     FaissLayout f(base);
     f.set<uint64_t>(first, 8);  // list number == nlist
-    EXPECT_EQ(load_faiss_image(f.bytes), IVF_ERR_CORRUPT_DATA) << ivf_last_error_message();
+    EXPECT_EQ(try_load(f.bytes), IVF_ERR_CORRUPT_DATA) << ivf_last_error_message();
   }
   if (nsizes == 4) {  // two lists: swap their numbers -> out of order
     FaissLayout f(base);
     const uint64_t a = f.u64(first), b = f.u64(first + 16);
     f.set<uint64_t>(first, b);
     f.set<uint64_t>(first + 16, a);
-    EXPECT_EQ(load_faiss_image(f.bytes), IVF_ERR_CORRUPT_DATA) << ivf_last_error_message();
+    EXPECT_EQ(try_load(f.bytes), IVF_ERR_CORRUPT_DATA) << ivf_last_error_message();
   }
   {
     FaissLayout f(base);
     f.set<uint64_t>(probe.invlists() + 24, nsizes - 1);  // odd count
-    EXPECT_EQ(load_faiss_image(f.bytes), IVF_ERR_CORRUPT_DATA) << ivf_last_error_message();
+    EXPECT_EQ(try_load(f.bytes), IVF_ERR_CORRUPT_DATA) << ivf_last_error_message();
   }
 }
 
 TEST(FaissHostile, UnknownMagicIsCorruptNotFaiss) {
   const std::vector<unsigned char> g = {'X', 'w', 'F', 'l', 0, 0, 0, 0, 1, 2, 3, 4};
-  EXPECT_EQ(load_faiss_image(g), IVF_ERR_CORRUPT_DATA);
+  EXPECT_EQ(try_load(g), IVF_ERR_CORRUPT_DATA);
   const std::vector<unsigned char> h = {'I', 'w', 'F', 'l'};
-  EXPECT_EQ(load_faiss_image(h), IVF_ERR_CORRUPT_DATA);
+  EXPECT_EQ(try_load(h), IVF_ERR_CORRUPT_DATA);
 }
 
 }  // namespace

@@ -212,6 +212,30 @@ inline Comparison compare_results(const Results& ours, const Results& ref, int64
   return c;
 }
 
+// ivf_deserialize of the first `size` bytes on the CPU backend, from an exact-size copy (so
+// that AddressSanitizer sees any read past the end). A failure must leave *out alone and set
+// a message; a success must give a usable index (searched once when trained).
+inline ivf_status try_load(const std::vector<unsigned char>& bytes, std::size_t size) {
+  ivf_index* out = sentinel();
+  ParamsPtr cpu = backend_params(IVF_BACKEND_CPU);
+  std::vector<unsigned char> exact(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size));
+  const unsigned char none = 0;
+  const ivf_status s = ivf_deserialize(exact.empty() ? &none : exact.data(), size, cpu.get(), &out);
+  if (s == IVF_OK) {
+    EXPECT_NE(out, sentinel());
+    if (info(out, IVF_INFO_IS_TRAINED) == 1) {
+      const int64_t dim = info(out, IVF_INFO_DIM);
+      search(out, std::vector<float>(static_cast<std::size_t>(dim), 0.25f), dim, 3, 2);
+    }
+    ivf_free(out);
+  } else {
+    EXPECT_EQ(out, sentinel()) << "a failed load wrote *out";
+    EXPECT_NE(std::string(ivf_last_error_message()), "") << "a failure without a message";
+  }
+  return s;
+}
+inline ivf_status try_load(const std::vector<unsigned char>& bytes) { return try_load(bytes, bytes.size()); }
+
 inline std::string data_dir() { return IVFGPU_DATA_DIR; }
 
 // fvecs: records of int32 d then d floats. Empty when the file is absent.
