@@ -1,7 +1,6 @@
 package ivfgpu_test
 
 import (
-	"errors"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -138,44 +137,59 @@ func TestResetKeepsTraining(t *testing.T) {
 	}
 }
 
-// Persistence is being implemented in the library: until then it fails with ErrUnsupported;
-// once it works, a round trip must give the same results.
-func TestPersistenceRoundTripsOrIsUnsupported(t *testing.T) {
+// Save/Load, Serialize/Deserialize and the FAISS format give back an index with the same
+// results; damaged bytes and missing files give typed errors.
+func TestPersistenceRoundTrips(t *testing.T) {
 	ix, data := filledIndex(t)
 	q := data[:3*dim]
 	before, err := ix.Search(q, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(copy *ivfgpu.Index, err error) {
+	same := func(what string, copy *ivfgpu.Index, err error) {
 		t.Helper()
-		if errors.Is(err, ivfgpu.ErrUnsupported) {
-			return
-		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		defer copy.Close()
+		if copy.Dim() != dim {
+			t.Fatalf("%s: dim %d", what, copy.Dim())
+		}
 		after, err := copy.Search(q, 5)
 		if err != nil || !reflect.DeepEqual(after, before) {
-			t.Fatalf("round trip differs: %v", err)
+			t.Fatalf("%s: results differ (%v)", what, err)
 		}
 	}
-	if b, err := ix.Serialize(); err != nil {
-		check(nil, err)
-	} else {
-		check(ivfgpu.Deserialize(b, ivfgpu.WithBackend(ivfgpu.BackendCPU)))
+	b, err := ix.Serialize()
+	if err != nil {
+		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "index.ivf")
-	if err := ix.Save(path); err != nil {
-		check(nil, err)
-	} else {
-		check(ivfgpu.Load(path, ivfgpu.WithBackend(ivfgpu.BackendCPU)))
+	c, err := ivfgpu.Deserialize(b, ivfgpu.WithBackend(ivfgpu.BackendCPU))
+	same("Deserialize", c, err)
+
+	dir := t.TempDir()
+	if err := ix.Save(filepath.Join(dir, "index.ivf")); err != nil {
+		t.Fatal(err)
 	}
-	_, err = ivfgpu.Load(filepath.Join(t.TempDir(), "missing"))
-	if !errors.Is(err, ivfgpu.ErrIO) && !errors.Is(err, ivfgpu.ErrUnsupported) {
-		t.Fatalf("Load of a missing file: %v", err)
+	c, err = ivfgpu.Load(filepath.Join(dir, "index.ivf"), ivfgpu.WithBackend(ivfgpu.BackendCPU))
+	same("Load", c, err)
+	if err := ix.SaveFAISS(filepath.Join(dir, "index.faiss")); err != nil {
+		t.Fatal(err)
 	}
+	c, err = ivfgpu.Load(filepath.Join(dir, "index.faiss"), ivfgpu.WithBackend(ivfgpu.BackendCPU))
+	same("Load FAISS", c, err)
+
+	_, err = ivfgpu.Load(filepath.Join(dir, "missing"))
+	wantErr(t, "Load of a missing file", err, ivfgpu.ErrIO)
+	wantErr(t, "Save into a missing directory", ix.Save(filepath.Join(dir, "no", "such", "dir")), ivfgpu.ErrIO)
+	damaged := append([]byte(nil), b...)
+	damaged[len(damaged)/2] ^= 0x40
+	_, err = ivfgpu.Deserialize(damaged)
+	wantErr(t, "a flipped bit", err, ivfgpu.ErrCorruptData)
+	_, err = ivfgpu.Deserialize(b[:len(b)/3])
+	wantErr(t, "truncated bytes", err, ivfgpu.ErrCorruptData)
+	_, err = ivfgpu.Deserialize(nil)
+	wantErr(t, "no bytes", err, ivfgpu.ErrInvalidArgument)
 }
 
 func TestVersions(t *testing.T) {

@@ -135,34 +135,72 @@ fn default_nprobe_comes_from_build_params() {
     assert_eq!(index.dim(), DIM);
 }
 
-/// Persistence is being implemented in the library; until then it must fail as Unsupported,
-/// and once it works a round trip must give the same results.
+/// Save/load, serialize/deserialize and the FAISS format give back an index with the same
+/// results; damaged bytes and missing files give typed errors.
 #[test]
-fn persistence_round_trips_or_is_unsupported() {
+fn persistence_round_trips() {
     let (index, data) = filled_index();
     let queries = &data[..3 * DIM];
     let before = index.search(queries, 5).unwrap();
 
-    match index.serialize() {
-        Ok(bytes) => {
-            let copy = Index::deserialize(&bytes, &cpu_params()).unwrap();
-            assert_eq!(copy.search(queries, 5).unwrap(), before);
-        }
-        Err(e) => assert_eq!(e.kind(), ivfgpu::ErrorKind::Unsupported, "{e}"),
-    }
+    let bytes = index.serialize().unwrap();
+    let copy = Index::deserialize(&bytes, &cpu_params()).unwrap();
+    assert_eq!(copy.dim(), DIM);
+    assert_eq!(copy.search(queries, 5).unwrap(), before);
 
     let dir = std::env::temp_dir().join(format!("ivfgpu-rs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("index.ivf");
-    match index.save(&path) {
-        Ok(()) => {
-            let loaded = Index::load(&path, &cpu_params()).unwrap();
-            assert_eq!(loaded.ntotal().unwrap(), N);
-            assert_eq!(loaded.search(queries, 5).unwrap(), before);
+    for faiss in [false, true] {
+        let path = dir.join(if faiss { "index.faiss" } else { "index.ivf" });
+        if faiss {
+            index.save_faiss(&path).unwrap();
+        } else {
+            index.save(&path).unwrap();
         }
-        Err(e) => assert_eq!(e.kind(), ivfgpu::ErrorKind::Unsupported, "{e}"),
+        let loaded = Index::load(&path, &IndexParams::new().backend(Backend::CPU)).unwrap();
+        assert_eq!(loaded.ntotal().unwrap(), N);
+        assert_eq!(loaded.nlist().unwrap(), NLIST);
+        assert_eq!(
+            loaded.search(queries, 5).unwrap(),
+            before,
+            "faiss = {faiss}"
+        );
     }
+
+    let err = Index::load(dir.join("missing"), &IndexParams::new()).unwrap_err();
+    assert_eq!(err.kind(), ivfgpu::ErrorKind::Io, "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+
+    let mut damaged = bytes.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x40;
+    let err = Index::deserialize(&damaged, &IndexParams::new()).unwrap_err();
+    assert_eq!(err.kind(), ivfgpu::ErrorKind::CorruptData, "{err}");
+    let err = Index::deserialize(&bytes[..bytes.len() / 3], &IndexParams::new()).unwrap_err();
+    assert_eq!(err.kind(), ivfgpu::ErrorKind::CorruptData, "{err}");
+    let err = Index::deserialize(&[], &IndexParams::new()).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ivfgpu::ErrorKind::CorruptData | ivfgpu::ErrorKind::InvalidArgument
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn faiss_has_no_cosine_index() {
+    let data = generate(256, 4, 2);
+    let params = IndexParams::new()
+        .nlist(4)
+        .metric(Metric::COSINE)
+        .backend(Backend::CPU);
+    let mut index = Index::new(4, &params).unwrap();
+    index.train(&data).unwrap();
+    let path = std::env::temp_dir().join(format!("ivfgpu-rs-cos-{}.faiss", std::process::id()));
+    let err = index.save_faiss(&path).unwrap_err();
+    assert_eq!(err.kind(), ivfgpu::ErrorKind::Unsupported, "{err}");
+    assert!(!path.exists(), "a refused save leaves no file");
 }
 
 #[test]
