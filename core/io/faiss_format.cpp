@@ -19,6 +19,8 @@ constexpr uint32_t kFlatL2 = fourcc("IxF2"), kFlatIP = fourcc("IxFI"), kArrayLis
                    kNullLists = fourcc("il00"), kOnDiskLists = fourcc("ilod"), kFull = fourcc("full"),
                    kSparse = fourcc("sprs");
 
+constexpr uint64_t kMaxUntrainedNlist = uint64_t{1} << 20;
+
 [[noreturn]] void corrupt(const std::string& what) { fail(Errc::CorruptData, "FAISS file: " + what); }
 [[noreturn]] void unsupported(const std::string& what) { fail(Errc::Unsupported, "FAISS file: " + what); }
 
@@ -117,6 +119,12 @@ IndexImage read_faiss(ByteSource& in) {
     corrupt("quantizer holds " + std::to_string(qd.ntotal) + " centroids; a" + (ih.trained ? " trained" : "n untrained") +
             " index with nlist " + std::to_string(nlist) + " needs " + (ih.trained ? std::to_string(nlist) : "0"));
   if (!ih.trained && ih.ntotal != 0) corrupt("an untrained index holds " + std::to_string(ih.ntotal) + " vectors");
+  // A trained file holds nlist x d centroid floats, so the per-list arrays we allocate stay
+  // proportional to its size; an untrained one holds none, and a tiny file could otherwise make
+  // us allocate 16 bytes for each of 2^30 lists.
+  if (!ih.trained && nlist > kMaxUntrainedNlist)
+    unsupported("an untrained index with nlist " + std::to_string(nlist) + " (more than " +
+                std::to_string(kMaxUntrainedNlist) + ") is refused: it would allocate per-list state for an empty file");
   const uint64_t ncodes = read_size(in, "FAISS quantizer codes");  // in floats
   const uint64_t want = checked_mul(uint64_t(qd.ntotal), uint64_t(qd.d), "quantizer codes");
   if (ncodes != want)

@@ -260,6 +260,23 @@ TEST(FaissHostile, SparseListsOutOfOrderOrOutOfRange) {
   }
 }
 
+TEST(FaissHostile, UntrainedHugeNlistIsRefusedBeforeAllocating) {
+  // An untrained file has no centroids: nothing in it is proportional to nlist.
+  ParamsPtr params = make_params(3, IVF_METRIC_L2, IVF_BACKEND_CPU, 1);
+  ivf_index* raw = nullptr;
+  ASSERT_EQ(ivf_create(&raw, 4, params.get()), IVF_OK);
+  IndexPtr untrained(raw);
+  FaissLayout base(faiss_image(untrained.get()));
+  ASSERT_EQ(base.fourcc(base.invlists() + 20), "sprs");
+  for (uint64_t nlist : {uint64_t{1} << 20, (uint64_t{1} << 20) + 1, uint64_t{1} << 30}) {
+    FaissLayout f = base;
+    f.set<uint64_t>(FaissLayout::kNlist, nlist);
+    f.set<uint64_t>(f.invlists() + 4, nlist);
+    EXPECT_EQ(try_load(f.bytes), nlist <= (uint64_t{1} << 20) ? IVF_OK : IVF_ERR_UNSUPPORTED)
+        << nlist << ": " << ivf_last_error_message();
+  }
+}
+
 TEST(FaissHostile, UnknownMagicIsCorruptNotFaiss) {
   const std::vector<unsigned char> g = {'X', 'w', 'F', 'l', 0, 0, 0, 0, 1, 2, 3, 4};
   EXPECT_EQ(try_load(g), IVF_ERR_CORRUPT_DATA);
