@@ -1,6 +1,7 @@
 package ivfgpu_test
 
 import (
+	"os"
 	"sort"
 	"testing"
 
@@ -24,16 +25,43 @@ func generate(n, d int, seed uint64) []float32 {
 	return out
 }
 
-func cpuOptions() []ivfgpu.Option {
-	return []ivfgpu.Option{ivfgpu.WithNList(nlist), ivfgpu.WithBackend(ivfgpu.BackendCPU), ivfgpu.WithSeed(7)}
+// testBackend is the backend the tests run on: IVFGPU_TEST_BACKEND = cpu (default), cuda or
+// auto, so that the same suite checks a GPU-backed index on a machine with a GPU.
+func testBackend() ivfgpu.Backend {
+	switch b := os.Getenv("IVFGPU_TEST_BACKEND"); b {
+	case "", "cpu":
+		return ivfgpu.BackendCPU
+	case "cuda":
+		return ivfgpu.BackendCUDA
+	case "auto":
+		return ivfgpu.BackendAuto
+	default:
+		panic("IVFGPU_TEST_BACKEND=" + b + ": expected cpu, cuda or auto")
+	}
 }
 
-// filledIndex returns a trained CPU index holding generate(nvecs, dim, 1), closed at the end
+// resolvedBackend is the backend an index on the test backend resolves to.
+func resolvedBackend() ivfgpu.Backend {
+	gpus, _ := ivfgpu.CUDADeviceCount()
+	switch b := testBackend(); {
+	case b == ivfgpu.BackendCPU, b == ivfgpu.BackendAuto && gpus == 0:
+		return ivfgpu.BackendCPU
+	default:
+		return ivfgpu.BackendCUDA
+	}
+}
+
+// testOptions are the build options of the test indexes, on the test backend.
+func testOptions() []ivfgpu.Option {
+	return []ivfgpu.Option{ivfgpu.WithNList(nlist), ivfgpu.WithBackend(testBackend()), ivfgpu.WithSeed(7)}
+}
+
+// filledIndex returns a trained index (on the test backend) holding generate(nvecs, dim, 1), closed at the end
 // of the test.
 func filledIndex(t testing.TB) (*ivfgpu.Index, []float32) {
 	t.Helper()
 	data := generate(nvecs, dim, 1)
-	ix, err := ivfgpu.New(dim, cpuOptions()...)
+	ix, err := ivfgpu.New(dim, testOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

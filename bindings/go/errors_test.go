@@ -56,7 +56,7 @@ func TestWrongLengthsAreRefusedBeforeTheCall(t *testing.T) {
 }
 
 func TestLibraryErrorsAreTyped(t *testing.T) {
-	ix, err := ivfgpu.New(dim, cpuOptions()...)
+	ix, err := ivfgpu.New(dim, testOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

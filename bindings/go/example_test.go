@@ -9,14 +9,15 @@ import (
 )
 
 // Build an index on 64 vectors (vector i is (i, i, i, i)), then find the three nearest
-// neighbours of a query, probing every list so that the search is exact.
+// neighbours of a query, probing every list so that the search is exact. The backend is the
+// default: the GPU when there is one, else the CPU.
 func Example() {
 	const dim = 4
 	data := make([]float32, 0, 64*dim)
 	for i := 0; i < 64; i++ {
 		data = append(data, float32(i), float32(i), float32(i), float32(i))
 	}
-	ix, err := ivfgpu.New(dim, ivfgpu.WithNList(4), ivfgpu.WithBackend(ivfgpu.BackendCPU))
+	ix, err := ivfgpu.New(dim, ivfgpu.WithNList(4))
 	if err != nil {
 		log.Fatal(err)
 	}

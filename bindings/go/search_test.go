@@ -17,7 +17,7 @@ func TestExactSearchMatchesBruteForce(t *testing.T) {
 	if n, _ := ix.NList(); n != nlist {
 		t.Fatalf("NList = %d", n)
 	}
-	if b, _ := ix.Backend(); b != ivfgpu.BackendCPU {
+	if b, _ := ix.Backend(); b != resolvedBackend() {
 		t.Fatalf("Backend = %d", b)
 	}
 	if m, _ := ix.Metric(); m != ivfgpu.L2 {
@@ -52,7 +52,7 @@ func TestStoredVectorsFindThemselves(t *testing.T) {
 	}
 	for i := 0; i < 5; i++ {
 		ids, dists := r.Row(i)
-		if ids[0] != int64(i) || dists[0] != 0 || dists[1] < dists[0] || dists[2] < dists[1] {
+		if ids[0] != int64(i) || math.Abs(float64(dists[0])) > 1e-5 || dists[1] < dists[0] || dists[2] < dists[1] {
 			t.Fatalf("query %d: %v %v", i, ids, dists)
 		}
 	}
@@ -81,7 +81,7 @@ func TestAddWithIDs(t *testing.T) {
 	for i := range ids {
 		ids[i] = 1_000_000 + 3*int64(i)
 	}
-	ix, err := ivfgpu.New(dim, cpuOptions()...)
+	ix, err := ivfgpu.New(dim, testOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestAddWithIDs(t *testing.T) {
 
 func TestShortRowsArePadded(t *testing.T) {
 	data := generate(64, 4, 3)
-	ix, err := ivfgpu.New(4, ivfgpu.WithNList(2), ivfgpu.WithBackend(ivfgpu.BackendCPU), ivfgpu.WithNProbe(2))
+	ix, err := ivfgpu.New(4, ivfgpu.WithNList(2), ivfgpu.WithBackend(testBackend()), ivfgpu.WithNProbe(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,19 +164,19 @@ func TestPersistenceRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ivfgpu.Deserialize(b, ivfgpu.WithBackend(ivfgpu.BackendCPU))
+	c, err := ivfgpu.Deserialize(b, ivfgpu.WithBackend(testBackend()))
 	same("Deserialize", c, err)
 
 	dir := t.TempDir()
 	if err := ix.Save(filepath.Join(dir, "index.ivf")); err != nil {
 		t.Fatal(err)
 	}
-	c, err = ivfgpu.Load(filepath.Join(dir, "index.ivf"), ivfgpu.WithBackend(ivfgpu.BackendCPU))
+	c, err = ivfgpu.Load(filepath.Join(dir, "index.ivf"), ivfgpu.WithBackend(testBackend()))
 	same("Load", c, err)
 	if err := ix.SaveFAISS(filepath.Join(dir, "index.faiss")); err != nil {
 		t.Fatal(err)
 	}
-	c, err = ivfgpu.Load(filepath.Join(dir, "index.faiss"), ivfgpu.WithBackend(ivfgpu.BackendCPU))
+	c, err = ivfgpu.Load(filepath.Join(dir, "index.faiss"), ivfgpu.WithBackend(testBackend()))
 	same("Load FAISS", c, err)
 
 	_, err = ivfgpu.Load(filepath.Join(dir, "missing"))
@@ -212,7 +212,7 @@ func TestCUDAMatchesCPU(t *testing.T) {
 	data := generate(nvecs, dim, 1)
 	var results [2]ivfgpu.Result
 	for i, b := range []ivfgpu.Backend{ivfgpu.BackendCPU, ivfgpu.BackendCUDA} {
-		ix, err := ivfgpu.New(dim, append(cpuOptions(), ivfgpu.WithBackend(b))...)
+		ix, err := ivfgpu.New(dim, append(testOptions(), ivfgpu.WithBackend(b))...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ fn wrong_lengths_are_refused_before_the_call() {
 
 #[test]
 fn library_errors_carry_kind_code_and_message() {
-    let mut index = Index::new(DIM, &cpu_params()).unwrap();
+    let mut index = Index::new(DIM, &test_params()).unwrap();
     let data = generate(N, DIM, 1);
 
     let err = index.search(&data[..DIM], 1).unwrap_err();

@@ -10,9 +10,10 @@ fn exact_search_matches_brute_force() {
     let (index, data) = filled_index();
     assert_eq!(index.ntotal().unwrap(), N);
     assert_eq!(index.nlist().unwrap(), NLIST);
-    assert_eq!(index.backend().unwrap(), Backend::CPU);
+    assert_eq!(index.backend().unwrap(), resolved_backend());
     assert_eq!(index.metric().unwrap(), Metric::L2);
-    assert_eq!(index.device().unwrap(), None);
+    let on_cpu = resolved_backend() == Backend::CPU;
+    assert_eq!(index.device().unwrap(), if on_cpu { None } else { Some(0) });
     assert!(index.is_trained().unwrap());
 
     let queries = generate(20, DIM, 99);
@@ -38,7 +39,7 @@ fn stored_vectors_find_themselves() {
     let result = index.search(&data[..5 * DIM], 3).unwrap();
     for (i, (ids, dists)) in result.rows().enumerate() {
         assert_eq!(ids[0], i as i64);
-        assert_eq!(dists[0], 0.0);
+        assert!(dists[0].abs() <= 1e-5, "distance to itself {}", dists[0]);
         assert!(
             dists[0] <= dists[1] && dists[1] <= dists[2],
             "sorted, best first"
@@ -67,7 +68,7 @@ fn search_into_fills_caller_slices_like_search() {
 fn caller_ids_come_back() {
     let data = generate(N, DIM, 1);
     let ids: Vec<i64> = (0..N as i64).map(|i| 1_000_000 + 3 * i).collect();
-    let mut index = Index::new(DIM, &cpu_params()).unwrap();
+    let mut index = Index::new(DIM, &test_params()).unwrap();
     index.train(&data).unwrap();
     index.add_with_ids(&data, &ids).unwrap();
     let result = index.search(&data[10 * DIM..11 * DIM], 1).unwrap();
@@ -79,7 +80,10 @@ fn short_rows_are_padded() {
     let data = generate(64, 4, 3);
     let mut index = Index::new(
         4,
-        &IndexParams::new().nlist(2).backend(Backend::CPU).nprobe(2),
+        &IndexParams::new()
+            .nlist(2)
+            .backend(test_backend())
+            .nprobe(2),
     )
     .unwrap();
     index.train(&data).unwrap();
@@ -97,7 +101,7 @@ fn inner_product_ranks_largest_first() {
     let params = IndexParams::new()
         .nlist(8)
         .metric(Metric::INNER_PRODUCT)
-        .backend(Backend::CPU);
+        .backend(test_backend());
     let mut index = Index::new(8, &params).unwrap();
     index.train(&data).unwrap();
     index.add(&data).unwrap();
@@ -130,7 +134,7 @@ fn reset_empties_and_keeps_training() {
 
 #[test]
 fn default_nprobe_comes_from_build_params() {
-    let index = Index::new(DIM, &cpu_params().nprobe(5)).unwrap();
+    let index = Index::new(DIM, &test_params().nprobe(5)).unwrap();
     assert_eq!(index.nprobe().unwrap(), 5);
     assert_eq!(index.dim(), DIM);
 }
@@ -144,7 +148,7 @@ fn persistence_round_trips() {
     let before = index.search(queries, 5).unwrap();
 
     let bytes = index.serialize().unwrap();
-    let copy = Index::deserialize(&bytes, &cpu_params()).unwrap();
+    let copy = Index::deserialize(&bytes, &test_params()).unwrap();
     assert_eq!(copy.dim(), DIM);
     assert_eq!(copy.search(queries, 5).unwrap(), before);
 
@@ -157,7 +161,7 @@ fn persistence_round_trips() {
         } else {
             index.save(&path).unwrap();
         }
-        let loaded = Index::load(&path, &IndexParams::new().backend(Backend::CPU)).unwrap();
+        let loaded = Index::load(&path, &IndexParams::new().backend(test_backend())).unwrap();
         assert_eq!(loaded.ntotal().unwrap(), N);
         assert_eq!(loaded.nlist().unwrap(), NLIST);
         assert_eq!(
@@ -194,7 +198,7 @@ fn faiss_has_no_cosine_index() {
     let params = IndexParams::new()
         .nlist(4)
         .metric(Metric::COSINE)
-        .backend(Backend::CPU);
+        .backend(test_backend());
     let mut index = Index::new(4, &params).unwrap();
     index.train(&data).unwrap();
     let path = std::env::temp_dir().join(format!("ivfgpu-rs-cos-{}.faiss", std::process::id()));
@@ -218,8 +222,8 @@ fn cuda_backend_matches_cpu_when_a_gpu_exists() {
         return;
     }
     let data = generate(N, DIM, 1);
-    let mut cpu = Index::new(DIM, &cpu_params()).unwrap();
-    let mut gpu = Index::new(DIM, &cpu_params().backend(Backend::CUDA)).unwrap();
+    let mut cpu = Index::new(DIM, &test_params().backend(Backend::CPU)).unwrap();
+    let mut gpu = Index::new(DIM, &test_params().backend(Backend::CUDA)).unwrap();
     assert_eq!(gpu.backend().unwrap(), Backend::CUDA);
     assert_eq!(gpu.device().unwrap(), Some(0));
     for index in [&mut cpu, &mut gpu] {

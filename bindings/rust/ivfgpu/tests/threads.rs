@@ -73,7 +73,7 @@ fn error_messages_belong_to_the_failing_thread() {
                         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
                         assert!(!e.message().is_empty());
                     } else {
-                        let e = Index::new(0usize.wrapping_sub(1), &cpu_params()).unwrap_err();
+                        let e = Index::new(0usize.wrapping_sub(1), &test_params()).unwrap_err();
                         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
                     }
                     // A success in between clears this thread's message only.

@@ -20,17 +20,39 @@ pub fn generate(n: usize, dim: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-pub fn cpu_params() -> IndexParams {
+/// The backend the tests run on: `IVFGPU_TEST_BACKEND` = `cpu` (default), `cuda` or `auto`,
+/// so that the same suite checks a GPU-backed index on a machine with a GPU.
+pub fn test_backend() -> Backend {
+    match std::env::var("IVFGPU_TEST_BACKEND").as_deref() {
+        Ok("cuda") => Backend::CUDA,
+        Ok("auto") => Backend::AUTO,
+        Ok("cpu") | Err(_) => Backend::CPU,
+        Ok(other) => panic!("IVFGPU_TEST_BACKEND={other}: expected cpu, cuda or auto"),
+    }
+}
+
+/// The backend an index on the test backend resolves to.
+pub fn resolved_backend() -> Backend {
+    let gpus = ivfgpu::cuda_device_count().expect("cuda_device_count");
+    match test_backend() {
+        Backend::CPU => Backend::CPU,
+        Backend::AUTO if gpus == 0 => Backend::CPU,
+        _ => Backend::CUDA,
+    }
+}
+
+/// Build parameters of the test indexes, on the test backend.
+pub fn test_params() -> IndexParams {
     IndexParams::new()
         .nlist(NLIST)
-        .backend(Backend::CPU)
+        .backend(test_backend())
         .seed(7)
 }
 
-/// A trained CPU index holding `generate(N, DIM, 1)` with sequential ids.
+/// A trained index (on the test backend) holding `generate(N, DIM, 1)` with sequential ids.
 pub fn filled_index() -> (Index, Vec<f32>) {
     let data = generate(N, DIM, 1);
-    let mut index = Index::new(DIM, &cpu_params()).expect("create");
+    let mut index = Index::new(DIM, &test_params()).expect("create");
     index.train(&data).expect("train");
     index.add(&data).expect("add");
     (index, data)
