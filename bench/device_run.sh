@@ -30,10 +30,18 @@ if has sanitize "$@"; then
   F='Gpu/Dims.*/2:Gpu/Dims.*/8:GpuCorrectness.Pads*:GpuCorrectness.Identical*:GpuBehaviour.AddingInPieces*:GpuBehaviour.DeviceMemory*:GpuBehaviour.Training*'
   for tool in memcheck racecheck; do
     stamp "compute-sanitizer $tool"
-    IVFGPU_DISABLE_MEMPOOL=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
+    IVFGPU_DISABLE_MEMPOOL=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
       "$B/tests/gpu/gpu_backend_test" --gtest_filter="$F" > "$OUT/sanitizer_$tool.log" 2>&1
     echo "$tool exit $?"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | tail -4
+  done
+fi
+if has profile "$@"; then
+  stamp "ncu per-kernel times, nq 10000 nprobe 16/64 k 10"
+  for np in 16; do
+    timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel "$B/bench/ivfgpu_bench" --n 1000000 \
+      --dim 128 --nlist 1024 --nq 10000 --nprobe $np --k 10 --batch 10000 --reps 1 --no-recall > "$OUT/ncu_$np.log" 2>&1
+    tail -3 "$OUT/ncu_$np.log"
   done
 fi
 if has bench "$@"; then

@@ -4,7 +4,7 @@
 //   ivfgpu_bench [--n 1000000] [--dim 128] [--nlist 1024] [--nq 10000]
 //                [--base FILE --query FILE] [--max-base N]
 //                [--nprobe 1,4,16,64,256] [--k 10,100] [--batch 1,100,10000]
-//                [--reps 3] [--backend auto|cpu|cuda] [--json FILE] [--seed 1]
+//                [--reps 3] [--backend auto|cpu|cuda] [--json FILE] [--seed 1] [--no-recall]
 //
 // Without --base the data is the synthetic mixture of docs/performance.md. Recall is measured
 // against an exhaustive search (nprobe = nlist) of the same index, which is exact.
@@ -65,6 +65,7 @@ struct Row {
 int main(int argc, char** argv) {
   int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000, reps = 3, seed = 1, max_base = 0;
   std::string base_path, query_path, json_path, backend = "auto";
+  bool recall = true;
   std::vector<int64_t> nprobes = {1, 4, 16, 64, 256}, ks = {10, 100}, batches = {1, 100, 10000};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::atoll(next());
     else if (a == "--seed") seed = std::atoll(next());
     else if (a == "--max-base") max_base = std::atoll(next());
+    else if (a == "--no-recall") recall = false;
     else if (a == "--base") base_path = next();
     else if (a == "--query") query_path = next();
     else if (a == "--json") json_path = next();
@@ -152,9 +154,9 @@ int main(int argc, char** argv) {
   std::vector<int64_t> gt(static_cast<std::size_t>(nq * kmax));
   std::vector<float> gtd(gt.size());
   t0 = Clock::now();
-  run(queries.data.data(), nq, kmax, nlist, gt.data(), gtd.data());
+  if (recall) run(queries.data.data(), nq, kmax, nlist, gt.data(), gtd.data());
   const double exhaustive_s = seconds_since(t0);
-  std::printf("ground truth: exhaustive search (nprobe = nlist = %lld), k = %lld: %.3f s, %.0f QPS\n",
+  if (recall) std::printf("ground truth: exhaustive search (nprobe = nlist = %lld), k = %lld: %.3f s, %.0f QPS\n",
               (long long)nlist, (long long)kmax, exhaustive_s, nq / exhaustive_s);
 
   std::vector<Row> rows;
@@ -210,7 +212,7 @@ int main(int argc, char** argv) {
           for (int64_t j = 0; j < k; ++j)
             if (std::binary_search(truth.begin(), truth.end(), ids[q * k + j])) ++hit;
         }
-        r.recall = double(hit) / double(answered * k);
+        r.recall = recall ? double(hit) / double(answered * k) : -1.0;
         rows.push_back(r);
         std::printf("  k %4lld nprobe %4lld batch %5lld: %12.0f QPS  recall %.4f  p50 %.3f ms  p99 %.3f ms  mean %.3f ms\n",
                     (long long)k, (long long)nprobe, (long long)b, r.qps, r.recall, r.p50_ms, r.p99_ms, r.mean_ms);

@@ -15,6 +15,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kTileV = 64;  // vectors per tile
 constexpr int kTileD = 32;  // dimensions staged per step
+constexpr int kUnitTiles = 4;  // vector tiles per work unit (amortises the unit's set-up)
 
 unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 1 << 20)));
@@ -67,7 +68,7 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
     }
     const int64_t qt = (pair_count[l] + tile_q - 1) / tile_q;
     const int64_t vt = (list_size[l] + kTileV - 1) / kTileV;
-    tiles[l] = qt * vt;
+    tiles[l] = qt * ((vt + kUnitTiles - 1) / kUnitTiles);
   }
 }
 
@@ -84,7 +85,33 @@ struct TileArgs {
   float* cand;
   int64_t cand_stride;
   const int64_t* cand_off;
+  bool vec4;  // dim % 4 == 0: 16-byte loads
 };
+
+// Stages rows [0, rows) x dims [d0, d0 + kTileD) of a row-major matrix into t[j][r]
+// (transposed), zero outside. row_ptr(r) gives the row's start or nullptr for a missing row.
+template <int ROWS, int PITCH, class RowPtr>
+__device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, int64_t d0, int64_t dim, bool vec4) {
+  const int tid = threadIdx.x;
+  if (vec4) {
+    for (int e = tid; e < ROWS * (kTileD / 4); e += kThreads) {
+      const int r = e / (kTileD / 4), j = (e % (kTileD / 4)) * 4;
+      const float* p = row_ptr(r);
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (p != nullptr && d0 + j < dim) v = *reinterpret_cast<const float4*>(p + d0 + j);
+      t[j][r] = v.x;
+      t[j + 1][r] = v.y;
+      t[j + 2][r] = v.z;
+      t[j + 3][r] = v.w;
+    }
+  } else {
+    for (int e = tid; e < ROWS * kTileD; e += kThreads) {
+      const int r = e / kTileD, j = e % kTileD;
+      const float* p = row_ptr(r);
+      t[j][r] = (p != nullptr && d0 + j < dim) ? p[d0 + j] : 0.0f;
+    }
+  }
+}
 
 // One (list, query tile, vector tile) per iteration of a persistent grid. Thread (ty, tx) owns
 // queries ty*RQ.. and vectors tx*4..: a TQ x 64 register tile, fp32, accumulated in dimension
@@ -110,76 +137,77 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs a) {
     const int64_t l = lo;
     const int64_t size = a.list_size[l];
     const int64_t nvt = (size + kTileV - 1) / kTileV;
+    const int64_t nunits = (nvt + kUnitTiles - 1) / kUnitTiles;
     const int64_t local = t - a.tile_off[l];
-    const int64_t qt = local / nvt, vt = local % nvt;
+    const int64_t qt = local / nunits, unit = local % nunits;
     const int64_t prem = a.pair_count[l] - qt * TQ;
     const int pcount = static_cast<int>(prem < TQ ? prem : TQ);
-    const int64_t v0 = vt * kTileV;
-    const int vcount = static_cast<int>(size - v0 < kTileV ? size - v0 : kTileV);
-    const float* x = a.vectors + (a.list_start[l] + v0) * a.dim;
-    __syncthreads();  // the previous tile is done with out_base / q_row
+    __syncthreads();  // the previous unit is done with out_base / q_row
     if (tid < TQ) {
       if (tid < pcount) {
         const int64_t pr = a.grouped[a.pair_begin[l] + qt * TQ + tid];
         const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
         q_row[tid] = q;
-        out_base[tid] = q * a.cand_stride + a.cand_off[q * (a.nprobe + 1) + p] + v0;
+        out_base[tid] = q * a.cand_stride + a.cand_off[q * (a.nprobe + 1) + p];
       } else {
         q_row[tid] = -1;
       }
     }
     __syncthreads();
-    float acc[RQ][RV];
+    const int64_t vt_end = (unit + 1) * kUnitTiles < nvt ? (unit + 1) * kUnitTiles : nvt;
+    for (int64_t vt = unit * kUnitTiles; vt < vt_end; ++vt) {
+      const int64_t v0 = vt * kTileV;
+      const int vcount = static_cast<int>(size - v0 < kTileV ? size - v0 : kTileV);
+      const float* x = a.vectors + (a.list_start[l] + v0) * a.dim;
+      float acc[RQ][RV];
 #pragma unroll
-    for (int r = 0; r < RQ; ++r)
+      for (int r = 0; r < RQ; ++r)
 #pragma unroll
-      for (int c = 0; c < RV; ++c) acc[r][c] = 0.0f;
-    for (int64_t d0 = 0; d0 < a.dim; d0 += kTileD) {
-      for (int e = tid; e < TQ * kTileD; e += kThreads) {
-        const int r = e / kTileD, j = e % kTileD;
-        const int64_t q = q_row[r];
-        qs[j][r] = (q >= 0 && d0 + j < a.dim) ? a.queries[q * a.dim + d0 + j] : 0.0f;
-      }
-      for (int e = tid; e < kTileV * kTileD; e += kThreads) {
-        const int r = e / kTileD, j = e % kTileD;
-        xs[j][r] = (r < vcount && d0 + j < a.dim) ? x[r * a.dim + d0 + j] : 0.0f;
-      }
-      __syncthreads();
+        for (int c = 0; c < RV; ++c) acc[r][c] = 0.0f;
+      for (int64_t d0 = 0; d0 < a.dim; d0 += kTileD) {
+        stage_tile<TQ, QP>(qs, [&](int r) -> const float* {
+          const int64_t q = q_row[r];
+          return q >= 0 ? a.queries + q * a.dim : nullptr;
+        }, d0, a.dim, a.vec4);
+        stage_tile<kTileV, VP>(xs, [&](int r) -> const float* { return r < vcount ? x + r * a.dim : nullptr; },
+                               d0, a.dim, a.vec4);
+        __syncthreads();
 #pragma unroll 8
-      for (int j = 0; j < kTileD; ++j) {
-        float qa[RQ], xb[RV];
-        if constexpr (RQ == 4) {
-          const float4 v = *reinterpret_cast<const float4*>(&qs[j][ty * 4]);
-          qa[0] = v.x; qa[1] = v.y; qa[2] = v.z; qa[3] = v.w;
-        } else {
+        for (int j = 0; j < kTileD; ++j) {
+          float qa[RQ], xb[RV];
+          if constexpr (RQ == 4) {
+            const float4 v = *reinterpret_cast<const float4*>(&qs[j][ty * 4]);
+            qa[0] = v.x; qa[1] = v.y; qa[2] = v.z; qa[3] = v.w;
+          } else {
 #pragma unroll
-          for (int r = 0; r < RQ; ++r) qa[r] = qs[j][ty * RQ + r];
-        }
-        const float4 w = *reinterpret_cast<const float4*>(&xs[j][tx * 4]);
-        xb[0] = w.x; xb[1] = w.y; xb[2] = w.z; xb[3] = w.w;
-#pragma unroll
-        for (int r = 0; r < RQ; ++r)
-#pragma unroll
-          for (int c = 0; c < RV; ++c) {
-            if constexpr (IP) {
-              acc[r][c] = fmaf(qa[r], xb[c], acc[r][c]);
-            } else {
-              const float diff = qa[r] - xb[c];
-              acc[r][c] = fmaf(diff, diff, acc[r][c]);
-            }
+            for (int r = 0; r < RQ; ++r) qa[r] = qs[j][ty * RQ + r];
           }
+          const float4 w = *reinterpret_cast<const float4*>(&xs[j][tx * 4]);
+          xb[0] = w.x; xb[1] = w.y; xb[2] = w.z; xb[3] = w.w;
+#pragma unroll
+          for (int r = 0; r < RQ; ++r)
+#pragma unroll
+            for (int c = 0; c < RV; ++c) {
+              if constexpr (IP) {
+                acc[r][c] = fmaf(qa[r], xb[c], acc[r][c]);
+              } else {
+                const float diff = qa[r] - xb[c];
+                acc[r][c] = fmaf(diff, diff, acc[r][c]);
+              }
+            }
+        }
+        __syncthreads();
       }
-      __syncthreads();
-    }
 #pragma unroll
-    for (int r = 0; r < RQ; ++r) {
-      const int qi = ty * RQ + r;
-      if (qi >= pcount) continue;
-      const int64_t base = out_base[qi];
+      for (int r = 0; r < RQ; ++r) {
+        const int qi = ty * RQ + r;
+        if (qi >= pcount) continue;
+        const int64_t base = out_base[qi] + v0;
 #pragma unroll
-      for (int c = 0; c < RV; ++c) {
-        const int vi = tx * 4 + c;
-        if (vi < vcount) a.cand[base + vi] = acc[r][c];
+        for (int c = 0; c < RV; ++c) {
+          const int vi = tx * 4 + c;
+          if (vi < vcount) a.cand[base + vi] = acc[r][c];
+        }
       }
     }
   }
@@ -231,8 +259,11 @@ void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), b2, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));
 
+  // 16-byte loads need dim % 4 == 0 and 16-byte aligned bases (pool allocations are).
+  const bool vec4 = p.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(p.vectors) % 16 == 0;
   TileArgs args{p.queries, p.dim, nlist, p.nprobe, p.vectors, p.list_start, p.list_size, grouped.data(),
-                pair_begin.data(), pair_count.data(), tile_off.data(), p.cand, p.cand_stride, p.cand_off};
+                pair_begin.data(), pair_count.data(), tile_off.data(), p.cand, p.cand_stride, p.cand_off, vec4};
   const bool ip = p.metric != Metric::L2;
   if (tile_q == 64)
     ip ? launch_tiles<64, true>(ctx.limits(), stream, args) : launch_tiles<64, false>(ctx.limits(), stream, args);

@@ -156,7 +156,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     cin.fixed_len = nlist;
     cin.max_len = nlist;
     cin.addend = index.metric == Metric::L2 ? index.centroid_norms : nullptr;
-    select_topk(limits, stream, cin, rows, nprobe, false, SelectOutput{probes.data(), nullptr, probe_count.data()});
+    select_topk(ctx, stream, cin, rows, nprobe, false, SelectOutput{probes.data(), nullptr, probe_count.data()});
     // C: exact distances to every vector of the probed lists.
     ScanProblem sp;
     sp.queries = queries;
@@ -180,7 +180,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     din.stride = bound;
     din.lens = cand_len.data();
     din.max_len = bound;
-    select_topk(limits, stream, din, rows, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
+    select_topk(ctx, stream, din, rows, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
     int64_t* oi = host ? out_ids_buf.data() : req.ids + q0 * k;
     float* od = host ? out_dists_buf.data() : req.dists + q0 * k;
     finalize_kernel<<<grid_for(rows * k, 256), 256, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(),

@@ -1,7 +1,7 @@
 // Block-per-segment radix select: four 8-bit histogram passes find the exact k-th key, one
 // ordered gather (block scan, so the result does not depend on thread timing) collects the
 // winners, and a bitonic sort in shared memory orders them. Shared memory is sized by k only
-// (never by the segment length or nprobe x k); short segments are cached in shared memory.
+// (never by the segment length or nprobe x k).
 #include "select.hpp"
 
 #include <cub/block/block_scan.cuh>
@@ -11,14 +11,17 @@
 
 #include "../errors.hpp"
 #include "check.hpp"
+#include "device_buffer.hpp"
 
 namespace ivfgpu::cuda {
 
 namespace {
 
 constexpr int kThreads = 256;
-// Up to this much shared memory per block for caching a short segment (keeps occupancy).
-constexpr std::size_t kCacheBytes = 32 * 1024;
+// Smallest candidate buffer (keys) a block holds in shared memory.
+constexpr int64_t kMinBuffer = 4096;
+// Rows at least this long are split over several blocks when the rows alone cannot fill the GPU.
+constexpr int64_t kPiece = 4096;
 
 __device__ __forceinline__ uint32_t to_ordered(float f) {
   const uint32_t u = __float_as_uint(f);
@@ -28,105 +31,182 @@ __device__ __forceinline__ float from_ordered(uint32_t o) {
   return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
 }
 
+using Scan = cub::BlockScan<int, kThreads>;
+
+struct SelectShared {
+  typename Scan::TempStorage scan;
+  int hist[256];
+  uint32_t prefix;
+  int need;
+};
+
+// Radix select over n keys get(i): afterwards the kk smallest are every key < prefix plus the
+// first `need` keys == prefix (by index). Four 8-bit passes; equal bins are aggregated per warp
+// because the keys of one row share their top bits.
+template <class Get>
+__device__ void radix_threshold(Get get, int64_t n, int kk, SelectShared& sh, uint32_t& prefix, int& need) {
+  const int tid = threadIdx.x, lane = tid & 31;
+  uint32_t mask = 0;
+  prefix = 0;
+  need = kk;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = tid; b < 256; b += kThreads) sh.hist[b] = 0;
+    __syncthreads();
+    for (int64_t c0 = 0; c0 < n; c0 += kThreads) {
+      const int64_t i = c0 + tid;
+      uint32_t bin = 0xffffffffu;
+      if (i < n) {
+        const uint32_t u = get(i);
+        if ((u & mask) == prefix) bin = (u >> shift) & 255u;
+      }
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      if (bin != 0xffffffffu && __ffs(peers) - 1 == lane) atomicAdd(&sh.hist[bin], __popc(peers));
+    }
+    __syncthreads();
+    if (tid < 32) {
+      int local[8], sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        local[j] = sh.hist[tid * 8 + j];
+        sum += local[j];
+      }
+      int incl = sum;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (tid >= o) incl += v;
+      }
+      const int excl = incl - sum;
+      const unsigned hit = __ballot_sync(0xffffffffu, excl < need && need <= incl);
+      if (tid == __ffs(hit) - 1) {
+        int c = excl;
+        for (int j = 0; j < 8; ++j) {
+          if (c + local[j] >= need) {
+            sh.prefix = prefix | (static_cast<uint32_t>(tid * 8 + j) << shift);
+            sh.need = need - c;
+            break;
+          }
+          c += local[j];
+        }
+      }
+    }
+    __syncthreads();
+    prefix = sh.prefix;
+    need = sh.need;
+    mask |= 255u << shift;
+  }
+}
+
+// Ordered compaction (block scan: the result never depends on thread timing). Keeps, in index
+// order, keys with keep(u) and at most `eq_quota` keys == eq_key; emit(slot, u, i) stores them.
+// Returns how many keys < lt_bound it saw (all threads agree); it stops once lt_slots and
+// eq_quota are both reached.
+template <class Get, class Emit>
+__device__ int ordered_gather(Get get, int64_t n, uint32_t lt_bound, bool all, uint32_t eq_key, int eq_quota,
+                              int lt_slots, SelectShared& sh, Emit emit) {
+  const int tid = threadIdx.x;
+  int base_lt = 0, base_eq = 0;
+  for (int64_t c0 = 0; c0 < n; c0 += kThreads) {
+    const int64_t i = c0 + tid;
+    const uint32_t u = i < n ? get(i) : 0xffffffffu;
+    const int lt = i < n && (all || u < lt_bound);
+    const int eq = i < n && !all && u == eq_key && base_eq < eq_quota;
+    int excl, total;
+    Scan(sh.scan).ExclusiveSum(lt | (eq << 16), excl, total);
+    if (lt && base_lt + (excl & 0xffff) < lt_slots) emit(base_lt + (excl & 0xffff), u, i);
+    if (eq) {
+      const int r = base_eq + (excl >> 16);
+      if (r < eq_quota) emit(lt_slots + r, u, i);
+    }
+    base_lt += total & 0xffff;
+    base_eq += total >> 16;
+    __syncthreads();
+    if (base_lt >= lt_slots && base_eq >= eq_quota) break;
+  }
+  return base_lt;
+}
+
+// One block per row (or row piece). Dynamic shared memory: sel[k2] (u64: key << 32 | index)
+// then a buffer of `cap` (key, index) pairs. Rows of at most cap keys are selected in the
+// buffer. Longer rows: the k-th best of their first cap keys bounds the row's k-th best, so
+// one pass collects every key <= that bound into the buffer; only if more than cap keys
+// qualify does the block fall back to radix passes over the whole row.
 __global__ void __launch_bounds__(kThreads)
-    block_select_kernel(SelectInput in, int64_t nseg, int k, bool larger, int cache_cap, SelectOutput out) {
+    block_select_kernel(SelectInput in, int64_t nseg, int k, bool larger, int cap, SelectOutput out) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int k2 = k <= 1 ? 1 : 1 << (32 - __clz(k - 1));
   uint64_t* sel = reinterpret_cast<uint64_t*>(smem_raw);
-  uint32_t* cache = reinterpret_cast<uint32_t*>(sel + k2);
-  using Scan = cub::BlockScan<int, kThreads>;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ int hist[256];
-  __shared__ uint32_t s_prefix;
-  __shared__ int s_need;
+  uint32_t* buf_key = reinterpret_cast<uint32_t*>(sel + k2);
+  uint32_t* buf_idx = buf_key + cap;
+  __shared__ SelectShared sh;
   const int tid = threadIdx.x;
 
   for (int64_t s = blockIdx.x; s < nseg; s += gridDim.x) {
-    const float* keys = in.keys + s * in.stride;
-    const int64_t len = in.lens ? in.lens[s] : in.fixed_len;
-    const int kk = static_cast<int>(len < k ? len : k);
+    const int64_t row = s / in.pieces, piece = s % in.pieces;
+    const int64_t first = piece * in.piece;  // 0 unless rows are split
+    const float* keys = in.keys + row * in.stride + first;
+    const float* addend = in.addend ? in.addend + first : nullptr;
+    int64_t len = in.lens ? in.lens[row] : in.fixed_len;
+    if (in.pieces > 1) len = len <= first ? 0 : (len - first < in.piece ? len - first : in.piece);
+    int64_t kk64 = len < k ? len : k;
+    if (in.count_cap && in.count_cap[row] < kk64) kk64 = in.count_cap[row];
+    const int kk = static_cast<int>(kk64);
     auto load = [&](int64_t i) -> uint32_t {
       float f = keys[i];
-      if (in.addend) f += in.addend[i];
+      if (addend) f += addend[i];
       return to_ordered(larger ? -f : f);
     };
-    const bool cached = len <= cache_cap;
-    __syncthreads();  // the previous segment is done with cache/sel
-    if (cached)
-      for (int64_t i = tid; i < len; i += kThreads) cache[i] = load(i);
+    __syncthreads();  // the previous row is done with sel and the buffer
+    // 1. Candidates into the buffer: the whole row, or the keys under a sampled bound.
+    int64_t nb = -1;  // keys in the buffer, -1: the row did not fit
+    if (len <= cap) {
+      for (int64_t i = tid; i < len; i += kThreads) {
+        buf_key[i] = load(i);
+        buf_idx[i] = static_cast<uint32_t>(i);
+      }
+      nb = len;
+    } else if (kk > 0 && kk < cap) {
+      for (int i = tid; i < cap; i += kThreads) buf_key[i] = load(i);
+      __syncthreads();
+      uint32_t bound;
+      int need;
+      radix_threshold([&](int64_t i) { return buf_key[i]; }, cap, kk, sh, bound, need);
+      __syncthreads();
+      // Every key <= bound, in index order (bound itself included: ties stay exact).
+      const int got = ordered_gather(load, len, bound + (bound != 0xffffffffu ? 1u : 0u), bound == 0xffffffffu,
+                                     0, 0, cap + 1, sh, [&](int slot, uint32_t u, int64_t i) {
+                                       if (slot < cap) {
+                                         buf_key[slot] = u;
+                                         buf_idx[slot] = static_cast<uint32_t>(i);
+                                       }
+                                     });
+      if (got <= cap) nb = got;
+    }
     __syncthreads();
-    auto get = [&](int64_t i) -> uint32_t { return cached ? cache[i] : load(i); };
-
-    const bool take_all = kk == len;
-    uint32_t prefix = 0, mask = 0;
+    // 2. Threshold of the kk best, then gather them into sel (ordered), then sort.
+    const bool take_all = nb >= 0 ? kk == nb : kk == len;
+    uint32_t prefix = 0xffffffffu;
     int need = 0;
     if (!take_all && kk > 0) {
-      need = kk;
-      for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int b = tid; b < 256; b += kThreads) hist[b] = 0;
-        __syncthreads();
-        for (int64_t i = tid; i < len; i += kThreads) {
-          const uint32_t u = get(i);
-          if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1);
-        }
-        __syncthreads();
-        if (tid < 32) {
-          int local[8], sum = 0;
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            local[j] = hist[tid * 8 + j];
-            sum += local[j];
-          }
-          int incl = sum;
-#pragma unroll
-          for (int o = 1; o < 32; o <<= 1) {
-            const int v = __shfl_up_sync(0xffffffffu, incl, o);
-            if (tid >= o) incl += v;
-          }
-          const int excl = incl - sum;
-          const unsigned hit = __ballot_sync(0xffffffffu, excl < need && need <= incl);
-          if (tid == __ffs(hit) - 1) {
-            int c = excl;
-            for (int j = 0; j < 8; ++j) {
-              if (c + local[j] >= need) {
-                s_prefix = prefix | (static_cast<uint32_t>(tid * 8 + j) << shift);
-                s_need = need - c;
-                break;
-              }
-              c += local[j];
-            }
-          }
-        }
-        __syncthreads();
-        prefix = s_prefix;
-        need = s_need;
-        mask |= 255u << shift;
-      }
+      if (nb >= 0)
+        radix_threshold([&](int64_t i) { return buf_key[i]; }, nb, kk, sh, prefix, need);
+      else
+        radix_threshold(load, len, kk, sh, prefix, need);
     }
-    // Ordered gather: every key < prefix, then the first `need` keys == prefix by position.
     const int n_lt = kk - need;
-    int base_lt = 0, base_eq = 0;
-    for (int64_t c0 = 0; c0 < len && (base_lt < n_lt || base_eq < need); c0 += kThreads) {
-      const int64_t i = c0 + tid;
-      const uint32_t u = i < len ? get(i) : 0xffffffffu;
-      const int lt = i < len && (take_all || u < prefix);
-      const int eq = i < len && !take_all && u == prefix;
-      int excl, total;
-      Scan(scan_tmp).ExclusiveSum(lt | (eq << 16), excl, total);
-      const uint64_t packed = (static_cast<uint64_t>(u) << 32) | static_cast<uint32_t>(i);
-      if (lt) sel[base_lt + (excl & 0xffff)] = packed;
-      if (eq) {
-        const int r = base_eq + (excl >> 16);
-        if (r < need) sel[n_lt + r] = packed;
-      }
-      base_lt += total & 0xffff;
-      base_eq += total >> 16;
-      __syncthreads();  // scan_tmp reuse
-    }
+    auto to_sel = [&](int slot, uint32_t u, uint32_t idx) {
+      sel[slot] = (static_cast<uint64_t>(u) << 32) | idx;
+    };
+    if (nb >= 0)
+      ordered_gather([&](int64_t i) { return buf_key[i]; }, nb, prefix, take_all, prefix, need, n_lt, sh,
+                     [&](int slot, uint32_t u, int64_t i) { to_sel(slot, u, buf_idx[i]); });
+    else
+      ordered_gather(load, len, prefix, take_all, prefix, need, n_lt, sh,
+                     [&](int slot, uint32_t u, int64_t i) { to_sel(slot, u, static_cast<uint32_t>(i)); });
+    __syncthreads();
     const int n2 = kk <= 1 ? 1 : 1 << (32 - __clz(kk - 1));
     for (int i = kk + tid; i < n2; i += kThreads) sel[i] = ~uint64_t{0};
     __syncthreads();
-    // Bitonic sort of sel[0, n2).
     for (int size = 2; size <= n2; size <<= 1) {
       for (int stride = size >> 1; stride > 0; stride >>= 1) {
         for (int t = tid; t < n2 / 2; t += kThreads) {
@@ -144,12 +224,18 @@ __global__ void __launch_bounds__(kThreads)
     }
     for (int j = tid; j < kk; j += kThreads) {
       const uint64_t v = sel[j];
-      out.pos[s * k + j] = static_cast<int32_t>(v & 0xffffffffu);
+      const int64_t p = first + static_cast<int64_t>(v & 0xffffffffu);
+      out.pos[s * k + j] = in.pos_map ? in.pos_map[row * in.stride + p] : static_cast<int32_t>(p);
       if (out.key) {
         const float f = from_ordered(static_cast<uint32_t>(v >> 32));
         out.key[s * k + j] = larger ? -f : f;
       }
     }
+    if (in.pad_output)
+      for (int j = kk + tid; j < k; j += kThreads) {
+        out.pos[s * k + j] = -1;
+        out.key[s * k + j] = larger ? -INFINITY : INFINITY;
+      }
     if (tid == 0) out.count[s] = kk;
   }
 }
@@ -160,6 +246,30 @@ std::size_t sort_bytes(int64_t k) {
   return static_cast<std::size_t>(k2) * sizeof(uint64_t);
 }
 
+
+void launch_select(const DeviceLimits& limits, cudaStream_t stream, const SelectInput& in, int64_t nseg, int64_t k,
+                   bool larger_is_better, const SelectOutput& out) {
+  // The attribute is the same for every call (the largest dynamic size the device allows), so
+  // concurrent searches never race on it; each launch asks for what it needs.
+  cudaFuncAttributes attr{};
+  IVF_CUDA_CHECK(cudaFuncGetAttributes(&attr, block_select_kernel));
+  const std::size_t max_dynamic = limits.smem_per_block_optin - attr.sharedSizeBytes;
+  IVF_CUDA_CHECK(cudaFuncSetAttribute(block_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(max_dynamic)));
+  const std::size_t sel = sort_bytes(k);
+  const int64_t row_len = in.pieces > 1 ? in.piece : in.max_len;
+  // Buffer: 8 bytes a key; room for the row itself when short, else for 8 * k2 sampled keys.
+  int64_t want = std::max<int64_t>(kMinBuffer, static_cast<int64_t>(sel));
+  want = std::min<int64_t>(want, std::max<int64_t>(row_len, 1));
+  const int64_t fit = (static_cast<int64_t>(max_dynamic) - static_cast<int64_t>(sel)) / 8;
+  const int64_t cap = std::max<int64_t>(0, std::min(want, fit));
+  const std::size_t smem = sel + static_cast<std::size_t>(cap) * 8;
+  const int64_t grid = std::min<int64_t>(nseg, int64_t{1} << 30);
+  block_select_kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(
+      in, nseg, static_cast<int>(k), larger_is_better, static_cast<int>(cap), out);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 int64_t select_max_k(const DeviceLimits& limits) {
@@ -168,24 +278,39 @@ int64_t select_max_k(const DeviceLimits& limits) {
   return k;
 }
 
-void select_topk(const DeviceLimits& limits, cudaStream_t stream, const SelectInput& in, int64_t nseg,
-                 int64_t k, bool larger_is_better, const SelectOutput& out) {
+void select_topk(const DeviceContext& ctx, cudaStream_t stream, const SelectInput& in, int64_t nseg, int64_t k,
+                 bool larger_is_better, const SelectOutput& out) {
+  const DeviceLimits& limits = ctx.limits();
   if (nseg == 0) return;
   if (k > select_max_k(limits))
     fail(Errc::Unsupported, "k = " + std::to_string(k) + " exceeds the largest k this device can select (" +
                                 std::to_string(select_max_k(limits)) + ")");
-  const std::size_t sel = sort_bytes(k);
-  std::size_t cache_cap = 0;
-  const std::size_t room = std::min<std::size_t>(limits.smem_per_block_optin - 8 * 1024, sel + kCacheBytes);
-  if (room > sel) cache_cap = (room - sel) / sizeof(uint32_t);
-  cache_cap = std::min<std::size_t>(cache_cap, static_cast<std::size_t>(std::max<int64_t>(in.max_len, 0)));
-  const std::size_t smem = sel + cache_cap * sizeof(uint32_t);
-  IVF_CUDA_CHECK(cudaFuncSetAttribute(block_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
-  const int64_t grid = std::min<int64_t>(nseg, int64_t{1} << 30);
-  block_select_kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(
-      in, nseg, static_cast<int>(k), larger_is_better, static_cast<int>(cache_cap), out);
-  IVF_CUDA_CHECK_LAUNCH();
+  // Dispatch: one block per row, unless the rows are too few to fill the GPU and long enough to
+  // split; then every piece of a row keeps its k best, and a second pass picks among those.
+  const int64_t piece = std::max<int64_t>(kPiece, 4 * k);
+  const bool split = nseg < 2 * limits.sm_count && in.max_len >= 2 * piece && k <= 1024;
+  if (!split) {
+    launch_select(limits, stream, in, nseg, k, larger_is_better, out);
+    return;
+  }
+  const int64_t pieces = (in.max_len + piece - 1) / piece;
+  DeviceBuffer<int32_t> pos1(ctx, static_cast<std::size_t>(nseg * pieces * k), stream);
+  DeviceBuffer<float> key1(ctx, static_cast<std::size_t>(nseg * pieces * k), stream);
+  DeviceBuffer<int32_t> count1(ctx, static_cast<std::size_t>(nseg * pieces), stream);
+  SelectInput a = in;
+  a.pieces = pieces;
+  a.piece = piece;
+  a.pad_output = true;
+  launch_select(limits, stream, a, nseg * pieces, k, larger_is_better, SelectOutput{pos1.data(), key1.data(), count1.data()});
+  SelectInput b;
+  b.keys = key1.data();
+  b.stride = pieces * k;
+  b.fixed_len = pieces * k;
+  b.max_len = pieces * k;
+  b.count_cap = in.lens;  // rows shorter than k keep their own length
+  b.pos_map = pos1.data();
+  if (!in.lens && in.fixed_len < k) b.fixed_len = in.fixed_len;  // never reached: split rows are long
+  launch_select(limits, stream, b, nseg, k, larger_is_better, out);
 }
 
 }  // namespace ivfgpu::cuda

@@ -18,6 +18,13 @@ struct SelectInput {
   int64_t fixed_len = 0;
   int64_t max_len = 0;             // an upper bound of every length (for dispatch)
   const float* addend = nullptr;   // optional per-position term added to each key
+  // Internal (two-stage selection of long rows): each row is cut into `pieces` pieces of
+  // `piece` keys; count_cap caps each row's count; pos_map translates output positions.
+  int64_t pieces = 1;
+  int64_t piece = 0;
+  const int64_t* count_cap = nullptr;
+  const int32_t* pos_map = nullptr;
+  bool pad_output = false;         // write worst keys / position -1 past the count
 };
 
 struct SelectOutput {
@@ -30,7 +37,7 @@ struct SelectOutput {
 int64_t select_max_k(const DeviceLimits& limits);
 
 // larger_is_better: keys are similarities (kept largest first) rather than distances.
-void select_topk(const DeviceLimits& limits, cudaStream_t stream, const SelectInput& in, int64_t nseg,
+void select_topk(const DeviceContext& ctx, cudaStream_t stream, const SelectInput& in, int64_t nseg,
                  int64_t k, bool larger_is_better, const SelectOutput& out);
 
 }  // namespace ivfgpu::cuda

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "core/errors.hpp"
@@ -90,18 +91,22 @@ TEST(GpuBehaviour, ConcurrentSearchesEqualASerialReplay) {
   std::atomic<int> next{0};
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
+  std::string failure_message;
+  std::mutex failure_mutex;
   for (int t = 0; t < 16; ++t)
     threads.emplace_back([&] {
       for (int i; (i = next.fetch_add(1)) < static_cast<int>(jobs.size());) {
         try {
           parallel[i] = search(idx, q, jobs[i].nq, jobs[i].k, jobs[i].nprobe);
-        } catch (...) {
+        } catch (const std::exception& e) {
           ++failures;
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          failure_message = e.what();
         }
       }
     });
   for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << failure_message;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     EXPECT_EQ(parallel[i].ids, serial[i].ids) << "job " << i;
     EXPECT_EQ(parallel[i].dists, serial[i].dists) << "job " << i;
