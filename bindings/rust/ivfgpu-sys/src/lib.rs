@@ -12,12 +12,7 @@
 //!
 //! Linking: `build.rs` looks in `IVFGPU_LIB_DIR`, then asks `pkg-config` for `ivfgpu`, then
 //! falls back to the linker's default search path.
-#![no_std]
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(clippy::all)]
-
-// The generated code names `::std::os::raw` and `::std::option`; `no_std` crates may still
-// link std explicitly, and keeping the generated text untouched matters more.
-extern crate std;
 
 include!("bindings.rs");
