@@ -11,8 +11,9 @@ import (
 // not freed a second time.
 func TestFinalizerFreesForgottenIndexes(t *testing.T) {
 	var freed atomic.Int32
-	testHookFree = func() { freed.Add(1) }
-	defer func() { testHookFree = nil }()
+	hook := func() { freed.Add(1) }
+	testHookFree.Store(&hook)
+	defer testHookFree.Store(nil)
 
 	closed, err := New(4, WithNList(1), WithBackend(BackendCPU))
 	if err != nil {

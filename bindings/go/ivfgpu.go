@@ -125,6 +125,7 @@ import "C"
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -222,7 +223,7 @@ type Index struct {
 }
 
 // testHookFree, when set by a test, runs each time an index's handle is freed.
-var testHookFree func()
+var testHookFree atomic.Pointer[func()]
 
 func newIndex(handle *C.ivf_index, dim int) *Index {
 	ix := &Index{handle: handle, dim: dim}
@@ -255,8 +256,8 @@ func (ix *Index) Close() error {
 		C.ivf_free(ix.handle)
 		ix.handle = nil
 		runtime.SetFinalizer(ix, nil)
-		if testHookFree != nil {
-			testHookFree()
+		if hook := testHookFree.Load(); hook != nil {
+			(*hook)()
 		}
 	}
 	return nil

@@ -5,7 +5,11 @@
  * keeps growing from cycle to cycle.
  *
  *   ivfgpu_plugin_host LIBRARY [--cycles N] [--backend auto|cpu|cuda] [--max-rss-growth-kib K]
- *                      [--require-unload]
+ *                      [--require-unload] [--require-static-cxx]
+ *
+ * --require-unload: the library must be unmapped after every dlclose (otherwise the cycles
+ * would not test loading at all). --require-static-cxx: no shared libstdc++ may be mapped
+ * while the library is loaded (this host is C, so one would have come with the library).
  *
  * Exit status: 0 pass, 1 failure, 77 skipped (--backend cuda without a CUDA device).
  * Only the header's types are used at compile time; the program does not link libivfgpu. */
@@ -61,21 +65,26 @@ static int open_fds(void) {
   return count - 1; /* the directory stream's own descriptor */
 }
 
-/* Whether a file with this real path is still mapped into the process. */
-static int is_mapped(const char* real_path) {
+/* Whether a mapped file's path ends with suffix (exact: the whole path) or contains it. */
+static int is_mapped(const char* pattern, int exact) {
   char line[PATH_MAX + 256];
   int found = 0;
   FILE* f = fopen("/proc/self/maps", "r");
   if (f == NULL) return -1;
   while (!found && fgets(line, sizeof line, f) != NULL) {
     char* nl = strchr(line, '\n');
-    size_t len = strlen(real_path);
+    size_t len = strlen(pattern);
     if (nl != NULL) *nl = '\0';
-    found = strlen(line) >= len && strcmp(line + strlen(line) - len, real_path) == 0;
+    if (exact)
+      found = strlen(line) >= len && strcmp(line + strlen(line) - len, pattern) == 0;
+    else
+      found = strstr(line, pattern) != NULL;
   }
   fclose(f);
   return found;
 }
+
+static int g_shared_cxx_runtime = 0; /* a libstdc++.so was mapped while the library was */
 
 #define CHECK(api, call)                                                                     \
   do {                                                                                       \
@@ -162,6 +171,7 @@ static int one_cycle(int cycle, const char* library, int64_t backend) {
         result = 1;
       }
     }
+    if (is_mapped("/libstdc++.so", 0) == 1) g_shared_cxx_runtime = 1;
     /* An error through the table: a dimension mismatch, with a message. */
     s = api->search(index, NULL, g_data, IVF_DTYPE_F32, 1, DIM + 1, K, ids, dists);
     if (s != IVF_ERR_INVALID_ARGUMENT || api->last_error_message()[0] == '\0') {
@@ -182,11 +192,11 @@ static int one_cycle(int cycle, const char* library, int64_t backend) {
 int main(int argc, char** argv) {
   const char* library = NULL;
   char real_library[PATH_MAX];
-  int cycles = 1000, require_unload = 0, unloaded = 0, cycle, a;
+  int cycles = 1000, require_unload = 0, require_static_cxx = 0, unloaded = 0, cycle, a;
   int64_t backend = IVF_BACKEND_AUTO;
   long max_growth_kib = 4096, rss_warm = 0, rss_mid = 0, rss_end = 0;
   int fds_warm = 0, fds_max = 0;
-  const int warmup = cycles / 10;
+  int warmup;
 
   for (a = 1; a < argc; ++a) {
     if (strcmp(argv[a], "--cycles") == 0 && a + 1 < argc) {
@@ -200,6 +210,8 @@ int main(int argc, char** argv) {
       max_growth_kib = atol(argv[++a]);
     } else if (strcmp(argv[a], "--require-unload") == 0) {
       require_unload = 1;
+    } else if (strcmp(argv[a], "--require-static-cxx") == 0) {
+      require_static_cxx = 1;
     } else if (library == NULL && argv[a][0] != '-') {
       library = argv[a];
     } else {
@@ -210,10 +222,11 @@ int main(int argc, char** argv) {
   if (library == NULL || cycles < 20) {
     fprintf(stderr,
             "usage: %s LIBRARY [--cycles N>=20] [--backend auto|cpu|cuda] "
-            "[--max-rss-growth-kib K] [--require-unload]\n",
+            "[--max-rss-growth-kib K] [--require-unload] [--require-static-cxx]\n",
             argv[0]);
     return 2;
   }
+  warmup = cycles / 10;
   if (realpath(library, real_library) == NULL) {
     perror(library);
     return 1;
@@ -228,9 +241,9 @@ int main(int argc, char** argv) {
       return EXIT_SKIP;
     }
     if (r != 0) return 1;
-    if (is_mapped(real_library) == 0) ++unloaded;
+    if (is_mapped(real_library, 1) == 0) ++unloaded;
     fds = open_fds();
-    if (cycle == (cycles < 100 ? cycles / 5 : warmup)) {
+    if (cycle == warmup) {
       rss_warm = rss_kib();
       fds_warm = fds_max = fds;
     } else if (cycle == (cycles + warmup) / 2) {
@@ -242,6 +255,7 @@ int main(int argc, char** argv) {
 
   printf("%d dlopen/dlclose cycles of %s\n", cycles, real_library);
   printf("library unmapped after dlclose: %d of %d cycles\n", unloaded, cycles);
+  printf("shared libstdc++ mapped with the library: %s\n", g_shared_cxx_runtime ? "yes" : "no");
   printf("RSS KiB after warm-up %ld, midway %ld, end %ld (growth %ld, limit %ld)\n", rss_warm,
          rss_mid, rss_end, rss_end - rss_warm, max_growth_kib);
   printf("open fds after warm-up %d, max since %d, end %d\n", fds_warm, fds_max, open_fds());
@@ -261,6 +275,10 @@ int main(int argc, char** argv) {
   }
   if (require_unload && unloaded != cycles) {
     fprintf(stderr, "FAIL: the library stayed mapped after dlclose (RTLD_NODELETE or unique symbols?)\n");
+    return 1;
+  }
+  if (require_static_cxx && g_shared_cxx_runtime) {
+    fprintf(stderr, "FAIL: loading the library mapped a shared libstdc++ (not self-contained)\n");
     return 1;
   }
   printf("PASS\n");
