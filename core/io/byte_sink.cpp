@@ -19,6 +19,7 @@ void MemorySink::write(const void* data, std::size_t n) {
 FdSink::FdSink(int fd, std::string path) : fd_(fd), path_(std::move(path)), buffer_(std::size_t{1} << 20) {}
 
 void FdSink::write(const void* data, std::size_t n) {
+  if (n == 0) return;  // data may be NULL (an empty vector's data())
   const auto* p = static_cast<const unsigned char*>(data);
   written_ += n;
   if (n <= buffer_.size() - used_) {  // small fields gather in the buffer
