@@ -48,8 +48,13 @@ cat > "$out/run.sh" <<'RUN'
 #!/bin/sh
 # usage: run.sh LIB_DIR [cuda|auto|cpu] -- runs the bundled binding tests against LIB_DIR.
 set -u
+if [ $# -lt 1 ] || [ ! -e "$1/libivfgpu.so.1" ]; then
+  echo "usage: $0 LIB_DIR [cuda|auto|cpu]  (LIB_DIR holds libivfgpu.so.1)" >&2
+  exit 2
+fi
 here=$(cd "$(dirname "$0")" && pwd)
-export LD_LIBRARY_PATH="$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+lib=$(cd "$1" && pwd)
+export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export IVFGPU_TEST_BACKEND="${2:-cuda}"
 failed=""
 run() { echo "== $*"; "$@" || failed="$failed $(basename "$1")"; }
@@ -60,7 +65,7 @@ run "$here/go/ivfgpu-race.test" -test.count=1
 run "$here/example-rust"
 run "$here/example-go"
 if [ -n "$failed" ]; then echo "FAILED:$failed"; exit 1; fi
-echo "all bundled binding tests passed (backend $IVFGPU_TEST_BACKEND)"
+echo "all bundled binding tests passed (backend $IVFGPU_TEST_BACKEND, library $lib)"
 RUN
 chmod +x "$out/run.sh"
 echo "bundle in $out ($(du -sh "$out" | cut -f1)); run: $out/run.sh LIB_DIR [cuda|auto|cpu]"
