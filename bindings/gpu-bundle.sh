@@ -24,6 +24,7 @@ mkdir -p "$out/rust" "$out/go" "$scratch"
 export IVFGPU_LIB_DIR="$lib" CARGO_TARGET_DIR="$scratch/cargo" CARGO_NET_OFFLINE=true
 export CARGO_PROFILE_RELEASE_DEBUG=false CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 export GOCACHE="$scratch/go-cache" GOPATH="$scratch/go-path" GOPROXY=off GOTOOLCHAIN=local
+export GOFLAGS=-buildvcs=false
 pc="$scratch/pkgconfig"
 mkdir -p "$pc"
 printf 'libdir=%s\nincludedir=%s\n\nName: ivfgpu\nDescription: libivfgpu\nVersion: 0\nLibs: -L${libdir} -livfgpu\nCflags: -I${includedir}\n' \
