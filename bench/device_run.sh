@@ -37,12 +37,16 @@ if has sanitize "$@"; then
   done
 fi
 if has profile "$@"; then
-  stamp "ncu per-kernel times, nq 10000 nprobe 16/64 k 10"
-  for np in 16; do
-    timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel "$B/bench/ivfgpu_bench" --n 1000000 \
-      --dim 128 --nlist 1024 --nq 10000 --nprobe $np --k 10 --batch 10000 --reps 1 --no-recall > "$OUT/ncu_$np.log" 2>&1
-    tail -3 "$OUT/ncu_$np.log"
+  stamp "ncu: per-kernel times and two kernels in detail, nq 10000 nprobe 64 k 10"
+  args="--n 1000000 --dim 128 --nlist 1024 --nq 10000 --nprobe 64 --k 10 --batch 10000 --reps 1 --no-recall"
+  timeout 120 ncu --metrics gpu__time_duration.sum --print-summary per-kernel "$B/bench/ivfgpu_bench" $args \
+    > "$OUT/ncu_summary.log" 2>&1
+  for kern in list_tile block_select; do
+    timeout 120 ncu -k regex:$kern --launch-skip 1 --launch-count 1 --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      "$B/bench/ivfgpu_bench" $args > "$OUT/ncu_$kern.log" 2>&1
   done
+  grep -A1 -E "list_tile|block_select" "$OUT/ncu_summary.log" | grep -E "Invocations|gpu__time" | head -12
 fi
 if has bench "$@"; then
   stamp bench 1M x 128

@@ -4,6 +4,8 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "check.hpp"
 #include "device_buffer.hpp"
@@ -172,6 +174,9 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs a) {
         stage_tile<kTileV, VP>(xs, [&](int r) -> const float* { return r < vcount ? x + r * a.dim : nullptr; },
                                d0, a.dim, a.vec4);
         __syncthreads();
+        // A warp holds query rows 8w..8w+7 (RQ = 4) or 2w, 2w+1 (RQ = 1): skip it when they are
+        // all past the tile's last query (its results are never written).
+        if ((tid / 32) * 2 * RQ < pcount) {
 #pragma unroll 8
         for (int j = 0; j < kTileD; ++j) {
           float qa[RQ], xb[RV];
@@ -196,6 +201,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs a) {
               }
             }
         }
+        }
         __syncthreads();
       }
 #pragma unroll
@@ -215,8 +221,20 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs a) {
 
 template <int TQ, bool IP>
 void launch_tiles(const DeviceLimits& limits, cudaStream_t stream, const TileArgs& args) {
+  // Resident blocks per SM, asked once per device (the answer never changes).
+  static std::mutex mutex;
+  static std::map<int, int> cache;
   int per_sm = 1;
-  IVF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, list_tile_kernel<TQ, IP>, kThreads, 0));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(limits.device);
+    if (it == cache.end()) {
+      IVF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, list_tile_kernel<TQ, IP>, kThreads, 0));
+      cache[limits.device] = per_sm;
+    } else {
+      per_sm = it->second;
+    }
+  }
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * limits.sm_count);
   list_tile_kernel<TQ, IP><<<grid, kThreads, 0, stream>>>(args);
   IVF_CUDA_CHECK_LAUNCH();

@@ -16,8 +16,6 @@ namespace ivfgpu::cuda {
 
 namespace {
 
-// Candidate rows of one chunk: at most this many floats (1 GiB).
-constexpr int64_t kCandidateBudget = int64_t{1} << 28;
 // Coarse score rows of one chunk: at most this many floats (256 MiB).
 constexpr int64_t kCoarseBudget = int64_t{1} << 26;
 // Final top-k scratch (positions + keys) of one chunk: at most this many entries.
@@ -96,21 +94,46 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   const int64_t bound = lists.largest_prefix[nprobe];
   if (bound >= (int64_t{1} << 31))
     fail(Errc::Unsupported, "search: a query's probed lists hold 2^31 or more vectors; lower nprobe");
+  // Candidate rows of a chunk: up to 1/16 of the device's memory, at most 4 GiB (1G floats),
+  // so that big batches keep many queries per list tile.
+  const int64_t cand_budget = std::max<int64_t>(
+      int64_t{1} << 24, std::min<int64_t>(int64_t{1} << 30, static_cast<int64_t>(limits.total_memory / 64)));
   int64_t chunk = n;
-  if (bound > 0) chunk = std::min(chunk, std::max<int64_t>(1, kCandidateBudget / bound));
+  if (bound > 0) chunk = std::min(chunk, std::max<int64_t>(1, cand_budget / bound));
   chunk = std::min(chunk, std::max<int64_t>(1, kCoarseBudget / nlist));
   chunk = std::min(chunk, std::max<int64_t>(1, kResultBudget / k));
   chunk = std::min(chunk, std::max<int64_t>(1, (int64_t{1} << 30) / nprobe));
 
-  // Scratch for one chunk, reused by every chunk.
+  // Scratch for one chunk, reused by every chunk. Out of memory (e.g. many large searches at
+  // once) halves the chunk and tries again; only a single query that cannot fit fails.
   const bool stage_queries = host || req.normalize_queries;
-  DeviceBuffer<float> q_buf;
-  if (stage_queries) q_buf = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * dim), stream);
-  DeviceBuffer<int64_t> out_ids_buf;
+  DeviceBuffer<float> q_buf, coarse, cand, sel_key;
+  DeviceBuffer<int64_t> out_ids_buf, cand_off, cand_len;
   DeviceBuffer<float> out_dists_buf;
-  if (host) {
-    out_ids_buf = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk * k), stream);
-    out_dists_buf = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * k), stream);
+  DeviceBuffer<int32_t> probes, probe_count, sel_pos, sel_count;
+  for (;;) {
+    try {
+      if (stage_queries) q_buf = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * dim), stream);
+      if (host) {
+        out_ids_buf = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk * k), stream);
+        out_dists_buf = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * k), stream);
+      }
+      if (lists.ntotal > 0) {
+        coarse = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * nlist), stream);
+        probes = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(chunk * nprobe), stream);
+        probe_count = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(chunk), stream);
+        cand_off = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk * (nprobe + 1)), stream);
+        cand_len = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk), stream);
+        cand = DeviceBuffer<float>(ctx, static_cast<std::size_t>(std::max<int64_t>(1, chunk * bound)), stream);
+        sel_pos = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(chunk * k), stream);
+        sel_key = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * k), stream);
+        sel_count = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(chunk), stream);
+      }
+      break;
+    } catch (const Error& e) {
+      if (e.code() != Errc::OutOfDeviceMemory || chunk == 1) throw;
+      chunk = (chunk + 1) / 2;
+    }
   }
   if (lists.ntotal == 0) {
     for (int64_t q0 = 0; q0 < n; q0 += chunk) {
@@ -127,15 +150,6 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     if (host || lease.own_stream()) IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
     return;
   }
-  DeviceBuffer<float> coarse(ctx, static_cast<std::size_t>(chunk * nlist), stream);
-  DeviceBuffer<int32_t> probes(ctx, static_cast<std::size_t>(chunk * nprobe), stream);
-  DeviceBuffer<int32_t> probe_count(ctx, static_cast<std::size_t>(chunk), stream);
-  DeviceBuffer<int64_t> cand_off(ctx, static_cast<std::size_t>(chunk * (nprobe + 1)), stream);
-  DeviceBuffer<int64_t> cand_len(ctx, static_cast<std::size_t>(chunk), stream);
-  DeviceBuffer<float> cand(ctx, static_cast<std::size_t>(std::max<int64_t>(1, chunk * bound)), stream);
-  DeviceBuffer<int32_t> sel_pos(ctx, static_cast<std::size_t>(chunk * k), stream);
-  DeviceBuffer<float> sel_key(ctx, static_cast<std::size_t>(chunk * k), stream);
-  DeviceBuffer<int32_t> sel_count(ctx, static_cast<std::size_t>(chunk), stream);
 
   for (int64_t q0 = 0; q0 < n; q0 += chunk) {
     const int64_t rows = std::min(chunk, n - q0);

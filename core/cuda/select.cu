@@ -7,6 +7,8 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "../errors.hpp"
@@ -104,23 +106,37 @@ __device__ void radix_threshold(Get get, int64_t n, int kk, SelectShared& sh, ui
 template <class Get, class Emit>
 __device__ int ordered_gather(Get get, int64_t n, uint32_t lt_bound, bool all, uint32_t eq_key, int eq_quota,
                               int lt_slots, SelectShared& sh, Emit emit) {
+  constexpr int kPer = 4;  // keys per thread per step: one barrier decides whether any qualifies
   const int tid = threadIdx.x;
   int base_lt = 0, base_eq = 0;
-  for (int64_t c0 = 0; c0 < n; c0 += kThreads) {
-    const int64_t i = c0 + tid;
-    const uint32_t u = i < n ? get(i) : 0xffffffffu;
-    const int lt = i < n && (all || u < lt_bound);
-    const int eq = i < n && !all && u == eq_key && base_eq < eq_quota;
-    int excl, total;
-    Scan(sh.scan).ExclusiveSum(lt | (eq << 16), excl, total);
-    if (lt && base_lt + (excl & 0xffff) < lt_slots) emit(base_lt + (excl & 0xffff), u, i);
-    if (eq) {
-      const int r = base_eq + (excl >> 16);
-      if (r < eq_quota) emit(lt_slots + r, u, i);
+  for (int64_t c0 = 0; c0 < n; c0 += kPer * kThreads) {
+    uint32_t u[kPer];
+    int lt[kPer], eq[kPer];
+    int mine = 0;
+#pragma unroll
+    for (int m = 0; m < kPer; ++m) {
+      const int64_t i = c0 + m * kThreads + tid;
+      u[m] = i < n ? get(i) : 0xffffffffu;
+      lt[m] = i < n && (all || u[m] < lt_bound);
+      eq[m] = i < n && !all && u[m] == eq_key;
+      mine |= lt[m] | eq[m];
     }
-    base_lt += total & 0xffff;
-    base_eq += total >> 16;
-    __syncthreads();
+    if (!__syncthreads_or(mine)) continue;  // the common case when filtering a long row
+#pragma unroll
+    for (int m = 0; m < kPer; ++m) {
+      const int64_t i = c0 + m * kThreads + tid;
+      const int e = eq[m] && base_eq < eq_quota;
+      int excl, total;
+      Scan(sh.scan).ExclusiveSum(lt[m] | (e << 16), excl, total);
+      if (lt[m] && base_lt + (excl & 0xffff) < lt_slots) emit(base_lt + (excl & 0xffff), u[m], i);
+      if (e) {
+        const int r = base_eq + (excl >> 16);
+        if (r < eq_quota) emit(lt_slots + r, u[m], i);
+      }
+      base_lt += total & 0xffff;
+      base_eq += total >> 16;
+      __syncthreads();
+    }
     if (base_lt >= lt_slots && base_eq >= eq_quota) break;
   }
   return base_lt;
@@ -247,15 +263,27 @@ std::size_t sort_bytes(int64_t k) {
 }
 
 
-void launch_select(const DeviceLimits& limits, cudaStream_t stream, const SelectInput& in, int64_t nseg, int64_t k,
-                   bool larger_is_better, const SelectOutput& out) {
-  // The attribute is the same for every call (the largest dynamic size the device allows), so
-  // concurrent searches never race on it; each launch asks for what it needs.
+// Raises the kernel's dynamic shared-memory limit to the device maximum, once per device.
+std::size_t prepare_kernel(const DeviceLimits& limits) {
+  static std::mutex mutex;
+  static std::map<int, std::size_t> ready;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = ready.find(limits.device);
+  if (it != ready.end()) return it->second;
   cudaFuncAttributes attr{};
   IVF_CUDA_CHECK(cudaFuncGetAttributes(&attr, block_select_kernel));
   const std::size_t max_dynamic = limits.smem_per_block_optin - attr.sharedSizeBytes;
   IVF_CUDA_CHECK(cudaFuncSetAttribute(block_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(max_dynamic)));
+  ready[limits.device] = max_dynamic;
+  return max_dynamic;
+}
+
+void launch_select(const DeviceLimits& limits, cudaStream_t stream, const SelectInput& in, int64_t nseg, int64_t k,
+                   bool larger_is_better, const SelectOutput& out) {
+  // The attribute is the same for every call (the largest dynamic size the device allows), so
+  // concurrent searches never race on it; each launch asks for what it needs.
+  const std::size_t max_dynamic = prepare_kernel(limits);
   const std::size_t sel = sort_bytes(k);
   const int64_t row_len = in.pieces > 1 ? in.piece : in.max_len;
   // Buffer: 8 bytes a key; room for the row itself when short, else for 8 * k2 sampled keys.
