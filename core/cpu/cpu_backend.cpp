@@ -49,6 +49,7 @@ class CpuBackend final : public Backend {
     std::vector<int64_t> cursor(offsets.begin(), offsets.end() - 1);
     for (int64_t l = 0; l < nlist; ++l) {
       const int64_t begin = model_.list_offsets[l], size = model_.list_size(l);
+      if (size == 0) continue;  // an empty model's arrays may be NULL: memcpy(NULL, 0) is UB
       std::memcpy(vectors.data() + cursor[l] * dim, model_.vectors.data() + begin * dim,
                   sizeof(float) * size * dim);
       std::memcpy(new_ids.data() + cursor[l], model_.ids.data() + begin, sizeof(int64_t) * size);
