@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -232,7 +233,8 @@ std::vector<float> read_fvecs(const std::string& path, int64_t& n, int64_t& dim)
 
 TEST(GpuBehaviour, RecallOnSiftsmallMatchesTheCpuAndFaiss) {
   IVFGPU_REQUIRE_GPU();
-  const std::string dir = std::string(IVFGPU_DATA_DIR) + "/siftsmall/";
+  const char* env = std::getenv("IVFGPU_DATA_DIR");
+  const std::string dir = std::string(env != nullptr ? env : IVFGPU_DATA_DIR) + "/siftsmall/";
   int64_t n = 0, dim = 0, nq = 0, qd = 0, gn = 0, gd = 0;
   std::vector<float> base = read_fvecs(dir + "siftsmall_base.fvecs", n, dim);
   std::vector<float> q = read_fvecs(dir + "siftsmall_query.fvecs", nq, qd);

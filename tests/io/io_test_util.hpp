@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -236,7 +237,12 @@ inline ivf_status try_load(const std::vector<unsigned char>& bytes, std::size_t 
 }
 inline ivf_status try_load(const std::vector<unsigned char>& bytes) { return try_load(bytes, bytes.size()); }
 
-inline std::string data_dir() { return IVFGPU_DATA_DIR; }
+// $IVFGPU_DATA_DIR when set (e.g. a copy of the data carried to another machine), else the
+// directory the build was configured with.
+inline std::string data_dir() {
+  const char* env = std::getenv("IVFGPU_DATA_DIR");
+  return env != nullptr ? env : IVFGPU_DATA_DIR;
+}
 
 // fvecs: records of int32 d then d floats. Empty when the file is absent.
 inline std::vector<float> read_fvecs(const std::string& path, int64_t& dim) {
