@@ -53,8 +53,9 @@ class Backend {
 
   // A host copy of the whole index, for saving.
   virtual HostModel snapshot() const = 0;
-  // Replace the whole index with a validated model. All or nothing.
-  virtual void restore(const HostModel& model) = 0;
+  // Replace the whole index with a validated model. All or nothing. Taken by value so that a
+  // loader can hand over a model of hundreds of megabytes without a copy.
+  virtual void restore(HostModel model) = 0;
 };
 
 // Picks the backend for params (AUTO: CUDA device params.device when usable, else CPU).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "errors.hpp"
@@ -23,12 +24,12 @@ void reject_non_finite(const float* x, int64_t n, int64_t dim, const char* what)
 Index::Index(int64_t dim, const BuildParams& params)
     : dim_(dim), params_(params), backend_(make_backend(dim, params)) {}
 
-Index::Index(const HostModel& model, const BuildParams& params) : dim_(model.dim), params_(params) {
+Index::Index(HostModel model, const BuildParams& params) : dim_(model.dim), params_(params) {
   model.validate();
   params_.nlist = model.nlist;
   params_.metric = model.metric;
   backend_ = make_backend(dim_, params_);
-  backend_->restore(model);
+  backend_->restore(std::move(model));
 }
 
 void Index::train(const float* x, int64_t n) {

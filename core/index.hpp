@@ -25,8 +25,8 @@ struct SearchArgs {
 class Index {
  public:
   Index(int64_t dim, const BuildParams& params);
-  // An index whose content is a (validated) model, e.g. from a file.
-  Index(const HostModel& model, const BuildParams& params);
+  // An index whose content is a (validated) model, e.g. from a file; the model is moved in.
+  Index(HostModel model, const BuildParams& params);
 
   void train(const float* x, int64_t n);
   void add(const float* x, int64_t n, const int64_t* ids);

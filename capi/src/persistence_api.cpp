@@ -5,6 +5,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 
 #include "../../core/io/index_file.hpp"
 #include "../../core/io/native_format.hpp"
@@ -32,9 +33,10 @@ Snapshot snapshot_of(const ivf_index* index) {
 }
 
 // A validated image becomes a handle: the backend (and device) are the caller's choice.
-ivf_index* handle_from(const io::IndexImage& image, const ivf_params* params) {
+ivf_index* handle_from(io::IndexImage image, const ivf_params* params) {
   auto handle = std::make_unique<ivf_index>();
-  handle->impl = std::make_unique<Index>(image.model, io::load_params(image, build_params_of(params)));
+  const BuildParams build = io::load_params(image, build_params_of(params));
+  handle->impl = std::make_unique<Index>(std::move(image.model), build);
   return handle.release();
 }
 
@@ -66,8 +68,7 @@ IVF_API ivf_status ivf_load(const char* path, const ivf_params* params, ivf_inde
   return guarded([&] {
     if (path == nullptr || *path == '\0') invalid("ivf_load: path is NULL or empty");
     if (out == nullptr) invalid("ivf_load: out is NULL");
-    const io::IndexImage image = io::load_index_file(path);
-    *out = handle_from(image, params);
+    *out = handle_from(io::load_index_file(path), params);
   });
 }
 
@@ -94,8 +95,7 @@ IVF_API ivf_status ivf_deserialize(const void* buffer, size_t size, const ivf_pa
   return guarded([&] {
     if (buffer == nullptr) invalid("ivf_deserialize: buffer is NULL");
     if (out == nullptr) invalid("ivf_deserialize: out is NULL");
-    const io::IndexImage image = io::read_index(buffer, size);
-    *out = handle_from(image, params);
+    *out = handle_from(io::read_index(buffer, size), params);
   });
 }
 

@@ -121,10 +121,7 @@ class CpuBackend final : public Backend {
 
   HostModel snapshot() const override { return model_; }
 
-  void restore(const HostModel& model) override {
-    HostModel copy = model;  // may throw; model_ untouched until the move
-    model_ = std::move(copy);
-  }
+  void restore(HostModel model) override { model_ = std::move(model); }
 
  private:
   BuildParams params_;

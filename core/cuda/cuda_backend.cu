@@ -130,7 +130,7 @@ class CudaBackend final : public Backend {
     return m;
   }
 
-  void restore(const HostModel& model) override {
+  void restore(HostModel model) override {
     guarded([&] {
       IVF_CUDA_CHECK(cudaDeviceSynchronize());
       // Build the whole new state aside, then swap.
