@@ -217,7 +217,9 @@ IVF_API IVF_NODISCARD ivf_status ivf_reset(ivf_index* index);
  *  +INFINITY (L2) or -INFINITY (inner product, cosine). Both output buffers must hold n*k
  *  elements; nothing beyond n*k is written (see the failure rule at the top of this header).
  *  Queries with NaN/Inf: IVF_ERR_INVALID_ARGUMENT. An empty (trained) index pads every row.
- *  Untrained index: IVF_ERR_INVALID_STATE. k >= 1; n >= 1.
+ *  Untrained index: IVF_ERR_INVALID_STATE. k >= 1; n >= 1. The CPU backend takes any k; a CUDA
+ *  index takes k up to a limit read from the device's shared memory (16384 on an H100) and
+ *  returns IVF_ERR_UNSUPPORTED above it.
  *  With IVF_PARAM_CUDA_STREAM set the call is asynchronous on that stream for device memory
  *  (results are ready when the stream reaches them); otherwise it returns with results ready.
  *  Thread-safe: any number of concurrent searches on one index. */
