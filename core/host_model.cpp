@@ -4,6 +4,7 @@
 #include <string>
 
 #include "errors.hpp"
+#include "kmeans_steps.hpp"
 
 namespace ivfgpu {
 
@@ -16,15 +17,7 @@ HostModel HostModel::empty(int64_t dim, Metric metric, int64_t nlist) {
   return m;
 }
 
-void HostModel::compute_centroid_norms() {
-  centroid_norms.assign(static_cast<std::size_t>(nlist), 0.0f);
-  for (int64_t c = 0; c < nlist; ++c) {
-    const float* row = centroids.data() + c * dim;
-    float s = 0.0f;
-    for (int64_t j = 0; j < dim; ++j) s += row[j] * row[j];
-    centroid_norms[c] = s;
-  }
-}
+void HostModel::compute_centroid_norms() { squared_norms(centroids.data(), nlist, dim, centroid_norms); }
 
 void HostModel::validate() const {
   auto bad = [](const std::string& what) { fail(Errc::CorruptData, "index model: " + what); };

@@ -80,41 +80,36 @@ TEST(Recall, SiftsmallMeetsTheBars) {
   }
 }
 
+namespace {
+
+// Searching every list of an index of `metric` must equal exact search of `base` (the data as
+// the index sees it: unit vectors for cosine) with k neighbours.
+void expect_full_probe_exact(const Sift& s, int64_t metric, ivfgpu::Metric exact_metric, const float* base,
+                             const float* queries, int64_t k) {
+  auto idx = build(s, metric);
+  std::vector<int64_t> ids, eids(s.nq * k);
+  std::vector<float> d, ed(s.nq * k);
+  search(idx.get(), s, 64, k, ids, d);
+  ivfgpu::cpu::exact_knn(base, s.nb, queries, s.nq, s.dim, k, exact_metric, eids.data(), ed.data());
+  expect_same_as_exact(ids, d, eids, ed, s.nq, k);
+  if (metric == IVF_METRIC_L2)
+    EXPECT_DOUBLE_EQ(recall_at_k(ids, s.gt, s.nq, k, s.gt_cols), recall_at_k(eids, s.gt, s.nq, k, s.gt_cols));
+  if (metric == IVF_METRIC_COSINE) EXPECT_LE(d[0], 1.0f + 1e-5f) << "cosine similarities are at most 1";
+}
+
+}  // namespace
+
 TEST(Recall, NprobeNlistEqualsExactBruteForce) {
   REQUIRE_SIFTSMALL(s);
-  auto idx = build(s);
-  for (int64_t k : {1, 10, 100}) {
-    std::vector<int64_t> ids, eids(s.nq * k);
-    std::vector<float> d, ed(s.nq * k);
-    search(idx.get(), s, 64, k, ids, d);
-    ivfgpu::cpu::exact_knn(s.base.data(), s.nb, s.queries.data(), s.nq, s.dim, k, ivfgpu::Metric::L2,
-                           eids.data(), ed.data());
-    expect_same_as_exact(ids, d, eids, ed, s.nq, k);
-    EXPECT_DOUBLE_EQ(recall_at_k(ids, s.gt, s.nq, k, s.gt_cols), recall_at_k(eids, s.gt, s.nq, k, s.gt_cols));
-  }
+  for (int64_t k : {1, 10, 100})
+    expect_full_probe_exact(s, IVF_METRIC_L2, ivfgpu::Metric::L2, s.base.data(), s.queries.data(), k);
 }
 
 TEST(Recall, InnerProductAndCosineAtFullProbeAreExact) {
   REQUIRE_SIFTSMALL(s);
-  const int64_t k = 10;
-  {
-    auto idx = build(s, IVF_METRIC_INNER_PRODUCT);
-    std::vector<int64_t> ids, eids(s.nq * k);
-    std::vector<float> d, ed(s.nq * k);
-    search(idx.get(), s, 64, k, ids, d);
-    ivfgpu::cpu::exact_knn(s.base.data(), s.nb, s.queries.data(), s.nq, s.dim, k, ivfgpu::Metric::InnerProduct,
-                           eids.data(), ed.data());
-    expect_same_as_exact(ids, d, eids, ed, s.nq, k);
-  }
-  {
-    auto idx = build(s, IVF_METRIC_COSINE);
-    std::vector<int64_t> ids, eids(s.nq * k);
-    std::vector<float> d, ed(s.nq * k);
-    search(idx.get(), s, 64, k, ids, d);
-    auto ub = ivfgpu::normalized_copy(s.base.data(), s.nb, s.dim);
-    auto uq = ivfgpu::normalized_copy(s.queries.data(), s.nq, s.dim);
-    ivfgpu::cpu::exact_knn(ub.data(), s.nb, uq.data(), s.nq, s.dim, k, ivfgpu::Metric::Cosine, eids.data(), ed.data());
-    expect_same_as_exact(ids, d, eids, ed, s.nq, k);
-    EXPECT_LE(d[0], 1.0f + 1e-5f) << "cosine similarities are at most 1";
-  }
+  expect_full_probe_exact(s, IVF_METRIC_INNER_PRODUCT, ivfgpu::Metric::InnerProduct, s.base.data(),
+                          s.queries.data(), 10);
+  auto ub = ivfgpu::normalized_copy(s.base.data(), s.nb, s.dim);
+  auto uq = ivfgpu::normalized_copy(s.queries.data(), s.nq, s.dim);
+  expect_full_probe_exact(s, IVF_METRIC_COSINE, ivfgpu::Metric::Cosine, ub.data(), uq.data(), 10);
 }
