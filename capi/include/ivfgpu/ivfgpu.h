@@ -14,13 +14,23 @@
  *     writes no output; a search failing later (e.g. out of memory) leaves its output buffers'
  *     contents unspecified, and never writes beyond the n*k elements it was given.
  *
- * Thread-safety in one paragraph: ivf_search (and every other const query: ivf_index_info,
- * ivf_ntotal, ivf_serialize, ivf_save) may run concurrently from any number of threads on one
- * index. Mutating calls (ivf_train, ivf_add, ivf_reset) take the index's write lock: they
- * wait for running searches and block new ones, so misuse serialises instead of corrupting.
- * ivf_free must not race with any other call on the same index (the caller ends the handle's
- * life). Parameter objects are not locked: configure one from one thread, then share it
- * read-only.
+ * Thread-safety and consistency (docs/architecture.md, "Concurrency"): every call on an index
+ * may run concurrently from any number of threads, except ivf_free, which must not race with any
+ * other call on the same index (the caller ends the handle's life). An index is a sequence of
+ * published, immutable states, numbered by IVF_INFO_STATE_VERSION:
+ *   - a search (and every other read: ivf_index_info, ivf_ntotal, ivf_serialize, ivf_save,
+ *     ivf_save_faiss) reads exactly one published state from its start to its end: the state
+ *     before or after each mutation, never a mix; it never waits for a mutation;
+ *   - a mutation (ivf_train, ivf_add, ivf_reset and their _ex forms) builds its new state beside
+ *     the current one, sharing what did not change, and publishes it with one atomic swap when
+ *     it succeeds (a failed mutation publishes nothing); mutations on one index run one at a
+ *     time, in the order they take the index's mutation lock; a mutation never waits for
+ *     searches;
+ *   - read-your-writes: a call that starts after a mutation has returned sees it.
+ * Memory of a replaced state is reclaimed when the last search that reads it has finished (on
+ * the GPU: after that search's stream work), so long searches pin old states; a mutation that
+ * cannot allocate meanwhile fails with an out-of-memory status and leaves the index unchanged.
+ * Parameter objects are not locked: configure one from one thread, then share it read-only.
  */
 #ifndef IVFGPU_IVFGPU_H
 #define IVFGPU_IVFGPU_H
@@ -56,7 +66,7 @@ extern "C" {
 
 /** Release version of the header. The library's own is returned by ivf_version(). */
 #define IVF_VERSION_MAJOR 0
-#define IVF_VERSION_MINOR 1
+#define IVF_VERSION_MINOR 2
 #define IVF_VERSION_PATCH 0
 /** ABI major: the SONAME is libivfgpu.so.<IVF_ABI_VERSION>. It changes only when a symbol is
  *  removed or a signature changes, which we avoid by adding _v2 symbols instead. */
@@ -145,7 +155,8 @@ typedef int32_t ivf_param_key;
 #define IVF_PARAM_MAX_POINTS_PER_CENTROID 6 /**< training sample cap = this x nlist; default 256 */
 #define IVF_PARAM_SEED             7  /**< random seed for sampling and k-means; default 1234  */
 #define IVF_PARAM_NUM_THREADS      8  /**< CPU threads, 0 = all cores; default 0               */
-/* search keys (IVF_PARAM_NPROBE given to ivf_create sets the index's default nprobe) */
+/* search keys (IVF_PARAM_NPROBE given to ivf_create sets the index's default nprobe);
+   IVF_PARAM_MEMORY_KIND and IVF_PARAM_CUDA_STREAM are also read by ivf_train_ex / ivf_add_ex */
 #define IVF_PARAM_NPROBE          32  /**< lists probed per query, >= 1, clamped to nlist; default 8 */
 #define IVF_PARAM_MEMORY_KIND     33  /**< an ivf_memory_kind; default IVF_MEMORY_HOST         */
 #define IVF_PARAM_CUDA_STREAM     34  /**< pointer key: a cudaStream_t to run on; default NULL
@@ -195,7 +206,7 @@ IVF_API void ivf_free(ivf_index* index);
  *  n must be >= nlist. Training an index that already holds vectors is refused
  *  (IVF_ERR_INVALID_STATE; call ivf_reset first); training again an empty trained index
  *  replaces its centroids. Vectors with NaN or Inf are refused (IVF_ERR_INVALID_ARGUMENT).
- *  Synchronous. Takes the write lock. */
+ *  Synchronous. A mutation: concurrent searches keep reading the previous state. */
 IVF_API IVF_NODISCARD ivf_status ivf_train(ivf_index* index, const void* data, ivf_dtype dtype,
                                            int64_t n, int64_t dim);
 
@@ -203,12 +214,29 @@ IVF_API IVF_NODISCARD ivf_status ivf_train(ivf_index* index, const void* data, i
  *  values, -1 excepted, duplicates allowed), or NULL for sequential ids ntotal, ntotal+1, ...
  *  An untrained index refuses (IVF_ERR_INVALID_STATE): train first, explicitly. NaN/Inf in
  *  data: IVF_ERR_INVALID_ARGUMENT. All or nothing: on any failure the index is unchanged.
- *  Synchronous. Takes the write lock. */
+ *  Synchronous. A mutation: concurrent searches keep reading the previous state until it
+ *  returns. */
 IVF_API IVF_NODISCARD ivf_status ivf_add(ivf_index* index, const void* data, ivf_dtype dtype,
                                          int64_t n, int64_t dim, const int64_t* ids);
 
-/** Remove every vector, keeping the trained centroids. Takes the write lock. */
+/** Remove every vector, keeping the trained centroids. A mutation (see the top of this header);
+ *  on a CUDA index the device memory pool's cached blocks are returned to the driver. */
 IVF_API IVF_NODISCARD ivf_status ivf_reset(ivf_index* index);
+
+/** ivf_train with parameters: params (NULL = defaults) is read for IVF_PARAM_MEMORY_KIND and
+ *  IVF_PARAM_CUDA_STREAM. With IVF_MEMORY_DEVICE, data is a CUDA device pointer on the index's
+ *  device (CUDA index only, else IVF_ERR_INVALID_ARGUMENT); a stream, when set, is one the
+ *  caller's producer work was queued on: the library waits for it before reading data. The
+ *  call is synchronous either way. Otherwise as ivf_train. */
+IVF_API IVF_NODISCARD ivf_status ivf_train_ex(ivf_index* index, const ivf_params* params,
+                                              const void* data, ivf_dtype dtype, int64_t n,
+                                              int64_t dim);
+
+/** ivf_add with parameters, read as for ivf_train_ex: with IVF_MEMORY_DEVICE both data and ids
+ *  (when not NULL) are device pointers on the index's device. Otherwise as ivf_add. */
+IVF_API IVF_NODISCARD ivf_status ivf_add_ex(ivf_index* index, const ivf_params* params,
+                                            const void* data, ivf_dtype dtype, int64_t n,
+                                            int64_t dim, const int64_t* ids);
 
 /** k nearest neighbours of n queries (row-major, dimension dim) among the probed lists.
  *  params: search keys (NULL = defaults: the index's nprobe, host memory, own stream).
@@ -242,6 +270,12 @@ typedef int32_t ivf_info_key;
 #define IVF_INFO_NPROBE              8  /**< default nprobe                                  */
 #define IVF_INFO_DEVICE_MEMORY_BYTES 9  /**< device memory held by the index, 0 on the CPU   */
 #define IVF_INFO_HOST_MEMORY_BYTES  10  /**< host memory held by the index                   */
+#define IVF_INFO_STATE_VERSION      11  /**< number of the published state a call started now
+                                             reads: 0 for a new index, +1 per successful
+                                             mutation (train, add, reset, ...)               */
+#define IVF_INFO_POOL_BYTES         12  /**< device memory the index's stream-ordered pool
+                                             holds for search scratch, included in
+                                             IVF_INFO_DEVICE_MEMORY_BYTES; 0 on the CPU      */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,
@@ -316,6 +350,10 @@ typedef struct ivf_api_v1 {
   ivf_status (*cuda_device_count)(int32_t*);
   ivf_status (*param_bounds)(ivf_param_key, int64_t*, int64_t*);
   uint32_t (*abi_version_fn)(void);
+  /* appended in 0.2 */
+  ivf_status (*train_ex)(ivf_index*, const ivf_params*, const void*, ivf_dtype, int64_t, int64_t);
+  ivf_status (*add_ex)(ivf_index*, const ivf_params*, const void*, ivf_dtype, int64_t, int64_t,
+                       const int64_t*);
 } ivf_api_v1;
 
 /** The function table for abi_version (1 today), or NULL for a version this library does not
