@@ -1,66 +1,70 @@
-// The interface every backend (cpu/, cuda/) implements. The Index above it has already
-// checked arguments, converted and normalised host data and chosen the training sample, so a
-// backend sees only well-formed float data of the index's dimension.
+// The interface every backend (cpu/, cuda/) implements. A backend owns resources (threads,
+// device context, streams, pools) but no index content: content is the IndexState it is given.
+// Mutations build and return a new state beside the current one, sharing what did not change;
+// they never modify what a published state shows. The Index above has already checked
+// arguments (shapes, NaN/Inf in host data, ids), chosen the training sample and numbered the
+// states; the backend prepares vectors for the metric (cosine normalisation, in one place per
+// backend) and runs the work.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "host_model.hpp"
+#include "index_state.hpp"
+#include "matrix_view.hpp"
+#include "search_request.hpp"
 #include "types.hpp"
 
 namespace ivfgpu {
 
-struct SearchRequest {
-  const float* queries = nullptr;  // n * dim, in `memory`
-  int64_t n = 0;
-  int64_t k = 0;
-  int64_t nprobe = 0;  // already clamped to [1, nlist]
-  int64_t* ids = nullptr;    // n * k, in `memory`
-  float* dists = nullptr;    // n * k, in `memory`
-  MemoryKind memory = MemoryKind::Host;
-  void* stream = nullptr;    // caller's cudaStream_t, or nullptr
-  // Device-memory queries of a cosine index still need normalising; host ones arrive
-  // normalised.
-  bool normalize_queries = false;
-};
-
 struct BackendInfo {
   BackendKind kind = BackendKind::Cpu;
   int device = -1;
-  std::size_t device_memory_bytes = 0;
+  std::size_t device_memory_bytes = 0;  // the state's device arrays
   std::size_t host_memory_bytes = 0;
+  std::size_t pool_cached_bytes = 0;    // device pool blocks kept for reuse
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
 
-  // k-means on n host vectors (already sampled and normalised); replaces the centroids.
-  // Only called while the index holds no vectors.
-  virtual void train(const float* x, int64_t n) = 0;
-  // Assign n host vectors to their nearest lists and append them with their ids.
-  // All or nothing: on any exception the backend is unchanged.
-  virtual void add(const float* x, const int64_t* ids, int64_t n) = 0;
-  // Drop every vector, keep the centroids.
-  virtual void reset() = 0;
-  virtual void search(const SearchRequest& request) const = 0;
+  // The state of a new, untrained, empty index.
+  virtual NewState initial_state() = 0;
+  // k-means on the sample rows; the new state has the new centroids and no vectors. Only
+  // called for a state holding no vectors.
+  virtual NewState train(const IndexState& current, const MatrixView& sample) = 0;
+  // Assigns rows x (ids: one per row, in x's memory) to their nearest lists and appends them.
+  virtual NewState add(const IndexState& current, const MatrixView& x, const int64_t* ids) = 0;
+  // No vectors, the same centroids.
+  virtual NewState reset(const IndexState& current) = 0;
+  // A state holding exactly a validated model.
+  virtual NewState restore(HostModel model) = 0;
 
-  virtual int64_t ntotal() const = 0;
-  virtual bool is_trained() const = 0;
-  virtual BackendInfo info() const = 0;
+  // Takes the state by shared pointer: a search that finishes asynchronously (device memory on
+  // a caller's stream) keeps it alive until its stream work is done.
+  virtual void search(const StatePtr& state, const SearchRequest& request) const = 0;
 
-  // A host copy of the whole index, for saving.
-  virtual HostModel snapshot() const = 0;
-  // Replace the whole index with a validated model. All or nothing. Taken by value so that a
-  // loader can hand over a model of hundreds of megabytes without a copy.
-  virtual void restore(HostModel model) = 0;
+  virtual HostModel export_model(const IndexState& state) const = 0;
+  // f32 rows of a device-memory matrix, copied to the host (training data is sampled there).
+  virtual std::vector<float> host_copy(const MatrixView& x) const = 0;
+  virtual BackendKind kind() const = 0;
+  virtual BackendInfo info(const IndexState& state) const = 0;
+  // Return cached memory (device pool blocks) to the system; called after a reset.
+  virtual void trim() noexcept {}
+  // Lowest k this backend refuses (0: any k).
+  virtual int64_t max_k() const { return 0; }
 };
 
 // Picks the backend for params (AUTO: CUDA device params.device when usable, else CPU).
 std::unique_ptr<Backend> make_backend(int64_t dim, const BuildParams& params);
 // Usable CUDA devices (0 without CUDA support compiled in).
 int cuda_device_count();
+// Blocks until the caller's cudaStream_t has finished its queued work (device-memory input
+// produced on that stream). Errc::InvalidArgument without CUDA support.
+void wait_for_stream(void* stream);
 
 }  // namespace ivfgpu

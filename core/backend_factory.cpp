@@ -19,6 +19,15 @@ int cuda_device_count() {
 #endif
 }
 
+void wait_for_stream(void* stream) {
+#ifdef IVFGPU_HAVE_CUDA
+  cuda::wait_for_stream(stream);
+#else
+  (void)stream;
+  fail(Errc::InvalidArgument, "a CUDA stream was given but the library was built without CUDA");
+#endif
+}
+
 std::unique_ptr<Backend> make_backend(int64_t dim, const BuildParams& params) {
   const bool want_cuda = params.backend == BackendKind::Cuda;
   if (params.backend == BackendKind::Cpu) return cpu::make_cpu_backend(dim, params);

@@ -1,49 +1,65 @@
-// The engine-side index: argument policy (NaN/Inf, sizes, state), metric preparation
-// (cosine normalisation), training-sample selection, and delegation to one backend.
-// Locking is the C layer's job.
+// The engine-side index: argument policy (NaN/Inf in host data, ids, state), training-sample
+// selection, numbering and publishing of states, and delegation to one backend. Concurrency
+// (docs/architecture.md): a search loads the published state once and reads only it;
+// mutations are serialised by one mutex, build the next state beside the current one and
+// publish it with one swap. Nothing a search does waits for a mutation, and no mutation waits
+// for searches.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "backend.hpp"
+#include "published.hpp"
+#include "search_request.hpp"
 #include "types.hpp"
 
 namespace ivfgpu {
-
-struct SearchArgs {
-  const float* queries = nullptr;
-  int64_t n = 0;
-  int64_t k = 0;
-  int64_t nprobe = 0;  // <= 0: the index's default
-  int64_t* ids = nullptr;
-  float* dists = nullptr;
-  MemoryKind memory = MemoryKind::Host;
-  void* stream = nullptr;
-};
 
 class Index {
  public:
   Index(int64_t dim, const BuildParams& params);
   // An index whose content is a (validated) model, e.g. from a file; the model is moved in.
   Index(HostModel model, const BuildParams& params);
+  ~Index();
+  Index(const Index&) = delete;
+  Index& operator=(const Index&) = delete;
 
-  void train(const float* x, int64_t n);
-  void add(const float* x, int64_t n, const int64_t* ids);
+  void train(const MatrixView& x);
+  // ids: x.rows ids in x's memory, or nullptr for ntotal, ntotal + 1, ...
+  void add(const MatrixView& x, const int64_t* ids);
   void reset();
-  void search(const SearchArgs& args) const;
+  // request.nprobe <= 0 takes the index's default; the result is clamped to [1, nlist].
+  void search(SearchRequest request) const;
 
+  // Host-memory f32 shorthands (tests, tools).
+  void train(const float* x, int64_t n) { train(MatrixView::host_f32(x, n, dim_)); }
+  void add(const float* x, int64_t n, const int64_t* ids) { add(MatrixView::host_f32(x, n, dim_), ids); }
+
+  // The published state a call starting now reads; hold it to read several properties of one
+  // state.
+  StatePtr state() const { return state_.load(); }
   int64_t dim() const { return dim_; }
   const BuildParams& params() const { return params_; }
-  int64_t ntotal() const { return backend_->ntotal(); }
-  bool is_trained() const { return backend_->is_trained(); }
-  BackendInfo backend_info() const { return backend_->info(); }
-  HostModel snapshot() const { return backend_->snapshot(); }
+  int64_t ntotal() const { return state()->ntotal(); }
+  bool is_trained() const { return state()->trained(); }
+  uint64_t version() const { return state()->version; }
+  BackendInfo backend_info() const { return backend_->info(*state()); }
+  BackendInfo backend_info(const IndexState& s) const { return backend_->info(s); }
+  HostModel snapshot() const { return export_model(*state()); }
+  HostModel export_model(const IndexState& s) const { return backend_->export_model(s); }
 
  private:
+  // Runs one mutation under the mutation lock and publishes its result as the next state.
+  template <class Build>
+  void mutate(Build&& build);
+
   int64_t dim_;
   BuildParams params_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> backend_;  // declared before the state: outlives every state
+  Published<IndexState> state_;
+  std::mutex mutation_mutex_;
 };
 
 }  // namespace ivfgpu

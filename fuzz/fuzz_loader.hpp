@@ -39,9 +39,8 @@ inline void use_image(const io::IndexImage& image) {
     std::vector<float> query(static_cast<std::size_t>(index.dim()), 0.5f);
     std::vector<int64_t> ids(k);
     std::vector<float> dists(k);
-    SearchArgs args;
-    args.queries = query.data();
-    args.n = 1;
+    SearchRequest args;
+    args.queries = MatrixView::host_f32(query.data(), 1, index.dim());
     args.k = k;
     args.ids = ids.data();
     args.dists = dists.data();

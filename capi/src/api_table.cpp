@@ -30,6 +30,8 @@ const ivf_api_v1 kApiV1 = {
     ivf_cuda_device_count,
     ivf_param_bounds,
     ivf_abi_version,
+    ivf_train_ex,
+    ivf_add_ex,
 };
 
 }  // namespace

@@ -2,29 +2,28 @@
 #pragma once
 
 #include <memory>
-#include <shared_mutex>
 
 #include "../../core/index.hpp"
+#include "../../core/search_request.hpp"
 #include "../../core/types.hpp"
 #include "ivfgpu/ivfgpu.h"
 
 struct ivf_params {
-  ivfgpu::BuildParams build;
-  bool nprobe_set = false;  // search: use the index's default unless set
-  ivfgpu::MemoryKind memory = ivfgpu::MemoryKind::Host;
-  void* stream = nullptr;
+  ivfgpu::BuildParams build;    // read by ivf_create / ivf_load
+  ivfgpu::SearchParams search;  // read by ivf_search, and memory/stream by the _ex mutations
 };
 
 struct ivf_index {
-  // Searches take it shared, mutations exclusive.
-  mutable std::shared_mutex mutex;
+  // The engine index publishes immutable states itself: no lock at this layer.
   std::unique_ptr<ivfgpu::Index> impl;
 };
 
 namespace ivfgpu::capi {
-// Checks shared by entry points; they throw Errc::InvalidArgument.
-void check_matrix(const void* data, ivf_dtype dtype, int64_t n, int64_t dim, int64_t index_dim,
-                  const char* what);
-// Build parameters of params (defaults for NULL).
+// Checks a matrix argument against the index and describes it; throws Errc::InvalidArgument
+// (or Unsupported for a dtype not built in).
+MatrixView matrix_arg(const void* data, ivf_dtype dtype, int64_t n, int64_t dim, int64_t index_dim, MemoryKind memory,
+                      const char* what);
+// Build and search parameters of params (defaults for NULL).
 BuildParams build_params_of(const ivf_params* params);
+SearchParams search_params_of(const ivf_params* params);
 }  // namespace ivfgpu::capi

@@ -1,11 +1,10 @@
 // Entry points of the index: argument checks, the index lock, then the engine.
 #include <cmath>
 #include <limits>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 
 #include "../../core/backend.hpp"
+#include "../../core/limits.hpp"
 #include "guard.hpp"
 #include "handles.hpp"
 
@@ -17,8 +16,8 @@ using namespace ivfgpu::capi;
 
 namespace ivfgpu::capi {
 
-void check_matrix(const void* data, ivf_dtype dtype, int64_t n, int64_t dim, int64_t index_dim,
-                  const char* what) {
+MatrixView matrix_arg(const void* data, ivf_dtype dtype, int64_t n, int64_t dim, int64_t index_dim, MemoryKind memory,
+                      const char* what) {
   const std::string w(what);
   if (data == nullptr) invalid(w + ": data is NULL");
   if (n <= 0) invalid(w + ": n must be >= 1, got " + std::to_string(n));
@@ -32,15 +31,22 @@ void check_matrix(const void* data, ivf_dtype dtype, int64_t n, int64_t dim, int
   // The byte count n * dim * 4 must fit: anything larger cannot be a real buffer.
   if (n > std::numeric_limits<int64_t>::max() / dim / int64_t(sizeof(float)))
     invalid(w + ": n * dim overflows the addressable size");
+  return MatrixView{data, static_cast<ElementType>(dtype), n, dim, memory};
 }
 
 }  // namespace ivfgpu::capi
 
 namespace {
 
-const Index& impl_of(const ivf_index* index, const char* what) {
+Index& impl_of(const ivf_index* index, const char* what) {
   if (index == nullptr || !index->impl) invalid(std::string(what) + ": index is NULL");
   return *index->impl;
+}
+
+// A device-memory mutation names the stream its input was produced on: the library waits for
+// that stream before reading (the call itself is synchronous).
+void wait_for_producer(const SearchParams& call) {
+  if (call.memory == MemoryKind::Device && call.stream != nullptr) wait_for_stream(call.stream);
 }
 
 }  // namespace
@@ -78,7 +84,7 @@ IVF_API ivf_status ivf_create(ivf_index** out, int64_t dim, const ivf_params* pa
   return guarded([&] {
     if (out == nullptr) invalid("ivf_create: out is NULL");
     if (dim <= 0) invalid("ivf_create: dim must be >= 1, got " + std::to_string(dim));
-    if (dim > (int64_t{1} << 24)) invalid("ivf_create: dim " + std::to_string(dim) + " exceeds 16777216");
+    if (dim > limits::kMaxDim) invalid("ivf_create: dim " + std::to_string(dim) + " exceeds " + std::to_string(limits::kMaxDim));
     auto handle = std::make_unique<ivf_index>();
     handle->impl = std::make_unique<Index>(dim, build_params_of(params));
     *out = handle.release();
@@ -87,31 +93,39 @@ IVF_API ivf_status ivf_create(ivf_index** out, int64_t dim, const ivf_params* pa
 
 IVF_API void ivf_free(ivf_index* index) { delete index; }
 
-IVF_API ivf_status ivf_train(ivf_index* index, const void* data, ivf_dtype dtype, int64_t n, int64_t dim) {
+IVF_API ivf_status ivf_train_ex(ivf_index* index, const ivf_params* params, const void* data, ivf_dtype dtype,
+                              int64_t n, int64_t dim) {
   return guarded([&] {
-    const Index& idx = impl_of(index, "ivf_train");
-    check_matrix(data, dtype, n, dim, idx.dim(), "ivf_train");
-    std::unique_lock lock(index->mutex);
-    index->impl->train(static_cast<const float*>(data), n);
+    Index& idx = impl_of(index, "ivf_train");
+    const SearchParams call = search_params_of(params);
+    const MatrixView x = matrix_arg(data, dtype, n, dim, idx.dim(), call.memory, "ivf_train");
+    wait_for_producer(call);
+    idx.train(x);
+  });
+}
+
+IVF_API ivf_status ivf_train(ivf_index* index, const void* data, ivf_dtype dtype, int64_t n, int64_t dim) {
+  return ivf_train_ex(index, nullptr, data, dtype, n, dim);
+}
+
+IVF_API ivf_status ivf_add_ex(ivf_index* index, const ivf_params* params, const void* data, ivf_dtype dtype,
+                            int64_t n, int64_t dim, const int64_t* ids) {
+  return guarded([&] {
+    Index& idx = impl_of(index, "ivf_add");
+    const SearchParams call = search_params_of(params);
+    const MatrixView x = matrix_arg(data, dtype, n, dim, idx.dim(), call.memory, "ivf_add");
+    wait_for_producer(call);
+    idx.add(x, ids);
   });
 }
 
 IVF_API ivf_status ivf_add(ivf_index* index, const void* data, ivf_dtype dtype, int64_t n, int64_t dim,
                            const int64_t* ids) {
-  return guarded([&] {
-    const Index& idx = impl_of(index, "ivf_add");
-    check_matrix(data, dtype, n, dim, idx.dim(), "ivf_add");
-    std::unique_lock lock(index->mutex);
-    index->impl->add(static_cast<const float*>(data), n, ids);
-  });
+  return ivf_add_ex(index, nullptr, data, dtype, n, dim, ids);
 }
 
 IVF_API ivf_status ivf_reset(ivf_index* index) {
-  return guarded([&] {
-    impl_of(index, "ivf_reset");
-    std::unique_lock lock(index->mutex);
-    index->impl->reset();
-  });
+  return guarded([&] { impl_of(index, "ivf_reset").reset(); });
 }
 
 IVF_API ivf_status ivf_search(const ivf_index* index, const ivf_params* params, const void* queries,
@@ -119,24 +133,20 @@ IVF_API ivf_status ivf_search(const ivf_index* index, const ivf_params* params, 
                               float* dists) {
   return guarded([&] {
     const Index& idx = impl_of(index, "ivf_search");
-    check_matrix(queries, dtype, n, dim, idx.dim(), "ivf_search");
+    const SearchParams call = search_params_of(params);
+    SearchRequest req;
+    req.queries = matrix_arg(queries, dtype, n, dim, idx.dim(), call.memory, "ivf_search");
     if (k <= 0) invalid("ivf_search: k must be >= 1, got " + std::to_string(k));
     if (ids == nullptr || dists == nullptr) invalid("ivf_search: ids or dists is NULL");
     if (n > std::numeric_limits<int64_t>::max() / k / int64_t(sizeof(int64_t)))
       invalid("ivf_search: n * k overflows the addressable size");
-    SearchArgs args;
-    args.queries = static_cast<const float*>(queries);
-    args.n = n;
-    args.k = k;
-    args.ids = ids;
-    args.dists = dists;
-    if (params != nullptr) {
-      if (params->nprobe_set) args.nprobe = params->build.nprobe;
-      args.memory = params->memory;
-      args.stream = params->stream;
-    }
-    std::shared_lock lock(index->mutex);
-    idx.search(args);
+    req.k = k;
+    req.nprobe = call.nprobe;
+    req.ids = ids;
+    req.dists = dists;
+    req.memory = call.memory;
+    req.stream = call.stream;
+    idx.search(req);
   });
 }
 
@@ -144,7 +154,6 @@ IVF_API ivf_status ivf_ntotal(const ivf_index* index, int64_t* ntotal) {
   return guarded([&] {
     const Index& idx = impl_of(index, "ivf_ntotal");
     if (ntotal == nullptr) invalid("ivf_ntotal: ntotal is NULL");
-    std::shared_lock lock(index->mutex);
     *ntotal = idx.ntotal();
   });
 }
@@ -153,19 +162,23 @@ IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int6
   return guarded([&] {
     const Index& idx = impl_of(index, "ivf_index_info");
     if (value == nullptr) invalid("ivf_index_info: value is NULL");
-    std::shared_lock lock(index->mutex);
     const BuildParams& p = idx.params();
+    // Every key reads the one state published when the call started.
+    const StatePtr state = idx.state();
+    const auto info = [&] { return idx.backend_info(*state); };
     switch (key) {
       case IVF_INFO_DIM: *value = idx.dim(); break;
       case IVF_INFO_NLIST: *value = p.nlist; break;
       case IVF_INFO_METRIC: *value = static_cast<int64_t>(p.metric); break;
-      case IVF_INFO_BACKEND: *value = static_cast<int64_t>(idx.backend_info().kind); break;
-      case IVF_INFO_DEVICE: *value = idx.backend_info().device; break;
-      case IVF_INFO_NTOTAL: *value = idx.ntotal(); break;
-      case IVF_INFO_IS_TRAINED: *value = idx.is_trained() ? 1 : 0; break;
+      case IVF_INFO_BACKEND: *value = static_cast<int64_t>(info().kind); break;
+      case IVF_INFO_DEVICE: *value = info().device; break;
+      case IVF_INFO_NTOTAL: *value = state->ntotal(); break;
+      case IVF_INFO_IS_TRAINED: *value = state->trained() ? 1 : 0; break;
       case IVF_INFO_NPROBE: *value = p.nprobe; break;
-      case IVF_INFO_DEVICE_MEMORY_BYTES: *value = static_cast<int64_t>(idx.backend_info().device_memory_bytes); break;
-      case IVF_INFO_HOST_MEMORY_BYTES: *value = static_cast<int64_t>(idx.backend_info().host_memory_bytes); break;
+      case IVF_INFO_DEVICE_MEMORY_BYTES: *value = static_cast<int64_t>(info().device_memory_bytes); break;
+      case IVF_INFO_HOST_MEMORY_BYTES: *value = static_cast<int64_t>(info().host_memory_bytes); break;
+      case IVF_INFO_STATE_VERSION: *value = static_cast<int64_t>(state->version); break;
+      case IVF_INFO_POOL_BYTES: *value = static_cast<int64_t>(info().pool_cached_bytes); break;
       default: fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
     }
   });

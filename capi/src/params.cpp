@@ -1,9 +1,11 @@
-// ivf_params: keyed setters with bounds, so options grow without new symbols.
+// ivf_params: keyed setters with bounds, so options grow without new symbols. Each key is
+// described once in kKeys: its name (for messages), its bounds and where its value lives.
 #include <cstdint>
 #include <limits>
 #include <new>
 #include <string>
 
+#include "../../core/limits.hpp"
 #include "guard.hpp"
 #include "handles.hpp"
 
@@ -12,24 +14,44 @@ using namespace ivfgpu::capi;
 
 namespace {
 
+struct KeySpec {
+  ivf_param_key key;
+  const char* name;
+  int64_t lo, hi;
+};
+
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-bool bounds_of(ivf_param_key key, int64_t& lo, int64_t& hi) {
-  switch (key) {
-    case IVF_PARAM_NLIST: lo = 1; hi = int64_t{1} << 30; return true;
-    case IVF_PARAM_METRIC: lo = IVF_METRIC_L2; hi = IVF_METRIC_COSINE; return true;
-    case IVF_PARAM_BACKEND: lo = IVF_BACKEND_AUTO; hi = IVF_BACKEND_CUDA; return true;
-    case IVF_PARAM_DEVICE: lo = 0; hi = 1023; return true;
-    case IVF_PARAM_KMEANS_ITERS: lo = 0; hi = 1000000; return true;
-    case IVF_PARAM_MAX_POINTS_PER_CENTROID: lo = 1; hi = int64_t{1} << 40; return true;
-    case IVF_PARAM_SEED: lo = 0; hi = kMax; return true;
-    case IVF_PARAM_NUM_THREADS: lo = 0; hi = 4096; return true;
-    case IVF_PARAM_NPROBE: lo = 1; hi = kMax; return true;
-    case IVF_PARAM_MEMORY_KIND: lo = IVF_MEMORY_HOST; hi = IVF_MEMORY_DEVICE; return true;
-    default: return false;
-  }
+constexpr KeySpec kKeys[] = {
+    {IVF_PARAM_NLIST, "IVF_PARAM_NLIST", 1, limits::kMaxNlist},
+    {IVF_PARAM_METRIC, "IVF_PARAM_METRIC", IVF_METRIC_L2, IVF_METRIC_COSINE},
+    {IVF_PARAM_BACKEND, "IVF_PARAM_BACKEND", IVF_BACKEND_AUTO, IVF_BACKEND_CUDA},
+    {IVF_PARAM_DEVICE, "IVF_PARAM_DEVICE", 0, limits::kMaxDevice},
+    {IVF_PARAM_KMEANS_ITERS, "IVF_PARAM_KMEANS_ITERS", 0, limits::kMaxKmeansIters},
+    {IVF_PARAM_MAX_POINTS_PER_CENTROID, "IVF_PARAM_MAX_POINTS_PER_CENTROID", 1, limits::kMaxPointsPerCentroid},
+    {IVF_PARAM_SEED, "IVF_PARAM_SEED", 0, kMax},
+    {IVF_PARAM_NUM_THREADS, "IVF_PARAM_NUM_THREADS", 0, limits::kMaxThreads},
+    {IVF_PARAM_NPROBE, "IVF_PARAM_NPROBE", 1, limits::kMaxNprobe},
+    {IVF_PARAM_MEMORY_KIND, "IVF_PARAM_MEMORY_KIND", IVF_MEMORY_HOST, IVF_MEMORY_DEVICE},
+};
+
+const KeySpec* spec_of(ivf_param_key key) {
+  for (const KeySpec& s : kKeys)
+    if (s.key == key) return &s;
+  return nullptr;
 }
 
+const KeySpec& int_key(ivf_param_key key, const char* what) {
+  const KeySpec* s = spec_of(key);
+  if (s == nullptr) {
+    if (key == IVF_PARAM_CUDA_STREAM)
+      fail(Errc::Unsupported, std::string(what) + ": IVF_PARAM_CUDA_STREAM is a pointer key (use ivf_params_set_ptr)");
+    fail(Errc::Unsupported, std::string(what) + ": unknown parameter key " + std::to_string(key));
+  }
+  return *s;
+}
+
+// The field behind an integer key that is stored as int64_t.
 int64_t* int_field(ivf_params& p, ivf_param_key key) {
   switch (key) {
     case IVF_PARAM_NLIST: return &p.build.nlist;
@@ -38,13 +60,8 @@ int64_t* int_field(ivf_params& p, ivf_param_key key) {
     case IVF_PARAM_MAX_POINTS_PER_CENTROID: return &p.build.max_points_per_centroid;
     case IVF_PARAM_SEED: return &p.build.seed;
     case IVF_PARAM_NUM_THREADS: return &p.build.num_threads;
-    case IVF_PARAM_NPROBE: return &p.build.nprobe;
     default: return nullptr;
   }
-}
-
-void unknown_key(ivf_param_key key) {
-  fail(Errc::Unsupported, "unknown or non-integer parameter key " + std::to_string(key));
 }
 
 }  // namespace
@@ -63,40 +80,43 @@ IVF_API void ivf_params_free(ivf_params* params) { delete params; }
 IVF_API ivf_status ivf_param_bounds(ivf_param_key key, int64_t* min_value, int64_t* max_value) {
   return guarded([&] {
     if (min_value == nullptr || max_value == nullptr) invalid("ivf_param_bounds: NULL output");
-    int64_t lo, hi;
-    if (!bounds_of(key, lo, hi)) unknown_key(key);
-    *min_value = lo;
-    *max_value = hi;
+    const KeySpec& s = int_key(key, "ivf_param_bounds");
+    *min_value = s.lo;
+    *max_value = s.hi;
   });
 }
 
 IVF_API ivf_status ivf_params_set_int(ivf_params* params, ivf_param_key key, int64_t value) {
   return guarded([&] {
     if (params == nullptr) invalid("ivf_params_set_int: params is NULL");
-    int64_t lo, hi;
-    if (!bounds_of(key, lo, hi)) unknown_key(key);
-    if (value < lo || value > hi)
-      invalid("parameter " + std::to_string(key) + ": value " + std::to_string(value) +
-              " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    const KeySpec& s = int_key(key, "ivf_params_set_int");
+    if (value < s.lo || value > s.hi)
+      invalid(std::string("ivf_params_set_int: ") + s.name + " = " + std::to_string(value) + " is outside [" +
+              std::to_string(s.lo) + ", " + std::to_string(s.hi) + "]");
     switch (key) {
       case IVF_PARAM_METRIC: params->build.metric = static_cast<Metric>(value); break;
       case IVF_PARAM_BACKEND: params->build.backend = static_cast<BackendKind>(value); break;
-      case IVF_PARAM_MEMORY_KIND: params->memory = static_cast<MemoryKind>(value); break;
+      case IVF_PARAM_MEMORY_KIND: params->search.memory = static_cast<MemoryKind>(value); break;
+      case IVF_PARAM_NPROBE:
+        // One key, two readers: ivf_create takes it as the index's default, ivf_search as this
+        // call's value (unset: the index's default).
+        params->build.nprobe = value;
+        params->search.nprobe = value;
+        break;
       default: *int_field(*params, key) = value;
     }
-    if (key == IVF_PARAM_NPROBE) params->nprobe_set = true;
   });
 }
 
 IVF_API ivf_status ivf_params_get_int(const ivf_params* params, ivf_param_key key, int64_t* value) {
   return guarded([&] {
     if (params == nullptr || value == nullptr) invalid("ivf_params_get_int: NULL argument");
-    int64_t lo, hi;
-    if (!bounds_of(key, lo, hi)) unknown_key(key);
+    int_key(key, "ivf_params_get_int");
     switch (key) {
       case IVF_PARAM_METRIC: *value = static_cast<int64_t>(params->build.metric); break;
       case IVF_PARAM_BACKEND: *value = static_cast<int64_t>(params->build.backend); break;
-      case IVF_PARAM_MEMORY_KIND: *value = static_cast<int64_t>(params->memory); break;
+      case IVF_PARAM_MEMORY_KIND: *value = static_cast<int64_t>(params->search.memory); break;
+      case IVF_PARAM_NPROBE: *value = params->build.nprobe; break;
       default: *value = *int_field(const_cast<ivf_params&>(*params), key);
     }
   });
@@ -105,16 +125,19 @@ IVF_API ivf_status ivf_params_get_int(const ivf_params* params, ivf_param_key ke
 IVF_API ivf_status ivf_params_set_ptr(ivf_params* params, ivf_param_key key, void* value) {
   return guarded([&] {
     if (params == nullptr) invalid("ivf_params_set_ptr: params is NULL");
-    if (key != IVF_PARAM_CUDA_STREAM)
-      fail(Errc::Unsupported, "parameter " + std::to_string(key) + " is not a pointer key");
-    params->stream = value;
+    if (key != IVF_PARAM_CUDA_STREAM) {
+      const KeySpec* s = spec_of(key);
+      fail(Errc::Unsupported, std::string("ivf_params_set_ptr: ") +
+                                  (s ? std::string(s->name) + " is an integer key (use ivf_params_set_int)"
+                                     : "unknown parameter key " + std::to_string(key)));
+    }
+    params->search.stream = value;
   });
 }
 
 }  // extern "C"
 
 namespace ivfgpu::capi {
-BuildParams build_params_of(const ivf_params* params) {
-  return params == nullptr ? BuildParams{} : params->build;
-}
+BuildParams build_params_of(const ivf_params* params) { return params == nullptr ? BuildParams{} : params->build; }
+SearchParams search_params_of(const ivf_params* params) { return params == nullptr ? SearchParams{} : params->search; }
 }  // namespace ivfgpu::capi

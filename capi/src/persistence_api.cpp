@@ -1,9 +1,7 @@
-// Persistence entry points (docs/file-format.md). Saves copy the model under the shared lock
-// and write outside it, so searches are blocked no longer than the copy takes. Loads build a
+// Persistence entry points (docs/file-format.md). A save exports one published state (never
+// a mix of two) and writes it; mutations may publish newer states meanwhile. Loads build a
 // complete new handle before anything reaches *out.
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <utility>
 
@@ -27,10 +25,7 @@ struct Snapshot {
   BuildParams params;
 };
 
-Snapshot snapshot_of(const ivf_index* index) {
-  std::shared_lock lock(index->mutex);
-  return Snapshot{index->impl->snapshot(), index->impl->params()};
-}
+Snapshot snapshot_of(const ivf_index* index) { return Snapshot{index->impl->snapshot(), index->impl->params()}; }
 
 // A validated image becomes a handle: the backend (and device) are the caller's choice.
 ivf_index* handle_from(io::IndexImage image, const ivf_params* params) {
@@ -78,13 +73,14 @@ IVF_API ivf_status ivf_serialize(const ivf_index* index, void* buffer, size_t ca
   const ivf_status status = guarded([&] {
     const Index& idx = impl_of(index, "ivf_serialize");
     if (size == nullptr) invalid("ivf_serialize: size is NULL");
-    std::shared_lock lock(index->mutex);
-    needed = static_cast<size_t>(io::native_size(idx.dim(), idx.params().nlist, idx.ntotal(), idx.is_trained()));
+    // The size and the bytes come from the same published state.
+    const StatePtr state = idx.state();
+    needed = static_cast<size_t>(io::native_size(idx.dim(), idx.params().nlist, state->ntotal(), state->trained()));
     if (buffer == nullptr) return;
     if (capacity < needed)
       fail(Errc::BufferTooSmall, "ivf_serialize: the buffer holds " + std::to_string(capacity) +
                                      " bytes, the index needs " + std::to_string(needed));
-    const HostModel model = idx.snapshot();
+    const HostModel model = idx.export_model(*state);
     io::serialize_native(model, idx.params(), buffer, capacity);
   });
   if (status == IVF_OK || status == IVF_ERR_BUFFER_TOO_SMALL) *size = needed;

@@ -8,31 +8,6 @@
 
 namespace ivfgpu::cpu {
 
-float exact_distance(const float* a, const float* b, int64_t dim, Metric metric) {
-  // Eight independent partial sums: a float reduction in one accumulator cannot be
-  // vectorised without reassociation, eight can. The summation order is fixed, so results
-  // are the same on every run.
-  constexpr int64_t kLanes = 8;
-  float acc[kLanes] = {};
-  const int64_t body = dim - dim % kLanes;
-  if (metric == Metric::L2) {
-    for (int64_t j = 0; j < body; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) {
-        const float d = a[j + l] - b[j + l];
-        acc[l] += d * d;
-      }
-    for (int64_t j = body; j < dim; ++j) {
-      const float d = a[j] - b[j];
-      acc[0] += d * d;
-    }
-  } else {
-    for (int64_t j = 0; j < body; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
-    for (int64_t j = body; j < dim; ++j) acc[0] += a[j] * b[j];
-  }
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
 void coarse_scores(const float* x, int64_t n, const float* centroids, const float* centroid_norms,
                    int64_t nc, int64_t dim, Metric metric, float* scores) {
   // scores = x * centroids^T, then fold in the norm term. BLAS takes int sizes; callers block

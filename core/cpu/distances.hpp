@@ -9,8 +9,32 @@
 
 namespace ivfgpu::cpu {
 
-// Exact squared L2 distance or inner product between two dim-vectors.
-float exact_distance(const float* a, const float* b, int64_t dim, Metric metric);
+// Exact squared L2 distance or inner product between an f32 query and a stored row of element
+// type T (decoded to float term by term), written once over the element type. Eight
+// independent partial sums: a float reduction in one accumulator cannot be vectorised without
+// reassociation, eight can. The summation order is fixed, so results repeat on every run.
+template <class T>
+float exact_distance(const float* a, const T* b, int64_t dim, Metric metric) {
+  constexpr int64_t kLanes = 8;
+  float acc[kLanes] = {};
+  const int64_t body = dim - dim % kLanes;
+  if (metric == Metric::L2) {
+    for (int64_t j = 0; j < body; j += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const float d = a[j + l] - static_cast<float>(b[j + l]);
+        acc[l] += d * d;
+      }
+    for (int64_t j = body; j < dim; ++j) {
+      const float d = a[j] - static_cast<float>(b[j]);
+      acc[0] += d * d;
+    }
+  } else {
+    for (int64_t j = 0; j < body; j += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[j + l] * static_cast<float>(b[j + l]);
+    for (int64_t j = body; j < dim; ++j) acc[0] += a[j] * static_cast<float>(b[j]);
+  }
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
 
 // For n rows of x, scores[i * nc + c] against nc centroids, ordered so that SMALLER is
 // better for every metric: ||c||^2 - 2 x.c for L2 (||x||^2 dropped: constant per row),

@@ -1,22 +1,30 @@
-// The CUDA backend: owns the device copy of the index and runs every operation under one
-// failure policy. Out-of-memory and ordinary CUDA errors leave the index as it was; the first
-// sticky error marks the backend lost, and every later call fails with Errc::DeviceLost.
+// The CUDA backend: runs every operation on a published state under one failure policy.
+// Out-of-memory and ordinary CUDA errors leave the index as it was (nothing is published); the
+// first sticky error marks the backend lost, and every later call fails with Errc::DeviceLost.
+// Mutations run on the backend's own stream and synchronise only it: they never wait for
+// searches, which run on worker streams or callers' streams.
 #include "cuda_backend.hpp"
 
 #include <atomic>
-#include <new>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../centroids.hpp"
 #include "../errors.hpp"
+#include "../kmeans_steps.hpp"
+#include "../vector_ops.hpp"
 #include "assign.hpp"
 #include "check.hpp"
+#include "cuda_handles.hpp"
 #include "device_buffer.hpp"
 #include "device_context.hpp"
+#include "device_list_store.hpp"
 #include "kmeans.hpp"
-#include "list_store.hpp"
+#include "rows.hpp"
 #include "search.hpp"
+#include "select.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -31,167 +39,286 @@ int usable_device_count() {
 
 namespace {
 
+struct DeviceCentroids {
+  DeviceBuffer<float> centroids, norms;
+};
+
+struct CudaState final : IndexState {
+  CentroidsPtr host;                               // null until trained
+  std::shared_ptr<const DeviceCentroids> device;   // null until trained
+  std::shared_ptr<const DeviceListStore> store;
+
+  bool trained() const override { return host != nullptr; }
+  const ListStore& lists() const override { return *store; }
+};
+
+const CudaState& cuda_state(const IndexState& s) { return static_cast<const CudaState&>(s); }
+
+// A search queued on a caller's stream keeps its state alive until that stream passes `done`.
+struct PendingRelease {
+  UniqueEvent done;
+  StatePtr state;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int64_t dim, const BuildParams& params)
-      : params_(params), dim_(dim), ctx_(static_cast<int>(params.device)) {
-    DeviceGuard guard(ctx_.device());
-    IVF_CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
-    try {
-      lists_ = make_empty_store(ctx_, main_, dim_, params_.nlist);
-    } catch (...) {
-      (void)cudaStreamDestroy(main_);
-      throw;
-    }
-  }
+      : params_(params), dim_(dim), ctx_(static_cast<int>(params.device)), main_([&] {
+          DeviceGuard guard(ctx_.device());
+          return make_stream();
+        }()) {}
 
   ~CudaBackend() override {
     (void)cudaSetDevice(ctx_.device());
-    (void)cudaDeviceSynchronize();  // searches on callers' streams may still read the lists
-    lists_ = ListStore{};
-    centroids_.reset();
-    norms_.reset();
-    (void)cudaStreamSynchronize(main_);
-    (void)cudaStreamDestroy(main_);
+    // Asynchronous searches may still read their states: wait for each, then let go.
+    std::vector<PendingRelease> pending;
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      pending.swap(pending_);
+    }
+    for (PendingRelease& p : pending) (void)cudaEventSynchronize(p.done.get());
+    pending.clear();
+    (void)cudaStreamSynchronize(main_.get());
   }
 
-  void train(const float* x, int64_t n) override {
-    guarded([&] {
-      std::vector<float> centroids(static_cast<std::size_t>(params_.nlist * dim_));
-      DeviceContext::Lease lease(ctx_, main_);
-      kmeans_train(ctx_, main_, lease.blas(), x, n, dim_, params_.nlist, params_.metric, params_.kmeans_iters,
-                   static_cast<uint64_t>(params_.seed), centroids.data());
-      set_centroids(std::move(centroids));
+  NewState initial_state() override {
+    return guarded([&] {
+      auto s = std::make_shared<CudaState>();
+      s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
+      return s;
     });
   }
 
-  void add(const float* x, const int64_t* ids, int64_t n) override {
-    guarded([&] {
-      if (n == 0) return;
-      IVF_CUDA_CHECK(cudaDeviceSynchronize());
-      DeviceContext::Lease lease(ctx_, main_);
-      DeviceBuffer<float> d_x(ctx_, static_cast<std::size_t>(n * dim_), main_);
-      DeviceBuffer<int64_t> d_ids(ctx_, static_cast<std::size_t>(n), main_);
-      DeviceBuffer<int32_t> assign(ctx_, static_cast<std::size_t>(n), main_);
-      IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x, d_x.bytes(), cudaMemcpyHostToDevice, main_));
-      IVF_CUDA_CHECK(cudaMemcpyAsync(d_ids.data(), ids, d_ids.bytes(), cudaMemcpyHostToDevice, main_));
-      assign_nearest(ctx_, main_, lease.blas(), d_x.data(), n, dim_, centroids_.data(), norms_.data(),
+  NewState train(const IndexState&, const MatrixView& sample) override {
+    return guarded([&] {
+      // The sample is on the host (the Index draws it there); cosine trains on unit vectors.
+      std::vector<float> unit;
+      const float* x = sample.as<float>();
+      if (params_.metric == Metric::Cosine) {
+        unit = normalized_copy(x, sample.rows, dim_);
+        x = unit.data();
+      }
+      auto host = std::make_shared<HostCentroids>();
+      host->centroids.resize(static_cast<std::size_t>(params_.nlist * dim_));
+      {
+        DeviceContext::Lease lease(ctx_, main());
+        kmeans_train(ctx_, main(), lease.blas(), x, sample.rows, dim_, params_.nlist, params_.metric,
+                     params_.kmeans_iters, static_cast<uint64_t>(params_.seed), host->centroids.data());
+      }
+      squared_norms(host->centroids.data(), params_.nlist, dim_, host->norms);
+      auto s = std::make_shared<CudaState>();
+      s->device = upload_centroids(*host);
+      s->host = std::move(host);
+      s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
+      return s;
+    });
+  }
+
+  NewState add(const IndexState& current, const MatrixView& rows, const int64_t* ids) override {
+    return guarded([&] {
+      retire_finished();
+      const CudaState& cur = cuda_state(current);
+      const int64_t n = rows.rows;
+      const cudaStream_t stream = main();
+      DeviceContext::Lease lease(ctx_, stream);
+      // Rows on the device, prepared for the metric (the one place this backend normalises).
+      DeviceBuffer<float> d_x;
+      DeviceBuffer<int64_t> d_ids;
+      const float* x = rows.as<float>();
+      if (rows.on_host() || params_.metric == Metric::Cosine)
+        d_x = DeviceBuffer<float>(ctx_, static_cast<std::size_t>(n * dim_), stream);
+      if (rows.on_host()) {
+        IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x, d_x.bytes(), cudaMemcpyHostToDevice, stream));
+        if (ids != nullptr) {
+          d_ids = DeviceBuffer<int64_t>(ctx_, static_cast<std::size_t>(n), stream);
+          IVF_CUDA_CHECK(cudaMemcpyAsync(d_ids.data(), ids, d_ids.bytes(), cudaMemcpyHostToDevice, stream));
+          ids = d_ids.data();
+        }
+        x = d_x.data();
+      } else {
+        // Device input gets the checks the Index gives host input.
+        const int64_t bad = first_non_finite_row(ctx_, stream, x, n, dim_);
+        if (bad >= 0)
+          fail(Errc::InvalidArgument, "add: data row " + std::to_string(bad) +
+                                          " holds NaN or Inf (rejected: no distance is defined for it)");
+        if (ids != nullptr) {
+          const int64_t reserved = first_equal(ctx_, stream, ids, n, -1);
+          if (reserved >= 0)
+            fail(Errc::InvalidArgument, "add: id -1 is reserved for padding (row " + std::to_string(reserved) + ")");
+        }
+      }
+      if (params_.metric == Metric::Cosine) {
+        normalize_rows(stream, x, n, dim_, d_x.data());
+        x = d_x.data();
+      }
+      DeviceBuffer<int32_t> assign(ctx_, static_cast<std::size_t>(n), stream);
+      assign_nearest(ctx_, stream, lease.blas(), x, n, dim_, cur.device->centroids.data(), cur.device->norms.data(),
                      params_.nlist, params_.metric, assign.data());
-      store_append(ctx_, main_, lists_, d_x.data(), d_ids.data(), assign.data(), n);
+      auto s = std::make_shared<CudaState>();
+      s->host = cur.host;
+      s->device = cur.device;
+      s->store = cur.store->append(ctx_, stream, x, ids, assign.data(), n);
+      return s;
     });
   }
 
-  void reset() override {
-    guarded([&] {
-      IVF_CUDA_CHECK(cudaDeviceSynchronize());
-      ListStore empty = make_empty_store(ctx_, main_, dim_, params_.nlist);
-      lists_ = std::move(empty);
-      IVF_CUDA_CHECK(cudaStreamSynchronize(main_));
+  NewState reset(const IndexState& current) override {
+    return guarded([&] {
+      const CudaState& cur = cuda_state(current);
+      auto s = std::make_shared<CudaState>();
+      s->host = cur.host;
+      s->device = cur.device;
+      s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
+      return s;
     });
   }
 
-  void search(const SearchRequest& req) const override {
+  NewState restore(HostModel model) override {
+    return guarded([&] {
+      auto s = std::make_shared<CudaState>();
+      s->store = DeviceListStore::from_model(ctx_, main(), model);
+      if (model.trained) {
+        auto host = std::make_shared<HostCentroids>();
+        host->centroids = std::move(model.centroids);
+        host->norms = std::move(model.centroid_norms);
+        s->device = upload_centroids(*host);
+        s->host = std::move(host);
+      }
+      return s;
+    });
+  }
+
+  void search(const StatePtr& state, const SearchRequest& req) const override {
     guarded([&] {
+      retire_finished();
+      const CudaState& st = cuda_state(*state);
       SearchIndexView view;
       view.dim = dim_;
       view.nlist = params_.nlist;
       view.metric = params_.metric;
-      view.centroids = centroids_.data();
-      view.centroid_norms = norms_.data();
-      view.lists = &lists_;
+      view.centroids = st.device->centroids.data();
+      view.centroid_norms = st.device->norms.data();
+      view.lists = st.store->view();
       run_search(ctx_, view, req);
+      if (req.asynchronous()) {
+        PendingRelease p{make_event(), state};
+        IVF_CUDA_CHECK(cudaEventRecord(p.done.get(), static_cast<cudaStream_t>(req.stream)));
+        std::lock_guard<std::mutex> lock(pending_mutex_);
+        pending_.push_back(std::move(p));
+      }
     });
   }
 
-  int64_t ntotal() const override { return lists_.ntotal; }
-  bool is_trained() const override { return trained_; }
-
-  BackendInfo info() const override {
-    BackendInfo info;
-    info.kind = BackendKind::Cuda;
-    info.device = ctx_.device();
-    info.device_memory_bytes = lists_.device_bytes() + centroids_.bytes() + norms_.bytes();
-    info.host_memory_bytes = (host_centroids_.size() + host_norms_.size()) * sizeof(float) +
-                             (lists_.start.size() + lists_.size.size() + lists_.cap.size() +
-                              lists_.largest_prefix.size()) * sizeof(int64_t);
-    return info;
-  }
-
-  HostModel snapshot() const override {
+  HostModel export_model(const IndexState& state) const override {
+    const CudaState& st = cuda_state(state);
     HostModel m = HostModel::empty(dim_, params_.metric, params_.nlist);
     guarded([&] {
-      m.trained = trained_;
-      if (trained_) {
-        m.centroids = host_centroids_;
-        m.centroid_norms = host_norms_;
+      if (st.host) {
+        m.trained = true;
+        m.centroids = st.host->centroids;
+        m.centroid_norms = st.host->norms;
       }
-      store_to_model(main_, lists_, m);
+      st.store->export_lists(m);
     });
     return m;
   }
 
-  void restore(HostModel model) override {
-    guarded([&] {
-      IVF_CUDA_CHECK(cudaDeviceSynchronize());
-      // Build the whole new state aside, then swap.
-      DeviceBuffer<float> c, nrm;
-      if (model.trained) {
-        c = upload(model.centroids);
-        nrm = upload(model.centroid_norms);
-      }
-      ListStore store = store_from_model(ctx_, main_, model);
-      IVF_CUDA_CHECK(cudaStreamSynchronize(main_));
-      centroids_ = std::move(c);
-      norms_ = std::move(nrm);
-      host_centroids_ = model.centroids;
-      host_norms_ = model.centroid_norms;
-      lists_ = std::move(store);
-      trained_ = model.trained;
+  std::vector<float> host_copy(const MatrixView& x) const override {
+    return guarded([&] {
+      std::vector<float> host(static_cast<std::size_t>(x.rows * x.dim));
+      DeviceContext::Lease lease(ctx_, nullptr);
+      IVF_CUDA_CHECK(cudaMemcpyAsync(host.data(), x.data, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                     lease.stream()));
+      IVF_CUDA_CHECK(cudaStreamSynchronize(lease.stream()));
+      return host;
     });
   }
 
+  BackendKind kind() const override { return BackendKind::Cuda; }
+
+  BackendInfo info(const IndexState& state) const override {
+    const CudaState& st = cuda_state(state);
+    BackendInfo info;
+    info.kind = BackendKind::Cuda;
+    info.device = ctx_.device();
+    info.device_memory_bytes = st.store->bytes();
+    info.host_memory_bytes = st.store->view().nlist * 4 * sizeof(int64_t);
+    if (st.host) {
+      info.device_memory_bytes += st.device->centroids.bytes() + st.device->norms.bytes();
+      info.host_memory_bytes += (st.host->centroids.size() + st.host->norms.size()) * sizeof(float);
+    }
+    info.pool_cached_bytes = ctx_.pool_cached_bytes();
+    return info;
+  }
+
+  void trim() noexcept override {
+    retire_finished_noexcept();
+    // Frees of the replaced state were queued on the mutation stream: let them land first.
+    (void)cudaStreamSynchronize(main());
+    ctx_.trim_pool();
+  }
+
+  int64_t max_k() const override { return select_max_k(ctx_.limits()); }
+
  private:
   template <typename F>
-  void guarded(F&& f) const {
+  auto guarded(F&& f) const -> decltype(f()) {
     if (lost_.load()) fail(Errc::DeviceLost, "the CUDA device of this index was lost after an earlier error");
     try {
       DeviceGuard guard(ctx_.device());
-      f();
+      return f();
     } catch (const Error& e) {
       if (e.code() == Errc::DeviceLost) lost_.store(true);
       throw;
     }
   }
 
-  DeviceBuffer<float> upload(const std::vector<float>& v) {
-    DeviceBuffer<float> b(ctx_, v.size(), main_);
-    IVF_CUDA_CHECK(cudaMemcpyAsync(b.data(), v.data(), b.bytes(), cudaMemcpyHostToDevice, main_));
-    return b;
+  cudaStream_t main() const { return main_.get(); }
+
+  std::shared_ptr<const DeviceCentroids> upload_centroids(const HostCentroids& host) {
+    auto d = std::make_shared<DeviceCentroids>();
+    d->centroids = DeviceBuffer<float>(ctx_, host.centroids.size(), main());
+    d->norms = DeviceBuffer<float>(ctx_, host.norms.size(), main());
+    IVF_CUDA_CHECK(cudaMemcpyAsync(d->centroids.data(), host.centroids.data(), d->centroids.bytes(),
+                                   cudaMemcpyHostToDevice, main()));
+    IVF_CUDA_CHECK(cudaMemcpyAsync(d->norms.data(), host.norms.data(), d->norms.bytes(), cudaMemcpyHostToDevice,
+                                   main()));
+    IVF_CUDA_CHECK(cudaStreamSynchronize(main()));
+    return d;
   }
 
-  void set_centroids(std::vector<float> centroids) {
-    HostModel tmp = HostModel::empty(dim_, params_.metric, params_.nlist);
-    tmp.centroids = std::move(centroids);
-    tmp.compute_centroid_norms();
-    DeviceBuffer<float> c = upload(tmp.centroids);
-    DeviceBuffer<float> nrm = upload(tmp.centroid_norms);
-    IVF_CUDA_CHECK(cudaStreamSynchronize(main_));
-    IVF_CUDA_CHECK(cudaDeviceSynchronize());
-    centroids_ = std::move(c);
-    norms_ = std::move(nrm);
-    host_centroids_ = std::move(tmp.centroids);
-    host_norms_ = std::move(tmp.centroid_norms);
-    trained_ = true;
+  // Lets go of the states of asynchronous searches whose streams have passed them. The states
+  // are dropped outside the lock (dropping one may free device memory).
+  void retire_finished() const {
+    std::vector<PendingRelease> done;
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      for (std::size_t i = 0; i < pending_.size();) {
+        const cudaError_t e = cudaEventQuery(pending_[i].done.get());
+        if (e == cudaErrorNotReady) {
+          ++i;
+          continue;
+        }
+        if (e != cudaSuccess) IVF_CUDA_CHECK(e);
+        done.push_back(std::move(pending_[i]));
+        pending_[i] = std::move(pending_.back());
+        pending_.pop_back();
+      }
+    }
+  }
+  void retire_finished_noexcept() const noexcept {
+    try {
+      retire_finished();
+    } catch (...) {
+    }
   }
 
   BuildParams params_;
   int64_t dim_;
   DeviceContext ctx_;
-  cudaStream_t main_ = nullptr;  // mutations and snapshots
-  ListStore lists_;
-  DeviceBuffer<float> centroids_, norms_;
-  std::vector<float> host_centroids_, host_norms_;
-  bool trained_ = false;
+  UniqueStream main_;  // mutations; serialised by the Index
+  mutable std::mutex pending_mutex_;
+  mutable std::vector<PendingRelease> pending_;
   mutable std::atomic<bool> lost_{false};
 };
 

@@ -12,5 +12,7 @@ namespace ivfgpu::cuda {
 int usable_device_count();
 
 std::unique_ptr<Backend> make_cuda_backend(int64_t dim, const BuildParams& params);
+// Blocks until a caller's cudaStream_t (given as void*) has drained.
+void wait_for_stream(void* stream);
 
 }  // namespace ivfgpu::cuda

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "check.hpp"
+#include "cuda_backend.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -46,10 +47,7 @@ DeviceContext::~DeviceContext() {
   int previous = -1;
   (void)cudaGetDevice(&previous);
   (void)cudaSetDevice(limits_.device);
-  for (auto& w : workers_) {
-    if (w->blas) (void)cublasDestroy(w->blas);
-    if (w->stream) (void)cudaStreamDestroy(w->stream);
-  }
+  workers_.clear();  // RAII: handles and streams
   if (pool_) {
     (void)cudaDeviceSynchronize();
     (void)cudaMemPoolDestroy(pool_);
@@ -90,15 +88,11 @@ Worker* DeviceContext::acquire() const {
     }
   }
   auto w = std::make_unique<Worker>();
-  IVF_CUDA_CHECK(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
-  const cublasStatus_t s = cublasCreate(&w->blas);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    (void)cudaStreamDestroy(w->stream);
-    IVF_CUBLAS_CHECK(s);
-  }
+  w->stream = make_stream();
+  w->blas = make_blas();  // a failure here releases the stream (RAII)
   // Exact fp32 GEMMs: no TF32 (coarse ranking must agree with the CPU reference).
-  (void)cublasSetMathMode(w->blas, CUBLAS_PEDANTIC_MATH);
-  (void)cublasSetStream(w->blas, w->stream);
+  IVF_CUBLAS_CHECK(cublasSetMathMode(w->blas.get(), CUBLAS_PEDANTIC_MATH));
+  IVF_CUBLAS_CHECK(cublasSetStream(w->blas.get(), w->stream.get()));
   std::lock_guard<std::mutex> lock(mutex_);
   workers_.push_back(std::move(w));
   return workers_.back().get();
@@ -110,13 +104,49 @@ void DeviceContext::release(Worker* w) const noexcept {
 }
 
 DeviceContext::Lease::Lease(const DeviceContext& ctx, cudaStream_t caller)
-    : ctx_(ctx), worker_(ctx.acquire()), stream_(caller ? caller : worker_->stream) {
-  if (caller) (void)cublasSetStream(worker_->blas, caller);
+    : ctx_(ctx), worker_(ctx.acquire()), stream_(caller ? caller : worker_->stream.get()) {
+  if (caller) (void)cublasSetStream(worker_->blas.get(), caller);
 }
 
 DeviceContext::Lease::~Lease() {
-  if (stream_ != worker_->stream) (void)cublasSetStream(worker_->blas, worker_->stream);
+  if (stream_ != worker_->stream.get()) (void)cublasSetStream(worker_->blas.get(), worker_->stream.get());
   ctx_.release(worker_);
 }
+
+std::size_t DeviceContext::pool_cached_bytes() const noexcept {
+  if (!use_pool_) return 0;
+  uint64_t reserved = 0, used = 0;
+  if (cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess ||
+      cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return reserved > used ? static_cast<std::size_t>(reserved - used) : 0;
+}
+
+void DeviceContext::trim_pool() const noexcept {
+  if (use_pool_) (void)cudaMemPoolTrimTo(pool_, 0);
+}
+
+int DeviceContext::blocks_per_sm(const void* kernel, int threads, std::size_t smem) const {
+  const auto key = std::make_pair(kernel, std::make_pair(threads, smem));
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  auto it = occupancy_.find(key);
+  if (it != occupancy_.end()) return it->second;
+  int per_sm = 0;
+  IVF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  occupancy_[key] = per_sm;
+  return per_sm;
+}
+
+void DeviceContext::opt_in_shared_memory(const void* kernel, std::size_t bytes) const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  std::size_t& done = smem_opt_in_[kernel];
+  if (done >= bytes) return;
+  IVF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  done = bytes;
+}
+
+void wait_for_stream(void* stream) { IVF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
 
 }  // namespace ivfgpu::cuda

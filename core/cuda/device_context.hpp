@@ -1,14 +1,19 @@
-// Per-backend device resources: the device's real limits, a stream-ordered memory pool, and a
-// pool of (stream, cuBLAS handle) pairs so that many host threads can search at once.
+// Per-backend device resources: the device's real limits, a stream-ordered memory pool, a pool
+// of (stream, cuBLAS handle) pairs so that many host threads can search at once, and the
+// per-device answers dispatch asks once (occupancy, opted-in shared memory).
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
+
+#include "cuda_handles.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -34,8 +39,8 @@ class DeviceGuard {
 
 // A stream and its cuBLAS handle, checked out of the pool for one call.
 struct Worker {
-  cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
+  UniqueStream stream;
+  UniqueBlas blas;
 };
 
 class DeviceContext {
@@ -53,6 +58,16 @@ class DeviceContext {
   // is trimmed and the allocation retried once; then Errc::OutOfDeviceMemory.
   void* allocate(std::size_t bytes, cudaStream_t stream) const;
   void deallocate(void* p, cudaStream_t stream) const noexcept;
+  // Pool blocks kept for reuse (reserved but not in use), and giving them back to the driver.
+  std::size_t pool_cached_bytes() const noexcept;
+  void trim_pool() const noexcept;
+
+  // Resident blocks per SM of `kernel` at `threads` per block and `smem` dynamic bytes, asked
+  // once per (kernel, threads, smem) for this device.
+  int blocks_per_sm(const void* kernel, int threads, std::size_t smem) const;
+  // Opts `kernel` in to `bytes` of dynamic shared memory once (cudaFuncSetAttribute is not
+  // safe to race with launches of the same kernel from other threads).
+  void opt_in_shared_memory(const void* kernel, std::size_t bytes) const;
 
   // A worker for one call; `caller` (may be null) replaces the worker's own stream.
   class Lease {
@@ -62,8 +77,8 @@ class DeviceContext {
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     cudaStream_t stream() const { return stream_; }
-    cublasHandle_t blas() const { return worker_->blas; }
-    bool own_stream() const { return stream_ == worker_->stream; }
+    cublasHandle_t blas() const { return worker_->blas.get(); }
+    bool own_stream() const { return stream_ == worker_->stream.get(); }
 
    private:
     const DeviceContext& ctx_;
@@ -81,6 +96,9 @@ class DeviceContext {
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<Worker>> workers_;
   mutable std::vector<Worker*> free_;
+  mutable std::mutex cache_mutex_;
+  mutable std::map<std::pair<const void*, std::pair<int, std::size_t>>, int> occupancy_;
+  mutable std::map<const void*, std::size_t> smem_opt_in_;
 };
 
 }  // namespace ivfgpu::cuda

@@ -12,6 +12,7 @@
 #include "../vector_ops.hpp"
 #include "assign.hpp"
 #include "check.hpp"
+#include "launch.cuh"
 #include "device_buffer.hpp"
 
 namespace ivfgpu::cuda {
@@ -51,15 +52,14 @@ void kmeans_train(const DeviceContext& ctx, cudaStream_t stream, cublasHandle_t 
   DeviceBuffer<int32_t> assign(ctx, n, stream), sorted_assign(ctx, n, stream);
   DeviceBuffer<int32_t> rows(ctx, n, stream), sorted_rows(ctx, n, stream);
   DeviceBuffer<int64_t> d_first(ctx, k, stream), d_count(ctx, k, stream);
-  int end_bit = 1;
-  while ((int64_t{1} << end_bit) < k) ++end_bit;
+  const int end_bit = radix_end_bit(k);
   std::size_t tmp_bytes = 0;
   IVF_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, tmp_bytes, assign.data(), sorted_assign.data(),
                                                  rows.data(), sorted_rows.data(), static_cast<int>(n), 0, end_bit,
                                                  stream));
   DeviceBuffer<unsigned char> tmp(ctx, tmp_bytes, stream);
   IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x, d_x.bytes(), cudaMemcpyHostToDevice, stream));
-  iota32_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 1 << 20)), 256, 0, stream>>>(rows.data(), n);
+  iota32_kernel<<<grid_for(n), kDefaultThreads, 0, stream>>>(rows.data(), n);
   IVF_CUDA_CHECK_LAUNCH();
 
   std::vector<float> norms;

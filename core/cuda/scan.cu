@@ -4,11 +4,12 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 
+#include "../element_type.hpp"
 #include "check.hpp"
 #include "device_buffer.hpp"
+#include "element_traits.cuh"
+#include "launch.cuh"
 
 namespace ivfgpu::cuda {
 
@@ -19,13 +20,11 @@ constexpr int kTileV = 64;  // vectors per tile
 constexpr int kTileD = 32;  // dimensions staged per step
 constexpr int kUnitTiles = 4;  // vector tiles per work unit (amortises the unit's set-up)
 
-unsigned grid_for(int64_t n, int threads) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 1 << 20)));
-}
-
 // Per query: exclusive prefix of its probed list sizes (its candidate row layout).
 __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int64_t nprobe, const int64_t* list_size,
-                                         int64_t* cand_off, int64_t* cand_len) {
+                                         CandidateRows cand) {
+  int64_t* cand_off = cand.offsets;
+  int64_t* cand_len = cand.lengths;
   using Scan = cub::BlockScan<int64_t, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   for (int64_t q = blockIdx.x; q < nq; q += gridDim.x) {
@@ -47,23 +46,19 @@ __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int6
 }
 
 __global__ void count_pairs_kernel(const int32_t* probes, int64_t npairs, int32_t* count) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < npairs;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    atomicAdd(&count[probes[i]], 1);
+  for (int64_t i = global_thread(); i < npairs; i += thread_stride()) atomicAdd(&count[probes[i]], 1);
 }
 
 // Pair i goes into its list's group. The order inside a group does not matter: every pair
 // writes to its own place in the candidate rows.
 __global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int32_t* cursor, int32_t* grouped) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < npairs;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+  for (int64_t i = global_thread(); i < npairs; i += thread_stride())
     grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
 }
 
 __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* list_size, int64_t nlist, int tile_q,
                                       int64_t* tiles) {
-  for (int64_t l = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; l <= nlist;
-       l += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t l = global_thread(); l <= nlist; l += thread_stride()) {
     if (l == nlist) {
       tiles[l] = 0;
       continue;
@@ -74,33 +69,34 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
   }
 }
 
+template <class T>
 struct TileArgs {
   const float* queries;
   int64_t dim, nlist, nprobe;
-  const float* vectors;
+  const T* vectors;
   const int64_t* list_start;
   const int64_t* list_size;
   const int32_t* grouped;     // pair ids grouped by list
   const int32_t* pair_begin;  // nlist: first grouped entry of each list
   const int32_t* pair_count;  // nlist
   const int64_t* tile_off;    // nlist + 1
-  float* cand;
-  int64_t cand_stride;
-  const int64_t* cand_off;
-  bool vec4;  // dim % 4 == 0: 16-byte loads
+  CandidateRows cand;
+  bool vec4;  // dim % 4 == 0 and aligned bases: 16-byte loads
 };
 
 // Stages rows [0, rows) x dims [d0, d0 + kTileD) of a row-major matrix into t[j][r]
 // (transposed), zero outside. row_ptr(r) gives the row's start or nullptr for a missing row.
-template <int ROWS, int PITCH, class RowPtr>
+template <int ROWS, int PITCH, class T, class RowPtr>
 __device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, int64_t d0, int64_t dim, bool vec4) {
+  using E = DeviceElement<T>;
+  static_assert(E::kPerLoad == 4, "stage_tile stages four elements per wide load");
   const int tid = threadIdx.x;
   if (vec4) {
     for (int e = tid; e < ROWS * (kTileD / 4); e += kThreads) {
       const int r = e / (kTileD / 4), j = (e % (kTileD / 4)) * 4;
-      const float* p = row_ptr(r);
+      const T* p = row_ptr(r);
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (p != nullptr && d0 + j < dim) v = *reinterpret_cast<const float4*>(p + d0 + j);
+      if (p != nullptr && d0 + j < dim) v = E::load4(p + d0 + j);
       t[j][r] = v.x;
       t[j + 1][r] = v.y;
       t[j + 2][r] = v.z;
@@ -109,8 +105,8 @@ __device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, in
   } else {
     for (int e = tid; e < ROWS * kTileD; e += kThreads) {
       const int r = e / kTileD, j = e % kTileD;
-      const float* p = row_ptr(r);
-      t[j][r] = (p != nullptr && d0 + j < dim) ? p[d0 + j] : 0.0f;
+      const T* p = row_ptr(r);
+      t[j][r] = (p != nullptr && d0 + j < dim) ? E::load1(p + d0 + j) : 0.0f;
     }
   }
 }
@@ -118,8 +114,8 @@ __device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, in
 // One (list, query tile, vector tile) per iteration of a persistent grid. Thread (ty, tx) owns
 // queries ty*RQ.. and vectors tx*4..: a TQ x 64 register tile, fp32, accumulated in dimension
 // order so each distance is the plain sequential sum.
-template <int TQ, bool IP>
-__global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs a) {
+template <class T, int TQ, bool IP>
+__global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
   constexpr int RQ = TQ / 16;
   constexpr int RV = kTileV / 16;
   constexpr int QP = TQ + 4, VP = kTileV + 4;  // padded rows, 16-byte aligned
@@ -150,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs a) {
         const int64_t pr = a.grouped[a.pair_begin[l] + qt * TQ + tid];
         const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
         q_row[tid] = q;
-        out_base[tid] = q * a.cand_stride + a.cand_off[q * (a.nprobe + 1) + p];
+        out_base[tid] = a.cand.slot(q, p, 0);
       } else {
         q_row[tid] = -1;
       }
@@ -160,18 +156,18 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs a) {
     for (int64_t vt = unit * kUnitTiles; vt < vt_end; ++vt) {
       const int64_t v0 = vt * kTileV;
       const int vcount = static_cast<int>(size - v0 < kTileV ? size - v0 : kTileV);
-      const float* x = a.vectors + (a.list_start[l] + v0) * a.dim;
+      const T* x = a.vectors + (a.list_start[l] + v0) * a.dim;
       float acc[RQ][RV];
 #pragma unroll
       for (int r = 0; r < RQ; ++r)
 #pragma unroll
         for (int c = 0; c < RV; ++c) acc[r][c] = 0.0f;
       for (int64_t d0 = 0; d0 < a.dim; d0 += kTileD) {
-        stage_tile<TQ, QP>(qs, [&](int r) -> const float* {
+        stage_tile<TQ, QP, float>(qs, [&](int r) -> const float* {
           const int64_t q = q_row[r];
           return q >= 0 ? a.queries + q * a.dim : nullptr;
         }, d0, a.dim, a.vec4);
-        stage_tile<kTileV, VP>(xs, [&](int r) -> const float* { return r < vcount ? x + r * a.dim : nullptr; },
+        stage_tile<kTileV, VP, T>(xs, [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; },
                                d0, a.dim, a.vec4);
         __syncthreads();
         // A warp holds query rows 8w..8w+7 (RQ = 4) or 2w, 2w+1 (RQ = 1): skip it when they are
@@ -212,41 +208,39 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs a) {
 #pragma unroll
         for (int c = 0; c < RV; ++c) {
           const int vi = tx * 4 + c;
-          if (vi < vcount) a.cand[base + vi] = acc[r][c];
+          if (vi < vcount) a.cand.dist[base + vi] = acc[r][c];
         }
       }
     }
   }
 }
 
-template <int TQ, bool IP>
-void launch_tiles(const DeviceLimits& limits, cudaStream_t stream, const TileArgs& args) {
-  // Resident blocks per SM, asked once per device (the answer never changes).
-  static std::mutex mutex;
-  static std::map<int, int> cache;
-  int per_sm = 1;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(limits.device);
-    if (it == cache.end()) {
-      IVF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, list_tile_kernel<TQ, IP>, kThreads, 0));
-      cache[limits.device] = per_sm;
-    } else {
-      per_sm = it->second;
-    }
-  }
-  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * limits.sm_count);
-  list_tile_kernel<TQ, IP><<<grid, kThreads, 0, stream>>>(args);
+template <class T, int TQ, bool IP>
+void launch_tiles(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args) {
+  // A persistent grid: as many blocks as can be resident (asked once per context).
+  const auto kernel = list_tile_kernel<T, TQ, IP>;
+  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
+  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
+  kernel<<<grid, kThreads, 0, stream>>>(args);
   IVF_CUDA_CHECK_LAUNCH();
+}
+
+// The one dispatch of the scan: query tile by queries per list, metric, element type.
+template <class T>
+void launch_scan(const DeviceContext& ctx, cudaStream_t stream, int tile_q, bool ip, const TileArgs<T>& args) {
+  if (tile_q == 64)
+    ip ? launch_tiles<T, 64, true>(ctx, stream, args) : launch_tiles<T, 64, false>(ctx, stream, args);
+  else
+    ip ? launch_tiles<T, 16, true>(ctx, stream, args) : launch_tiles<T, 16, false>(ctx, stream, args);
 }
 
 }  // namespace
 
 void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
   const int64_t npairs = p.nq * p.nprobe;
-  const int64_t nlist = p.nlist;
-  candidate_offsets_kernel<<<static_cast<unsigned>(std::min<int64_t>(p.nq, 1 << 20)), kThreads, 0, stream>>>(
-      p.probes, p.nq, p.nprobe, p.list_size, p.cand_off, p.cand_len);
+  const int64_t nlist = p.lists.nlist;
+  candidate_offsets_kernel<<<static_cast<unsigned>(std::min<int64_t>(p.nq, kMaxGridBlocks)), kThreads, 0, stream>>>(
+      p.probes, p.nq, p.nprobe, p.lists.size, p.cand);
   IVF_CUDA_CHECK_LAUNCH();
 
   // Dispatch: the query tile follows the expected number of queries per probed list.
@@ -264,29 +258,30 @@ void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem
   DeviceBuffer<unsigned char> tmp(ctx, std::max(b1, b2), stream);
 
   IVF_CUDA_CHECK(cudaMemsetAsync(pair_count.data(), 0, pair_count.bytes(), stream));
-  count_pairs_kernel<<<grid_for(npairs, 256), 256, 0, stream>>>(p.probes, npairs, pair_count.data());
+  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, pair_count.data());
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), b1, pair_count.data(), pair_begin.data(),
                                                static_cast<int>(nlist), stream));
   IVF_CUDA_CHECK(cudaMemcpyAsync(cursor.data(), pair_begin.data(), pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
-  group_pairs_kernel<<<grid_for(npairs, 256), 256, 0, stream>>>(p.probes, npairs, cursor.data(), grouped.data());
+  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, cursor.data(), grouped.data());
   IVF_CUDA_CHECK_LAUNCH();
-  tiles_per_list_kernel<<<grid_for(nlist + 1, 256), 256, 0, stream>>>(pair_count.data(), p.list_size, nlist, tile_q,
+  tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(pair_count.data(), p.lists.size, nlist, tile_q,
                                                                       tiles.data());
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), b2, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));
 
-  // 16-byte loads need dim % 4 == 0 and 16-byte aligned bases (pool allocations are).
-  const bool vec4 = p.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
-                    reinterpret_cast<uintptr_t>(p.vectors) % 16 == 0;
-  TileArgs args{p.queries, p.dim, nlist, p.nprobe, p.vectors, p.list_start, p.list_size, grouped.data(),
-                pair_begin.data(), pair_count.data(), tile_off.data(), p.cand, p.cand_stride, p.cand_off, vec4};
   const bool ip = p.metric != Metric::L2;
-  if (tile_q == 64)
-    ip ? launch_tiles<64, true>(ctx.limits(), stream, args) : launch_tiles<64, false>(ctx.limits(), stream, args);
-  else
-    ip ? launch_tiles<16, true>(ctx.limits(), stream, args) : launch_tiles<16, false>(ctx.limits(), stream, args);
+  dispatch_element_type(p.lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // 16-byte loads need whole loads per row and 16-byte aligned bases (pool allocations are).
+    const bool vec4 = p.lists.dim % DeviceElement<T>::kPerLoad == 0 && p.lists.dim % 4 == 0 &&
+                      reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0;
+    TileArgs<T> args{p.queries, p.lists.dim, nlist, p.nprobe, p.lists.rows<T>(), p.lists.start, p.lists.size,
+                     grouped.data(), pair_begin.data(), pair_count.data(), tile_off.data(), p.cand, vec4};
+    launch_scan<T>(ctx, stream, tile_q, ip, args);
+  });
 }
 
 }  // namespace ivfgpu::cuda

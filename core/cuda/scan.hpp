@@ -10,7 +10,9 @@
 
 #include <cstdint>
 
+#include "../list_store.hpp"
 #include "../types.hpp"
+#include "candidates.cuh"
 #include "device_context.hpp"
 
 namespace ivfgpu::cuda {
@@ -18,19 +20,11 @@ namespace ivfgpu::cuda {
 struct ScanProblem {
   const float* queries = nullptr;   // nq * dim (device)
   int64_t nq = 0;
-  int64_t dim = 0;
-  int64_t nlist = 0;
   int64_t nprobe = 0;
   const int32_t* probes = nullptr;  // nq * nprobe list ids
-  const float* vectors = nullptr;   // the list store
-  const int64_t* list_start = nullptr;
-  const int64_t* list_size = nullptr;
+  ListView lists;                   // a device-tier view
   Metric metric = Metric::L2;
-  // Output: candidate row of query q is cand + q * cand_stride, probe p's list at cand_off.
-  float* cand = nullptr;
-  int64_t cand_stride = 0;
-  int64_t* cand_off = nullptr;      // nq * (nprobe + 1), written here
-  int64_t* cand_len = nullptr;      // nq, written here
+  CandidateRows cand;               // offsets and lengths are written here
 };
 
 // Runs the whole stage on `stream`, scratch from ctx's pool. No host synchronisation.

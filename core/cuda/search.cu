@@ -7,8 +7,11 @@
 
 #include "../errors.hpp"
 #include "assign.hpp"
+#include "candidates.cuh"
 #include "check.hpp"
 #include "device_buffer.hpp"
+#include "launch.cuh"
+#include "rows.hpp"
 #include "scan.hpp"
 #include "select.hpp"
 
@@ -21,71 +24,43 @@ constexpr int64_t kCoarseBudget = int64_t{1} << 26;
 // Final top-k scratch (positions + keys) of one chunk: at most this many entries.
 constexpr int64_t kResultBudget = int64_t{1} << 26;
 
-// One warp per row: scale to unit length (zero rows stay zero), as normalized_copy does.
-__global__ void normalize_rows_kernel(const float* in, int64_t n, int64_t dim, float* out) {
-  const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; r < n; r += warps) {
-    const float* x = in + r * dim;
-    float s = 0.0f;
-    for (int64_t j = lane; j < dim; j += 32) s += x[j] * x[j];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const float inv = s > 0.0f ? 1.0f / sqrtf(s) : 0.0f;
-    for (int64_t j = lane; j < dim; j += 32) out[r * dim + j] = s > 0.0f ? x[j] * inv : 0.0f;
-  }
-}
-
 // Stage D's last step: candidate positions -> ids, padding past the count.
 __global__ void finalize_kernel(const int32_t* sel_pos, const float* sel_key, const int32_t* count, int64_t nq,
-                                int64_t k, int64_t nprobe, const int64_t* cand_off, const int32_t* probes,
-                                const int64_t* list_start, const int64_t* ids, float pad, int64_t* out_ids,
-                                float* out_dists) {
+                                int64_t k, CandidateRows cand, const int32_t* probes, const int64_t* list_start,
+                                const int64_t* ids, float pad, int64_t* out_ids, float* out_dists) {
   const int64_t total = nq * k;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t e = global_thread(); e < total; e += thread_stride()) {
     const int64_t q = e / k, j = e % k;
     if (j >= count[q]) {
       out_ids[e] = -1;
       out_dists[e] = pad;
       continue;
     }
-    const int64_t pos = sel_pos[e];
-    const int64_t* off = cand_off + q * (nprobe + 1);
-    int64_t lo = 0, hi = nprobe;  // off[lo] <= pos < off[hi]
-    while (hi - lo > 1) {
-      const int64_t mid = (lo + hi) / 2;
-      if (off[mid] <= pos) lo = mid; else hi = mid;
-    }
-    const int64_t list = probes[q * nprobe + lo];
-    out_ids[e] = ids[list_start[list] + (pos - off[lo])];
+    int64_t probe, row;
+    cand.locate(q, sel_pos[e], probe, row);
+    const int64_t list = probes[q * cand.nprobe + probe];
+    out_ids[e] = ids[list_start[list] + row];
     out_dists[e] = sel_key[e];
   }
 }
 
 __global__ void pad_kernel(int64_t total, float pad, int64_t* out_ids, float* out_dists) {
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t e = global_thread(); e < total; e += thread_stride()) {
     out_ids[e] = -1;
     out_dists[e] = pad;
   }
-}
-
-unsigned grid_for(int64_t n, int threads) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 1 << 20)));
 }
 
 }  // namespace
 
 void run_search(const DeviceContext& ctx, const SearchIndexView& index, const SearchRequest& req) {
   const DeviceLimits& limits = ctx.limits();
-  if (req.k > select_max_k(limits))
-    fail(Errc::Unsupported, "search: k = " + std::to_string(req.k) + " exceeds this device's maximum (" +
-                                std::to_string(select_max_k(limits)) + ")");
-  const int64_t dim = index.dim, nlist = index.nlist, k = req.k, nprobe = req.nprobe, n = req.n;
+  const int64_t dim = index.dim, nlist = index.nlist, k = req.k, nprobe = req.nprobe, n = req.n();
   const bool larger = larger_is_better(index.metric);
   const float pad = larger ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
-  const ListStore& lists = *index.lists;
+  const ListView& lists = index.lists;
   const bool host = req.memory == MemoryKind::Host;
+  const bool normalize = index.metric == Metric::Cosine;
 
   DeviceContext::Lease lease(ctx, static_cast<cudaStream_t>(req.stream));
   cudaStream_t stream = lease.stream();
@@ -106,7 +81,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
 
   // Scratch for one chunk, reused by every chunk. Out of memory (e.g. many large searches at
   // once) halves the chunk and tries again; only a single query that cannot fit fails.
-  const bool stage_queries = host || req.normalize_queries;
+  const bool stage_queries = host || normalize;
   DeviceBuffer<float> q_buf, coarse, cand, sel_key;
   DeviceBuffer<int64_t> out_ids_buf, cand_off, cand_len;
   DeviceBuffer<float> out_dists_buf;
@@ -140,7 +115,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
       const int64_t rows = std::min(chunk, n - q0);
       int64_t* oi = host ? out_ids_buf.data() : req.ids + q0 * k;
       float* od = host ? out_dists_buf.data() : req.dists + q0 * k;
-      pad_kernel<<<grid_for(rows * k, 256), 256, 0, stream>>>(rows * k, pad, oi, od);
+      pad_kernel<<<grid_for(rows * k), kDefaultThreads, 0, stream>>>(rows * k, pad, oi, od);
       IVF_CUDA_CHECK_LAUNCH();
       if (host) {
         IVF_CUDA_CHECK(cudaMemcpyAsync(req.ids + q0 * k, oi, sizeof(int64_t) * rows * k, cudaMemcpyDeviceToHost, stream));
@@ -153,13 +128,13 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
 
   for (int64_t q0 = 0; q0 < n; q0 += chunk) {
     const int64_t rows = std::min(chunk, n - q0);
-    const float* queries = req.queries + q0 * dim;
+    const float* queries = req.queries.as<float>() + q0 * dim;
     if (host) {
       IVF_CUDA_CHECK(cudaMemcpyAsync(q_buf.data(), queries, sizeof(float) * rows * dim, cudaMemcpyHostToDevice, stream));
       queries = q_buf.data();
-    } else if (req.normalize_queries) {
-      normalize_rows_kernel<<<grid_for(rows * 32, 256), 256, 0, stream>>>(queries, rows, dim, q_buf.data());
-      IVF_CUDA_CHECK_LAUNCH();
+    }
+    if (normalize) {
+      normalize_rows(stream, queries, rows, dim, q_buf.data());
       queries = q_buf.data();
     }
     // A: coarse scores (smaller is better), B: the nprobe best lists, best first.
@@ -175,18 +150,11 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     ScanProblem sp;
     sp.queries = queries;
     sp.nq = rows;
-    sp.dim = dim;
-    sp.nlist = nlist;
     sp.nprobe = nprobe;
     sp.probes = probes.data();
-    sp.vectors = lists.vectors.data();
-    sp.list_start = lists.d_start.data();
-    sp.list_size = lists.d_size.data();
+    sp.lists = lists;
     sp.metric = index.metric;
-    sp.cand = cand.data();
-    sp.cand_stride = bound;
-    sp.cand_off = cand_off.data();
-    sp.cand_len = cand_len.data();
+    sp.cand = CandidateRows{cand.data(), bound, cand_off.data(), cand_len.data(), nprobe};
     scan_lists(ctx, stream, sp);
     // D: the k best candidates of each query, then their ids.
     SelectInput din;
@@ -197,9 +165,9 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     select_topk(ctx, stream, din, rows, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
     int64_t* oi = host ? out_ids_buf.data() : req.ids + q0 * k;
     float* od = host ? out_dists_buf.data() : req.dists + q0 * k;
-    finalize_kernel<<<grid_for(rows * k, 256), 256, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(),
-                                                                 rows, k, nprobe, cand_off.data(), probes.data(),
-                                                                 lists.d_start.data(), lists.ids.data(), pad, oi, od);
+    finalize_kernel<<<grid_for(rows * k), kDefaultThreads, 0, stream>>>(
+        sel_pos.data(), sel_key.data(), sel_count.data(), rows, k, sp.cand, probes.data(), lists.start, lists.ids, pad,
+        oi, od);
     IVF_CUDA_CHECK_LAUNCH();
     if (host) {
       IVF_CUDA_CHECK(cudaMemcpyAsync(req.ids + q0 * k, oi, sizeof(int64_t) * rows * k, cudaMemcpyDeviceToHost, stream));

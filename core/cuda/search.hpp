@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
-#include "../backend.hpp"
+#include "../list_store.hpp"
+#include "../search_request.hpp"
 #include "device_context.hpp"
-#include "list_store.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -16,9 +16,10 @@ struct SearchIndexView {
   Metric metric = Metric::L2;
   const float* centroids = nullptr;       // device
   const float* centroid_norms = nullptr;  // device
-  const ListStore* lists = nullptr;
+  ListView lists;                         // a device-tier view
 };
 
+// Cosine queries are normalised here (rows.hpp). Synchronous unless request.asynchronous().
 void run_search(const DeviceContext& ctx, const SearchIndexView& index, const SearchRequest& req);
 
 }  // namespace ivfgpu::cuda

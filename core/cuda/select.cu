@@ -7,8 +7,6 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "../errors.hpp"
@@ -263,27 +261,20 @@ std::size_t sort_bytes(int64_t k) {
 }
 
 
-// Raises the kernel's dynamic shared-memory limit to the device maximum, once per device.
-std::size_t prepare_kernel(const DeviceLimits& limits) {
-  static std::mutex mutex;
-  static std::map<int, std::size_t> ready;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = ready.find(limits.device);
-  if (it != ready.end()) return it->second;
+// Raises the kernel's dynamic shared-memory limit to the device maximum (once per context).
+std::size_t prepare_kernel(const DeviceContext& ctx) {
   cudaFuncAttributes attr{};
   IVF_CUDA_CHECK(cudaFuncGetAttributes(&attr, block_select_kernel));
-  const std::size_t max_dynamic = limits.smem_per_block_optin - attr.sharedSizeBytes;
-  IVF_CUDA_CHECK(cudaFuncSetAttribute(block_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(max_dynamic)));
-  ready[limits.device] = max_dynamic;
+  const std::size_t max_dynamic = ctx.limits().smem_per_block_optin - attr.sharedSizeBytes;
+  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(block_select_kernel), max_dynamic);
   return max_dynamic;
 }
 
-void launch_select(const DeviceLimits& limits, cudaStream_t stream, const SelectInput& in, int64_t nseg, int64_t k,
+void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectInput& in, int64_t nseg, int64_t k,
                    bool larger_is_better, const SelectOutput& out) {
   // The attribute is the same for every call (the largest dynamic size the device allows), so
   // concurrent searches never race on it; each launch asks for what it needs.
-  const std::size_t max_dynamic = prepare_kernel(limits);
+  const std::size_t max_dynamic = prepare_kernel(ctx);
   const std::size_t sel = sort_bytes(k);
   const int64_t row_len = in.pieces > 1 ? in.piece : in.max_len;
   // Buffer: 8 bytes a key; room for the row itself when short, else for 8 * k2 sampled keys.
@@ -318,7 +309,7 @@ void select_topk(const DeviceContext& ctx, cudaStream_t stream, const SelectInpu
   const int64_t piece = std::max<int64_t>(kPiece, 4 * k);
   const bool split = nseg < 2 * limits.sm_count && in.max_len >= 2 * piece && k <= 1024;
   if (!split) {
-    launch_select(limits, stream, in, nseg, k, larger_is_better, out);
+    launch_select(ctx, stream, in, nseg, k, larger_is_better, out);
     return;
   }
   const int64_t pieces = (in.max_len + piece - 1) / piece;
@@ -329,7 +320,7 @@ void select_topk(const DeviceContext& ctx, cudaStream_t stream, const SelectInpu
   a.pieces = pieces;
   a.piece = piece;
   a.pad_output = true;
-  launch_select(limits, stream, a, nseg * pieces, k, larger_is_better, SelectOutput{pos1.data(), key1.data(), count1.data()});
+  launch_select(ctx, stream, a, nseg * pieces, k, larger_is_better, SelectOutput{pos1.data(), key1.data(), count1.data()});
   SelectInput b;
   b.keys = key1.data();
   b.stride = pieces * k;
@@ -338,7 +329,7 @@ void select_topk(const DeviceContext& ctx, cudaStream_t stream, const SelectInpu
   b.count_cap = in.lens;  // rows shorter than k keep their own length
   b.pos_map = pos1.data();
   if (!in.lens && in.fixed_len < k) b.fixed_len = in.fixed_len;  // never reached: split rows are long
-  launch_select(limits, stream, b, nseg, k, larger_is_better, out);
+  launch_select(ctx, stream, b, nseg, k, larger_is_better, out);
 }
 
 }  // namespace ivfgpu::cuda

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "common/test_util.hpp"
-#include "core/cpu/brute_force.hpp"
+#include "common/brute_force.hpp"
 #include "core/vector_ops.hpp"
 
 using namespace ivftest;
@@ -90,7 +90,7 @@ void expect_full_probe_exact(const Sift& s, int64_t metric, ivfgpu::Metric exact
   std::vector<int64_t> ids, eids(s.nq * k);
   std::vector<float> d, ed(s.nq * k);
   search(idx.get(), s, 64, k, ids, d);
-  ivfgpu::cpu::exact_knn(base, s.nb, queries, s.nq, s.dim, k, exact_metric, eids.data(), ed.data());
+  ivftest::exact_knn(base, s.nb, queries, s.nq, s.dim, k, exact_metric, eids.data(), ed.data());
   expect_same_as_exact(ids, d, eids, ed, s.nq, k);
   if (metric == IVF_METRIC_L2)
     EXPECT_DOUBLE_EQ(recall_at_k(ids, s.gt, s.nq, k, s.gt_cols), recall_at_k(eids, s.gt, s.nq, k, s.gt_cols));

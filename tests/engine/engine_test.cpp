@@ -8,9 +8,9 @@
 #include <set>
 
 #include "common/test_util.hpp"
-#include "core/cpu/brute_force.hpp"
+#include "common/brute_force.hpp"
 #include "core/cpu/kmeans.hpp"
-#include "core/topk.hpp"
+#include "core/cpu/topk.hpp"
 #include "core/vector_ops.hpp"
 
 using namespace ivfgpu;
@@ -47,7 +47,7 @@ TEST(BruteForce, MatchesANaiveScan) {
   auto q = ivftest::random_vectors(nq, dim, 2);
   std::vector<int64_t> ids(nq * k);
   std::vector<float> d(nq * k);
-  cpu::exact_knn(base.data(), nb, q.data(), nq, dim, k, Metric::L2, ids.data(), d.data(), 3);
+  ivftest::exact_knn(base.data(), nb, q.data(), nq, dim, k, Metric::L2, ids.data(), d.data(), 3);
   for (int64_t i = 0; i < nq; ++i) {
     std::vector<std::pair<double, int64_t>> all;
     for (int64_t j = 0; j < nb; ++j) {

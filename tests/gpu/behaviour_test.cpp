@@ -137,9 +137,8 @@ TEST(GpuBehaviour, DeviceMemoryQueriesOnTheCallersStream) {
     ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * k), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&di, sizeof(int64_t) * nq * k), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dq, q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
-    ivfgpu::SearchArgs a;
-    a.queries = dq;
-    a.n = nq;
+    ivfgpu::SearchRequest a;
+    a.queries = ivfgpu::MatrixView{dq, ivfgpu::ElementType::F32, nq, dim, ivfgpu::MemoryKind::Device};
     a.k = k;
     a.nprobe = 9;
     a.ids = di;

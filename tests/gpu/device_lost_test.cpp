@@ -23,9 +23,9 @@ TEST(GpuDeviceLost, StickyErrorLosesTheIndexForGood) {
   // Device memory that is not device memory: the first kernel to read it faults.
   std::vector<int64_t> ids(10 * 5, -7);
   std::vector<float> dists(10 * 5, 0.0f);
-  ivfgpu::SearchArgs a;
-  a.queries = reinterpret_cast<const float*>(uintptr_t{0x10});
-  a.n = 10;
+  ivfgpu::SearchRequest a;
+  a.queries = ivfgpu::MatrixView{reinterpret_cast<const float*>(uintptr_t{0x10}), ivfgpu::ElementType::F32, 10, dim,
+                                 ivfgpu::MemoryKind::Device};
   a.k = 5;
   a.nprobe = 4;
   a.ids = reinterpret_cast<int64_t*>(uintptr_t{0x1000});

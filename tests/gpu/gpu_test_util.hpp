@@ -62,9 +62,8 @@ inline Result search(const Index& idx, const std::vector<float>& q, int64_t n, i
   Result r;
   r.ids.assign(static_cast<std::size_t>(n * k), -7);
   r.dists.assign(static_cast<std::size_t>(n * k), std::numeric_limits<float>::quiet_NaN());
-  ivfgpu::SearchArgs a;
-  a.queries = q.data();
-  a.n = n;
+  ivfgpu::SearchRequest a;
+  a.queries = ivfgpu::MatrixView::host_f32(q.data(), n, idx.dim());
   a.k = k;
   a.nprobe = nprobe;
   a.ids = r.ids.data();

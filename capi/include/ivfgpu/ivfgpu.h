@@ -274,8 +274,9 @@ typedef int32_t ivf_info_key;
                                              reads: 0 for a new index, +1 per successful
                                              mutation (train, add, reset, ...)               */
 #define IVF_INFO_POOL_BYTES         12  /**< device memory the index's stream-ordered pool
-                                             holds for search scratch, included in
-                                             IVF_INFO_DEVICE_MEMORY_BYTES; 0 on the CPU      */
+                                             keeps cached for reuse by later searches (not in
+                                             IVF_INFO_DEVICE_MEMORY_BYTES); returned to the
+                                             driver by ivf_reset and ivf_free; 0 on the CPU  */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,

@@ -1,0 +1,201 @@
+// concurrency_bench: what a service that ingests while it serves sees (issue: "a writer
+// starves under search load"). N threads search back to back, first alone, then with one
+// writer adding batches; reports search latency p50/p99 and QPS both ways, and the add latency
+// under load next to the same adds on an idle index. Public C API only.
+//
+//   concurrency_bench [--n 1000000] [--dim 128] [--nlist 1024] [--nprobe 16] [--batch 1]
+//                     [--k 10] [--threads 32] [--seconds 5] [--add-rows 10000]
+//                     [--backend auto|cpu|cuda] [--json FILE]
+#include <ivfgpu/ivfgpu.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "datasets.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+void check(ivf_status s, const char* what) {
+  if (s != IVF_OK) {
+    std::fprintf(stderr, "%s failed: %s (%s)\n", what, ivf_status_string(s), ivf_last_error_message());
+    std::exit(1);
+  }
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+struct Options {
+  int64_t n = 1000000, dim = 128, nlist = 1024, nprobe = 16, batch = 1, k = 10, threads = 32, add_rows = 10000;
+  double seconds = 5;
+  int32_t backend = IVF_BACKEND_AUTO;
+  std::string json;
+};
+
+[[noreturn]] void usage(int code) {
+  std::fprintf(code ? stderr : stdout,
+               "usage: concurrency_bench [--n N] [--dim D] [--nlist L] [--nprobe P] [--batch B] [--k K]\n"
+               "                         [--threads T] [--seconds S] [--add-rows R] [--backend auto|cpu|cuda]\n"
+               "                         [--json FILE]\n");
+  std::exit(code);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  std::map<std::string, int64_t*> ints = {{"--n", &o.n},           {"--dim", &o.dim},       {"--nlist", &o.nlist},
+                                          {"--nprobe", &o.nprobe}, {"--batch", &o.batch},   {"--k", &o.k},
+                                          {"--threads", &o.threads}, {"--add-rows", &o.add_rows}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") usage(0);
+    if (i + 1 >= argc) usage(2);
+    const char* v = argv[++i];
+    char* end = nullptr;
+    if (auto it = ints.find(a); it != ints.end()) {
+      *it->second = std::strtoll(v, &end, 10);
+      if (*end != '\0' || *it->second <= 0) {
+        std::fprintf(stderr, "%s: expected a positive integer, got '%s'\n", a.c_str(), v);
+        usage(2);
+      }
+    } else if (a == "--seconds") {
+      o.seconds = std::strtod(v, &end);
+      if (*end != '\0' || o.seconds <= 0) usage(2);
+    } else if (a == "--backend") {
+      const std::string b = v;
+      o.backend = b == "cpu" ? IVF_BACKEND_CPU : b == "cuda" || b == "gpu" ? IVF_BACKEND_CUDA : b == "auto" ? IVF_BACKEND_AUTO : -1;
+      if (o.backend < 0) usage(2);
+    } else if (a == "--json") {
+      o.json = v;
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      usage(2);
+    }
+  }
+  return o;
+}
+
+struct Phase {
+  std::vector<double> search_ms, add_ms;
+  double seconds = 0;
+  int64_t queries = 0;
+};
+
+// T searcher threads for `seconds`; with `writer`, one more thread adds `rows` at a time.
+Phase run_phase(ivf_index* idx, const Options& o, const bench::Matrix& q, const bench::Matrix& extra, bool writer) {
+  Phase ph;
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<double>> lat(static_cast<std::size_t>(o.threads));
+  std::vector<std::thread> pool;
+  ivf_params* sp = nullptr;
+  check(ivf_params_create(&sp), "params");
+  check(ivf_params_set_int(sp, IVF_PARAM_NPROBE, o.nprobe), "nprobe");
+  const auto t0 = Clock::now();
+  for (int64_t t = 0; t < o.threads; ++t)
+    pool.emplace_back([&, t] {
+      std::vector<int64_t> ids(static_cast<std::size_t>(o.batch * o.k));
+      std::vector<float> d(ids.size());
+      int64_t at = (t * 7919) % (q.n - o.batch + 1);
+      while (!stop.load(std::memory_order_relaxed)) {
+        const auto s0 = Clock::now();
+        check(ivf_search(idx, sp, q.data.data() + at * q.dim, IVF_DTYPE_F32, o.batch, q.dim, o.k, ids.data(), d.data()),
+              "search");
+        lat[t].push_back(ms_since(s0));
+        at = (at + o.batch) % (q.n - o.batch + 1);
+      }
+    });
+  std::thread w;
+  if (writer)
+    w = std::thread([&] {
+      int64_t at = 0;
+      while (!stop.load()) {
+        const auto a0 = Clock::now();
+        check(ivf_add(idx, extra.data.data() + at * extra.dim, IVF_DTYPE_F32, o.add_rows, extra.dim, nullptr), "add");
+        ph.add_ms.push_back(ms_since(a0));
+        at = (at + o.add_rows) % (extra.n - o.add_rows + 1);
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+  stop = true;
+  for (auto& th : pool) th.join();
+  if (w.joinable()) w.join();
+  ph.seconds = ms_since(t0) / 1000.0;
+  for (auto& l : lat) ph.search_ms.insert(ph.search_ms.end(), l.begin(), l.end());
+  ph.queries = static_cast<int64_t>(ph.search_ms.size()) * o.batch;
+  ivf_params_free(sp);
+  return ph;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  std::printf("libivfgpu %s concurrency_bench: %lld x %lld, nlist %lld, nprobe %lld, k %lld, batch %lld, %lld searchers\n",
+              ivf_version(), (long long)o.n, (long long)o.dim, (long long)o.nlist, (long long)o.nprobe, (long long)o.k,
+              (long long)o.batch, (long long)o.threads);
+  const bench::Matrix base = bench::gaussian_mixture(o.n, o.dim, o.nlist, 1, 2);
+  const bench::Matrix q = bench::gaussian_mixture(std::max<int64_t>(10000, o.batch), o.dim, o.nlist, 1, 3);
+  const bench::Matrix extra = bench::gaussian_mixture(std::max<int64_t>(4 * o.add_rows, 100000), o.dim, o.nlist, 1, 4);
+  ivf_params* p = nullptr;
+  check(ivf_params_create(&p), "params");
+  check(ivf_params_set_int(p, IVF_PARAM_NLIST, o.nlist), "nlist");
+  check(ivf_params_set_int(p, IVF_PARAM_BACKEND, o.backend), "backend");
+  ivf_index* idx = nullptr;
+  check(ivf_create(&idx, o.dim, p), "create");
+  int64_t backend = 0;
+  check(ivf_index_info(idx, IVF_INFO_BACKEND, &backend), "info");
+  check(ivf_train(idx, base.data.data(), IVF_DTYPE_F32, o.n, o.dim), "train");
+  check(ivf_add(idx, base.data.data(), IVF_DTYPE_F32, o.n, o.dim, nullptr), "add");
+  std::printf("backend: %s\n", backend == IVF_BACKEND_CUDA ? "CUDA" : "CPU");
+
+  // Adds on an idle index, for comparison.
+  std::vector<double> idle_add;
+  for (int i = 0; i < 5; ++i) {
+    const auto a0 = Clock::now();
+    check(ivf_add(idx, extra.data.data() + i * o.add_rows * o.dim, IVF_DTYPE_F32, o.add_rows, o.dim, nullptr), "add");
+    idle_add.push_back(ms_since(a0));
+  }
+  const Phase alone = run_phase(idx, o, q, extra, false);
+  const Phase loaded = run_phase(idx, o, q, extra, true);
+
+  const double p50a = percentile(alone.search_ms, 0.5), p99a = percentile(alone.search_ms, 0.99);
+  const double p50w = percentile(loaded.search_ms, 0.5), p99w = percentile(loaded.search_ms, 0.99);
+  std::printf("\n%-22s %10s %10s %12s\n", "searches", "p50 ms", "p99 ms", "QPS");
+  std::printf("%-22s %10.3f %10.3f %12.0f\n", "alone", p50a, p99a, alone.queries / alone.seconds);
+  std::printf("%-22s %10.3f %10.3f %12.0f\n", "with one writer", p50w, p99w, loaded.queries / loaded.seconds);
+  std::printf("search p99 with a writer / alone: %.2fx (goal <= 2x)\n", p99a > 0 ? p99w / p99a : 0.0);
+  std::printf("\n%-22s %8s %10s %10s %10s\n", "adds", "count",
+              "p50 ms", "p99 ms", "max ms");
+  std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", "idle index", idle_add.size(), percentile(idle_add, 0.5),
+              percentile(idle_add, 0.99), percentile(idle_add, 1.0));
+  std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", "under search load", loaded.add_ms.size(),
+              percentile(loaded.add_ms, 0.5), percentile(loaded.add_ms, 0.99), percentile(loaded.add_ms, 1.0));
+  if (!o.json.empty()) {
+    std::ofstream j(o.json);
+    j << "{\"n\":" << o.n << ",\"dim\":" << o.dim << ",\"nlist\":" << o.nlist << ",\"nprobe\":" << o.nprobe
+      << ",\"batch\":" << o.batch << ",\"threads\":" << o.threads << ",\"add_rows\":" << o.add_rows
+      << ",\"search_p50_ms_alone\":" << p50a << ",\"search_p99_ms_alone\":" << p99a
+      << ",\"search_p50_ms_writer\":" << p50w << ",\"search_p99_ms_writer\":" << p99w
+      << ",\"qps_alone\":" << alone.queries / alone.seconds << ",\"qps_writer\":" << loaded.queries / loaded.seconds
+      << ",\"adds_under_load\":" << loaded.add_ms.size() << ",\"add_p50_ms_load\":" << percentile(loaded.add_ms, 0.5)
+      << ",\"add_p99_ms_load\":" << percentile(loaded.add_ms, 0.99) << ",\"add_p50_ms_idle\":" << percentile(idle_add, 0.5)
+      << "}\n";
+  }
+  ivf_free(idx);
+  ivf_params_free(p);
+  return 0;
+}

@@ -1,0 +1,70 @@
+#include "rows.hpp"
+
+#include "check.hpp"
+#include "device_buffer.hpp"
+#include "launch.cuh"
+
+namespace ivfgpu::cuda {
+
+namespace {
+
+// One thread per row, in the host's order and rounding: explicit _rn operations so the
+// compiler cannot contract a multiply and an add into an FMA.
+__global__ void normalize_rows_kernel(const float* in, int64_t n, int64_t dim, float* out) {
+  for (int64_t r = global_thread(); r < n; r += thread_stride()) {
+    const float* x = in + r * dim;
+    double s = 0.0;
+    for (int64_t j = 0; j < dim; ++j) s = __dadd_rn(s, __dmul_rn(static_cast<double>(x[j]), static_cast<double>(x[j])));
+    float* y = out + r * dim;
+    if (s > 0.0) {
+      const float inv = __double2float_rn(__ddiv_rn(1.0, __dsqrt_rn(s)));
+      for (int64_t j = 0; j < dim; ++j) y[j] = __fmul_rn(x[j], inv);
+    } else if (y != x) {
+      for (int64_t j = 0; j < dim; ++j) y[j] = x[j];
+    }
+  }
+}
+
+__global__ void first_non_finite_kernel(const float* x, int64_t n, int64_t dim, unsigned long long* first) {
+  const int64_t total = n * dim;
+  for (int64_t e = global_thread(); e < total; e += thread_stride())
+    if (!isfinite(x[e])) atomicMin(first, static_cast<unsigned long long>(e / dim));
+}
+
+__global__ void first_equal_kernel(const int64_t* ids, int64_t n, int64_t value, unsigned long long* first) {
+  for (int64_t i = global_thread(); i < n; i += thread_stride())
+    if (ids[i] == value) atomicMin(first, static_cast<unsigned long long>(i));
+}
+
+template <class Launch>
+int64_t first_index(const DeviceContext& ctx, cudaStream_t stream, Launch&& launch) {
+  DeviceBuffer<unsigned long long> first(ctx, 1, stream);
+  IVF_CUDA_CHECK(cudaMemsetAsync(first.data(), 0xff, sizeof(unsigned long long), stream));
+  launch(first.data());
+  IVF_CUDA_CHECK_LAUNCH();
+  unsigned long long host = 0;
+  IVF_CUDA_CHECK(cudaMemcpyAsync(&host, first.data(), sizeof host, cudaMemcpyDeviceToHost, stream));
+  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host == ~0ull ? -1 : static_cast<int64_t>(host);
+}
+
+}  // namespace
+
+void normalize_rows(cudaStream_t stream, const float* in, int64_t n, int64_t dim, float* out) {
+  normalize_rows_kernel<<<grid_for(n, 128), 128, 0, stream>>>(in, n, dim, out);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+int64_t first_non_finite_row(const DeviceContext& ctx, cudaStream_t stream, const float* x, int64_t n, int64_t dim) {
+  return first_index(ctx, stream, [&](unsigned long long* first) {
+    first_non_finite_kernel<<<grid_for(n * dim), kDefaultThreads, 0, stream>>>(x, n, dim, first);
+  });
+}
+
+int64_t first_equal(const DeviceContext& ctx, cudaStream_t stream, const int64_t* ids, int64_t n, int64_t value) {
+  return first_index(ctx, stream, [&](unsigned long long* first) {
+    first_equal_kernel<<<grid_for(n), kDefaultThreads, 0, stream>>>(ids, n, value, first);
+  });
+}
+
+}  // namespace ivfgpu::cuda

@@ -1,0 +1,25 @@
+// Preparation and checks of device-memory rows, the device twins of vector_ops.hpp: cosine
+// normalisation that rounds exactly as the host's (so a vector normalised on either side is
+// the same bits), and the NaN/Inf and reserved-id checks that host data gets in the Index.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "device_context.hpp"
+
+namespace ivfgpu::cuda {
+
+// out = every row of in scaled to unit L2 norm (zero rows stay zero); in == out is allowed.
+// The same arithmetic as normalized_copy: a sequential double sum of squares, 1/sqrt in double
+// rounded once to float, one float multiply per element.
+void normalize_rows(cudaStream_t stream, const float* in, int64_t n, int64_t dim, float* out);
+
+// First row holding NaN or +-Inf, or -1. Synchronises `stream`.
+int64_t first_non_finite_row(const DeviceContext& ctx, cudaStream_t stream, const float* x, int64_t n, int64_t dim);
+
+// First i with ids[i] == value, or -1. Synchronises `stream`.
+int64_t first_equal(const DeviceContext& ctx, cudaStream_t stream, const int64_t* ids, int64_t n, int64_t value);
+
+}  // namespace ivfgpu::cuda

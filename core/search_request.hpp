@@ -1,0 +1,32 @@
+// What one search is asked, filled once by the C layer (or a test) and read by every stage.
+// Build parameters (types.hpp) describe the index; these describe a call.
+#pragma once
+
+#include <cstdint>
+
+#include "matrix_view.hpp"
+#include "types.hpp"
+
+namespace ivfgpu {
+
+// Per-call options that may be left unset; the index supplies defaults (its nprobe).
+struct SearchParams {
+  int64_t nprobe = 0;  // 0: the index's default
+  MemoryKind memory = MemoryKind::Host;  // where queries and results live
+  void* stream = nullptr;                // caller's cudaStream_t, or nullptr
+};
+
+struct SearchRequest {
+  MatrixView queries;         // n x dim, in `memory`
+  int64_t k = 0;
+  int64_t nprobe = 0;         // resolved by Index::search: in [1, nlist]
+  int64_t* ids = nullptr;     // n * k, in `memory`
+  float* dists = nullptr;     // n * k, in `memory`
+  MemoryKind memory = MemoryKind::Host;
+  void* stream = nullptr;     // caller's cudaStream_t, or nullptr (own stream, synchronous)
+
+  int64_t n() const { return queries.rows; }
+  bool asynchronous() const { return stream != nullptr && memory == MemoryKind::Device; }
+};
+
+}  // namespace ivfgpu

@@ -1,0 +1,137 @@
+// The GPU twin of the CPU stress test (tests/capi/concurrency_test.cpp): 32 searchers on a CUDA
+// index, one adder, one serialiser; and the state lifetime of asynchronous searches.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+#include <thread>
+
+#include "common/mutation_stress.hpp"
+#include "common/test_util.hpp"
+
+using namespace ivftest;
+
+namespace {
+
+bool have_gpu() {
+  int32_t n = 0;
+  return ivf_cuda_device_count(&n) == IVF_OK && n > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no usable CUDA device: GPU test skipped"
+
+}  // namespace
+
+TEST(GpuConcurrency, AddsCompleteUnderThirtyTwoSearchers) {
+  REQUIRE_GPU();
+  StressConfig c;
+  c.backend = IVF_BACKEND_CUDA;
+  c.searchers = 32;
+  c.batch_rows = 500;
+  c.dim = 32;
+  c.nlist = 16;
+  run_mutation_stress(c);
+}
+
+// An asynchronous search on a caller's stream reads the state it started on, even when a
+// reset and a growing add replace that state (and free its buffers) before the stream runs.
+TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
+  REQUIRE_GPU();
+  const int64_t dim = 32, n = 20000, nq = 500, k = 10;
+  const std::vector<float> base = clustered_vectors(n, dim, 64, 3);
+  const std::vector<float> q = clustered_vectors(nq, dim, 64, 4);
+  auto p = make_params({{IVF_PARAM_NLIST, 64}, {IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NPROBE, 8}});
+  IndexPtr idx = make_index(dim, p.get());
+  ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+  std::vector<int64_t> want_ids(nq * k);
+  std::vector<float> want_d(nq * k);
+  ASSERT_EQ(ivf_search(idx.get(), p.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, want_ids.data(), want_d.data()), IVF_OK);
+
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  float *dq = nullptr, *dd = nullptr;
+  int64_t* di = nullptr;
+  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nq * dim), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&di, sizeof(int64_t) * nq * k), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dq, q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
+  // Hold the stream back until the index has moved on.
+  volatile int* gate = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(const_cast<int**>(&gate)), sizeof(int), cudaHostAllocMapped), cudaSuccess);
+  *gate = 0;
+  int* dgate = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dgate), const_cast<int*>(gate), 0), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(
+                s, [](void* g) { while (*static_cast<volatile int*>(g) == 0) std::this_thread::yield(); },
+                const_cast<int*>(gate)),
+            cudaSuccess);
+  auto dev = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}, {IVF_PARAM_NPROBE, 8}});
+  ASSERT_EQ(ivf_params_set_ptr(dev.get(), IVF_PARAM_CUDA_STREAM, s), IVF_OK);
+  ASSERT_EQ(ivf_search(idx.get(), dev.get(), dq, IVF_DTYPE_F32, nq, dim, k, di, dd), IVF_OK) << ivf_last_error_message();
+  // The state the search read is replaced twice; its lists are freed unless the search holds them.
+  ASSERT_EQ(ivf_reset(idx.get()), IVF_OK);
+  const std::vector<float> other = clustered_vectors(2 * n, dim, 64, 5);
+  ASSERT_EQ(ivf_add(idx.get(), other.data(), IVF_DTYPE_F32, 2 * n, dim, nullptr), IVF_OK);
+  *gate = 1;
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  std::vector<int64_t> ids(nq * k);
+  std::vector<float> d(nq * k);
+  ASSERT_EQ(cudaMemcpy(ids.data(), di, sizeof(int64_t) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d.data(), dd, sizeof(float) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(ids, want_ids);
+  EXPECT_EQ(d, want_d);
+  cudaFree(dq);
+  cudaFree(dd);
+  cudaFree(di);
+  cudaFreeHost(const_cast<int*>(gate));
+  cudaStreamDestroy(s);
+}
+
+// ivf_train_ex / ivf_add_ex with device memory give the same index as host input, and the
+// published state's number and the pool's cache are reported.
+TEST(GpuMutationsEx, DeviceInputEqualsHostInput) {
+  REQUIRE_GPU();
+  const int64_t dim = 24, n = 6000;
+  const std::vector<float> base = clustered_vectors(n, dim, 40, 8);
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = 1000000007LL * (i + 1);
+  for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_COSINE}) {
+    auto p = make_params({{IVF_PARAM_NLIST, 32}, {IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_METRIC, metric}});
+    IndexPtr host = make_index(dim, p.get()), dev = make_index(dim, p.get());
+    ASSERT_EQ(ivf_train(host.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+    ASSERT_EQ(ivf_add(host.get(), base.data(), IVF_DTYPE_F32, n, dim, ids.data()), IVF_OK);
+    float* dx = nullptr;
+    int64_t* dids = nullptr;
+    ASSERT_EQ(cudaMalloc(&dx, sizeof(float) * n * dim), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * n), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, base.data(), sizeof(float) * n * dim, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dids, ids.data(), sizeof(int64_t) * n, cudaMemcpyHostToDevice), cudaSuccess);
+    auto dm = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+    ASSERT_EQ(ivf_train_ex(dev.get(), dm.get(), dx, IVF_DTYPE_F32, n, dim), IVF_OK) << ivf_last_error_message();
+    ASSERT_EQ(ivf_add_ex(dev.get(), dm.get(), dx, IVF_DTYPE_F32, n, dim, dids), IVF_OK) << ivf_last_error_message();
+    EXPECT_TRUE(stress_detail::serialized(host.get()) == stress_detail::serialized(dev.get()))
+        << "metric " << metric << ": device input built a different index";
+    int64_t v = 0;
+    ASSERT_EQ(ivf_index_info(dev.get(), IVF_INFO_STATE_VERSION, &v), IVF_OK);
+    EXPECT_EQ(v, 2);
+    // A NaN and a reserved id in device memory are refused, naming the row, and change nothing.
+    const float nan = std::nanf("");
+    ASSERT_EQ(cudaMemcpy(dx + 7 * dim + 3, &nan, sizeof nan, cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(ivf_add_ex(dev.get(), dm.get(), dx, IVF_DTYPE_F32, n, dim, dids), IVF_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ivf_last_error_message()).find("row 7"), std::string::npos) << ivf_last_error_message();
+    const int64_t reserved = -1;
+    ASSERT_EQ(cudaMemcpy(dids + 5, &reserved, sizeof reserved, cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(ivf_add_ex(dev.get(), dm.get(), dx + 8 * dim, IVF_DTYPE_F32, 10, dim, dids), IVF_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(ivf_index_info(dev.get(), IVF_INFO_STATE_VERSION, &v), IVF_OK);
+    EXPECT_EQ(v, 2) << "a refused add published a state";
+    // After a reset the pool keeps nothing cached.
+    ASSERT_EQ(ivf_reset(dev.get()), IVF_OK);
+    int64_t cached = -1;
+    ASSERT_EQ(ivf_index_info(dev.get(), IVF_INFO_POOL_BYTES, &cached), IVF_OK);
+    EXPECT_EQ(cached, 0);
+    cudaFree(dx);
+    cudaFree(dids);
+  }
+}
