@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: configure, build, GPU tests, sanitizers, benchmark. Logs go to
-# $OUT (or ./device-out). Phases are chosen by arguments: build test sanitize bench bench960.
+# $OUT (or ./device-out). Phases are chosen by arguments:
+#   build test sanitize profile bench bench960 concurrency prev ab
 #   bash bench/device_run.sh build test bench
+# `prev` builds the tree in $PREV_SRC (default .prev: e.g. `git archive <commit> | tar -x -C .prev`)
+# and `ab` runs its benchmark and this tree's interleaved, $AB_REPS times (median: bench/ab.py).
 set -u -o pipefail
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
@@ -57,5 +60,28 @@ if has bench960 "$@"; then
   stamp bench 1M x 960
   timeout 300 "$B/bench/ivfgpu_bench" --n 1000000 --dim 960 --nlist 1024 --nq 10000 --nprobe 1,16,64 \
     --batch 1,10000 --json "$OUT/bench_1M_960.json" 2>&1 | tee "$OUT/bench_1M_960.log" | grep -v "^  k" | tail -20
+fi
+if has concurrency "$@"; then
+  stamp "concurrency: 32 searchers with and without one writer"
+  for b in 1 100; do
+    timeout 120 "$B/bench/concurrency_bench" --n 1000000 --dim 128 --nlist 1024 --nprobe 16 --batch $b \
+      --threads 32 --seconds 6 --add-rows 10000 --json "$OUT/concurrency_b$b.json" 2>&1 | tee "$OUT/concurrency_b$b.log" | tail -9
+  done
+fi
+PB=/tmp/ivfgpu-prev-build
+if has prev "$@"; then
+  stamp "build previous tree ${PREV_SRC:-.prev}"
+  cmake -S "${PREV_SRC:-.prev}" -B "$PB" -G Ninja -DIVFGPU_CUDA=ON -DIVFGPU_BUILD_EXAMPLES=OFF -DIVFGPU_BUILD_TESTS=OFF \
+    -DCMAKE_BUILD_TYPE=Release ${IVFGPU_XXHASH:+-DIVFGPU_XXHASH_INCLUDE_DIR=$IVFGPU_XXHASH} > "$OUT/prev_cmake.log" 2>&1 &&
+    ninja -C "$PB" -j16 ivfgpu_bench > "$OUT/prev_build.log" 2>&1 || { tail -30 "$OUT/prev_build.log"; exit 1; }
+fi
+if has ab "$@"; then
+  stamp "A/B: previous vs this tree, interleaved, ${AB_REPS:-5} reps"
+  args="--n 1000000 --dim 128 --nlist 1024 --nq 10000 --nprobe 1,16,64 --k 10 --batch 1,10000 --reps 1 --no-recall"
+  for r in $(seq 1 ${AB_REPS:-5}); do
+    timeout 120 "$PB/bench/ivfgpu_bench" $args --json "$OUT/ab_prev_$r.json" > /dev/null 2>&1 || echo "prev rep $r failed"
+    timeout 120 "$B/bench/ivfgpu_bench" $args --json "$OUT/ab_new_$r.json" > /dev/null 2>&1 || echo "new rep $r failed"
+  done
+  python3 bench/ab.py "$OUT" | tee "$OUT/ab_summary.txt"
 fi
 stamp end
