@@ -39,6 +39,13 @@ DeviceContext::DeviceContext(int device) {
     // Keep freed blocks for the next search instead of returning them at every sync.
     uint64_t threshold = UINT64_MAX;
     IVF_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold));
+    // Never let an allocation on one stream reuse a block whose free is still pending on another
+    // by making the first stream wait for the second: that wait would chain a mutation (or one
+    // search) behind unrelated searches still in flight, which the concurrency contract forbids.
+    // Blocks are reused once their free has completed (opportunistic reuse) or along existing
+    // event dependencies; otherwise the pool grows.
+    int no = 0;
+    IVF_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolReuseAllowInternalDependencies, &no));
   }
 }
 

@@ -2,6 +2,7 @@
 // index, one adder, one serialiser; and the state lifetime of asynchronous searches.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <thread>
@@ -63,8 +64,14 @@ TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
   *gate = 0;
   int* dgate = nullptr;
   ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dgate), const_cast<int*>(gate), 0), cudaSuccess);
+  // (At most 60 s: a library that waited for this stream must fail the test, not hang it.)
   ASSERT_EQ(cudaLaunchHostFunc(
-                s, [](void* g) { while (*static_cast<volatile int*>(g) == 0) std::this_thread::yield(); },
+                s,
+                [](void* g) {
+                  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+                  while (*static_cast<volatile int*>(g) == 0 && std::chrono::steady_clock::now() < until)
+                    std::this_thread::yield();
+                },
                 const_cast<int*>(gate)),
             cudaSuccess);
   auto dev = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}, {IVF_PARAM_NPROBE, 8}});
