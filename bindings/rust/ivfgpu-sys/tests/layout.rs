@@ -19,8 +19,8 @@ fn table_size_and_version_match_the_library() {
     assert_eq!(api.struct_size as usize, size_of::<ivf_api_v1>());
     assert_eq!(api.abi_version, IVF_ABI_VERSION as u32);
     assert_eq!(align_of::<ivf_api_v1>(), align_of::<*const ()>());
-    // Two u32 then 24 function pointers: no padding on LP64 or ILP32.
-    assert_eq!(size_of::<ivf_api_v1>(), 8 + 24 * size_of::<*const ()>());
+    // Two u32 then 26 function pointers: no padding on LP64 or ILP32.
+    assert_eq!(size_of::<ivf_api_v1>(), 8 + 26 * size_of::<*const ()>());
     assert!(unsafe { ivf_get_api(0) }.is_null());
     assert!(unsafe { ivf_get_api(IVF_ABI_VERSION as u32 + 1) }.is_null());
     assert_eq!(unsafe { ivf_abi_version() }, IVF_ABI_VERSION as u32);
