@@ -98,16 +98,16 @@ int main(int argc, char** argv) {
   }
 
   auto t0 = Clock::now();
-  bench::Matrix base, queries;
+  ivftools::Matrix base, queries;
   std::string data_name;
   try {
     if (!base_path.empty()) {
-      base = bench::load_any(base_path, max_base);
-      queries = bench::load_any(query_path.empty() ? base_path : query_path, nq);
+      base = ivftools::load_any(base_path, max_base);
+      queries = ivftools::load_any(query_path.empty() ? base_path : query_path, nq);
       data_name = base_path;
     } else {
-      base = bench::gaussian_mixture(n, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 1000);
-      queries = bench::gaussian_mixture(nq, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 2000);
+      base = ivftools::gaussian_mixture(n, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 1000);
+      queries = ivftools::gaussian_mixture(nq, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 2000);
       data_name = "synthetic mixture";
     }
   } catch (const std::exception& e) {
