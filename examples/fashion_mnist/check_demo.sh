@@ -4,7 +4,7 @@
 #   check_demo.sh PROGRAM DATA_DIR SCRATCH
 # Exit 77 (reported by CTest as skipped) when the data is absent.
 set -u
-prog="$1"; data="$2"; work="$3"
+prog="$1"; data="${IVFGPU_DATA_DIR:-$2}"; work="$3"
 sift="$data/siftsmall"; bigann="$data/bigann10k"
 if [ ! -f "$sift/siftsmall_base.fvecs" ] || [ ! -f "$bigann/bigann10k_base.bvecs" ]; then
   echo "SKIPPED: siftsmall/ or bigann10k/ not found under $data (set IVFGPU_DATA_DIR; see ../shared/data/README.md)"
