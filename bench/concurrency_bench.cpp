@@ -96,7 +96,7 @@ struct Phase {
 };
 
 // T searcher threads for `seconds`; with `writer`, one more thread adds `rows` at a time.
-Phase run_phase(ivf_index* idx, const Options& o, const bench::Matrix& q, const bench::Matrix& extra, bool writer) {
+Phase run_phase(ivf_index* idx, const Options& o, const ivftools::Matrix& q, const ivftools::Matrix& extra, bool writer) {
   Phase ph;
   std::atomic<bool> stop{false};
   std::vector<std::vector<double>> lat(static_cast<std::size_t>(o.threads));
@@ -147,9 +147,9 @@ int main(int argc, char** argv) {
   std::printf("libivfgpu %s concurrency_bench: %lld x %lld, nlist %lld, nprobe %lld, k %lld, batch %lld, %lld searchers\n",
               ivf_version(), (long long)o.n, (long long)o.dim, (long long)o.nlist, (long long)o.nprobe, (long long)o.k,
               (long long)o.batch, (long long)o.threads);
-  const bench::Matrix base = bench::gaussian_mixture(o.n, o.dim, o.nlist, 1, 2);
-  const bench::Matrix q = bench::gaussian_mixture(std::max<int64_t>(10000, o.batch), o.dim, o.nlist, 1, 3);
-  const bench::Matrix extra = bench::gaussian_mixture(std::max<int64_t>(4 * o.add_rows, 100000), o.dim, o.nlist, 1, 4);
+  const ivftools::Matrix base = ivftools::gaussian_mixture(o.n, o.dim, o.nlist, 1, 2);
+  const ivftools::Matrix q = ivftools::gaussian_mixture(std::max<int64_t>(10000, o.batch), o.dim, o.nlist, 1, 3);
+  const ivftools::Matrix extra = ivftools::gaussian_mixture(std::max<int64_t>(4 * o.add_rows, 100000), o.dim, o.nlist, 1, 4);
   ivf_params* p = nullptr;
   check(ivf_params_create(&p), "params");
   check(ivf_params_set_int(p, IVF_PARAM_NLIST, o.nlist), "nlist");

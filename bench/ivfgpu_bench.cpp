@@ -1,14 +1,14 @@
 // ivfgpu_bench: QPS, recall@k, latency, build time and device memory of libivfgpu through its
-// public C API. Sweeps nprobe x k x batch size, prints a table and writes JSON.
-//
-//   ivfgpu_bench [--n 1000000] [--dim 128] [--nlist 1024] [--nq 10000]
-//                [--base FILE --query FILE] [--max-base N]
-//                [--nprobe 1,4,16,64,256] [--k 10,100] [--batch 1,100,10000]
-//                [--reps 3] [--backend auto|cpu|cuda] [--json FILE] [--seed 1] [--no-recall]
+// public C API. Sweeps nprobe x k x batch size, prints a table and writes JSON and CSV
+// (bench/plot.sh draws recall-QPS curves from the JSON). `ivfgpu_bench --help` lists the options;
+// docs/performance.md says how to benchmark.
 //
 // Without --base the data is the synthetic mixture of docs/performance.md. Recall is measured
-// against an exhaustive search (nprobe = nlist) of the same index, which is exact.
+// against --groundtruth when given, else against an exhaustive search (nprobe = nlist) of the
+// same index, which is exact.
 #include <ivfgpu/ivfgpu.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "datasets.hpp"
 
 namespace {
@@ -36,20 +37,12 @@ void check(ivf_status s, const char* what) {
   }
 }
 
-std::vector<int64_t> parse_list(const char* s) {
-  std::vector<int64_t> out;
-  for (const char* p = s; *p;) {
-    out.push_back(std::strtoll(p, const_cast<char**>(&p), 10));
-    if (*p == ',') ++p;
-  }
-  return out;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
-double percentile(std::vector<double> v, double p) {
+double percentile(const std::vector<double>& values, double p) {
+  std::vector<double> v(values.begin(), values.end());
   std::sort(v.begin(), v.end());
   if (v.empty()) return 0;
   return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))];
@@ -60,58 +53,90 @@ struct Row {
   double qps, recall, p50_ms, p99_ms, mean_ms;
 };
 
+// Every option, in one place: add a field here and its line in add_options.
+struct Options {
+  int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000, reps = 3, seed = 1, max_base = 0;
+  ivftools::DataFiles files;
+  std::string json_path, csv_path, backend = "auto";
+  bool no_recall = false;
+  std::vector<int64_t> nprobes = {1, 4, 16, 64, 256}, ks = {10, 100}, batches = {1, 100, 10000};
+};
+
+void add_options(CLI::App& app, Options& o) {
+  ivftools::add_count_option(app, "--n", o.n, "synthetic data: base vectors")->capture_default_str();
+  ivftools::add_count_option(app, "--dim", o.dim, "synthetic data: dimensions")->capture_default_str();
+  ivftools::add_nlist_option(app, o.nlist);
+  ivftools::add_nq_option(app, o.nq, "queries (the first N of --query)")->capture_default_str();
+  ivftools::add_data_options(app, o.files);
+  ivftools::add_count_option(app, "--max-base", o.max_base, "read at most N rows of --base");
+  ivftools::add_count_list_option(app, "--nprobe", o.nprobes, "lists probed per query");
+  ivftools::add_count_list_option(app, "--k", o.ks, "neighbours per query");
+  ivftools::add_count_list_option(app, "--batch", o.batches, "queries per ivf_search call");
+  ivftools::add_count_option(app, "--reps", o.reps, "timed repetitions (the median counts)")->capture_default_str();
+  ivftools::add_backend_option(app, o.backend);
+  app.add_option("--json", o.json_path, "write the run as JSON (bench/plot.sh draws it)")->type_name("FILE");
+  app.add_option("--csv", o.csv_path, "write the result rows as CSV")->type_name("FILE");
+  app.add_option("--seed", o.seed, "synthetic data: seed")->type_name("N")->capture_default_str();
+  app.add_flag("--no-recall", o.no_recall, "skip the ground truth (recall is reported as -1)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000, reps = 3, seed = 1, max_base = 0;
-  std::string base_path, query_path, json_path, backend = "auto";
-  bool recall = true;
-  std::vector<int64_t> nprobes = {1, 4, 16, 64, 256}, ks = {10, 100}, batches = {1, 100, 10000};
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
+  CLI::App app{"Benchmark of libivfgpu through its public C API: QPS, recall@k, latency, build time and memory "
+               "over nprobe x k x batch size, on the synthetic mixture of docs/performance.md or on "
+               ".fvecs/.bvecs/IDX files.",
+               "ivfgpu_bench"};
+  Options opt;
+  add_options(app, opt);
+  opt.files.query_opt->needs(opt.files.base_opt);
+  ivftools::parse_or_exit(app, argc, argv);
+  const int64_t backend_value = ivftools::resolve_backend(app, opt.backend);
+  int64_t n = opt.n, dim = opt.dim, nq = opt.nq;
+  const int64_t nlist = opt.nlist, reps = opt.reps, seed = opt.seed, max_base = opt.max_base;
+  const std::string &base_path = opt.files.base, &query_path = opt.files.query, &gt_path = opt.files.groundtruth;
+  const bool recall = !opt.no_recall;
+  const std::vector<int64_t>&nprobes = opt.nprobes, &ks = opt.ks, &batches = opt.batches;
+  const int64_t kmax = *std::max_element(ks.begin(), ks.end());
+  // Check the files against each other before any work.
+  if (!base_path.empty()) {
+    try {
+      const ivftools::Shape bs = ivftools::peek_vectors(base_path);
+      const ivftools::Shape qs = ivftools::peek_vectors(query_path.empty() ? base_path : query_path);
+      if (qs.dim != bs.dim)
+        ivftools::usage_error(app, "--query: the queries have " + std::to_string(qs.dim) +
+                                       " dimensions, the base vectors " + std::to_string(bs.dim));
+      if (!gt_path.empty()) {
+        const ivftools::Shape gs = ivftools::peek_ids(gt_path);
+        if (gs.n < std::min(nq, qs.n))
+          ivftools::usage_error(app, "--groundtruth: " + std::to_string(gs.n) + " rows for " +
+                                         std::to_string(std::min(nq, qs.n)) + " queries (--nq)");
+        if (gs.dim < kmax)
+          ivftools::usage_error(app, "--k " + std::to_string(kmax) + ": --groundtruth holds only " +
+                                         std::to_string(gs.dim) + " neighbours per query");
       }
-      return argv[++i];
-    };
-    if (a == "--n") n = std::atoll(next());
-    else if (a == "--dim") dim = std::atoll(next());
-    else if (a == "--nlist") nlist = std::atoll(next());
-    else if (a == "--nq") nq = std::atoll(next());
-    else if (a == "--reps") reps = std::atoll(next());
-    else if (a == "--seed") seed = std::atoll(next());
-    else if (a == "--max-base") max_base = std::atoll(next());
-    else if (a == "--no-recall") recall = false;
-    else if (a == "--base") base_path = next();
-    else if (a == "--query") query_path = next();
-    else if (a == "--json") json_path = next();
-    else if (a == "--backend") backend = next();
-    else if (a == "--nprobe") nprobes = parse_list(next());
-    else if (a == "--k") ks = parse_list(next());
-    else if (a == "--batch") batches = parse_list(next());
-    else {
-      std::fprintf(stderr, "unknown option %s (see the comment at the top of ivfgpu_bench.cpp)\n", a.c_str());
-      return 2;
+    } catch (const std::exception& e) {
+      ivftools::usage_error(app, e.what());
     }
+  } else if (!gt_path.empty()) {
+    ivftools::usage_error(app, "--groundtruth needs --base (the synthetic data has no ground truth file)");
   }
 
   auto t0 = Clock::now();
-  bench::Matrix base, queries;
+  ivftools::Matrix base, queries;
   std::string data_name;
   try {
     if (!base_path.empty()) {
-      base = bench::load_any(base_path, max_base);
-      queries = bench::load_any(query_path.empty() ? base_path : query_path, nq);
+      base = ivftools::load_any(base_path, max_base);
+      queries = ivftools::load_any(query_path.empty() ? base_path : query_path, nq);
       data_name = base_path;
     } else {
-      base = bench::gaussian_mixture(n, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 1000);
-      queries = bench::gaussian_mixture(nq, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 2000);
+      base = ivftools::gaussian_mixture(n, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 1000);
+      queries = ivftools::gaussian_mixture(nq, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 2000);
       data_name = "synthetic mixture";
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "data: %s\n", e.what());
+    std::fprintf(stderr, "ivfgpu_bench: %s\n", e.what());
     return 1;
   }
   n = base.n;
@@ -123,9 +148,7 @@ int main(int argc, char** argv) {
   ivf_params* bp = nullptr;
   check(ivf_params_create(&bp), "ivf_params_create");
   check(ivf_params_set_int(bp, IVF_PARAM_NLIST, nlist), "nlist");
-  check(ivf_params_set_int(bp, IVF_PARAM_BACKEND,
-                           backend == "cpu" ? IVF_BACKEND_CPU : backend == "cuda" ? IVF_BACKEND_CUDA : IVF_BACKEND_AUTO),
-        "backend");
+  check(ivf_params_set_int(bp, IVF_PARAM_BACKEND, backend_value), "backend");
   ivf_index* idx = nullptr;
   check(ivf_create(&idx, dim, bp), "ivf_create");
   int64_t used_backend = 0;
@@ -150,14 +173,26 @@ int main(int argc, char** argv) {
     check(ivf_search(idx, sp, q, IVF_DTYPE_F32, rows, dim, k, ids, dists), "ivf_search");
   };
 
-  const int64_t kmax = *std::max_element(ks.begin(), ks.end());
   std::vector<int64_t> gt(static_cast<std::size_t>(nq * kmax));
   std::vector<float> gtd(gt.size());
-  t0 = Clock::now();
-  if (recall) run(queries.data.data(), nq, kmax, nlist, gt.data(), gtd.data());
-  const double exhaustive_s = seconds_since(t0);
-  if (recall) std::printf("ground truth: exhaustive search (nprobe = nlist = %lld), k = %lld: %.3f s, %.0f QPS\n",
-              (long long)nlist, (long long)kmax, exhaustive_s, nq / exhaustive_s);
+  double exhaustive_s = 0;
+  if (recall && !gt_path.empty()) {
+    try {
+      const ivftools::IdMatrix g = ivftools::load_ivecs(gt_path, nq);
+      for (int64_t q = 0; q < nq; ++q)
+        for (int64_t j = 0; j < kmax; ++j) gt[q * kmax + j] = g.data[q * g.dim + j];
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "--groundtruth: %s\n", e.what());
+      return 1;
+    }
+    std::printf("ground truth: %s\n", gt_path.c_str());
+  } else if (recall) {
+    t0 = Clock::now();
+    run(queries.data.data(), nq, kmax, nlist, gt.data(), gtd.data());
+    exhaustive_s = seconds_since(t0);
+    std::printf("ground truth: exhaustive search (nprobe = nlist = %lld), k = %lld: %.3f s, %.0f QPS\n",
+                (long long)nlist, (long long)kmax, exhaustive_s, nq / exhaustive_s);
+  }
 
   std::vector<Row> rows;
   std::vector<int64_t> ids;
@@ -229,19 +264,49 @@ int main(int argc, char** argv) {
     std::printf("| %lld | %lld | %lld | %.0f | %.4f | %.3f | %.3f |\n", (long long)r.nprobe, (long long)r.k,
                 (long long)r.batch, r.qps, r.recall, r.p50_ms, r.p99_ms);
 
-  if (!json_path.empty()) {
-    std::ofstream j(json_path);
-    j << "{\n  \"data\": \"" << data_name << "\", \"n\": " << n << ", \"dim\": " << dim << ", \"nlist\": " << nlist
-      << ", \"nq\": " << nq << ",\n  \"backend\": \"" << (used_backend == IVF_BACKEND_CUDA ? "cuda" : "cpu")
-      << "\", \"train_s\": " << train_s << ", \"add_s\": " << add_s << ", \"device_memory_bytes\": " << dev_bytes
-      << ", \"host_memory_bytes\": " << host_bytes << ", \"exhaustive_s\": " << exhaustive_s << ",\n  \"results\": [\n";
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      j << "    {\"nprobe\": " << r.nprobe << ", \"k\": " << r.k << ", \"batch\": " << r.batch << ", \"qps\": " << r.qps
-        << ", \"recall\": " << r.recall << ", \"p50_ms\": " << r.p50_ms << ", \"p99_ms\": " << r.p99_ms
-        << ", \"mean_ms\": " << r.mean_ms << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  const char* backend_name = used_backend == IVF_BACKEND_CUDA ? "cuda" : "cpu";
+  if (!opt.json_path.empty()) {
+    nlohmann::ordered_json j = {{"library", std::string("libivfgpu ") + ivf_version()},
+                                {"data", data_name},
+                                {"n", n},
+                                {"dim", dim},
+                                {"nlist", nlist},
+                                {"nq", nq},
+                                {"backend", backend_name},
+                                {"train_s", train_s},
+                                {"add_s", add_s},
+                                {"device_memory_bytes", dev_bytes},
+                                {"host_memory_bytes", host_bytes},
+                                {"exhaustive_s", exhaustive_s},
+                                {"groundtruth", gt_path.empty() ? "exhaustive search" : gt_path},
+                                {"results", nlohmann::ordered_json::array()}};
+    for (const Row& r : rows)
+      j["results"].push_back({{"nprobe", r.nprobe},
+                              {"k", r.k},
+                              {"batch", r.batch},
+                              {"qps", r.qps},
+                              {"recall", r.recall},
+                              {"p50_ms", r.p50_ms},
+                              {"p99_ms", r.p99_ms},
+                              {"mean_ms", r.mean_ms}});
+    std::ofstream f(opt.json_path);
+    f << j.dump(2) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "--json: cannot write %s\n", opt.json_path.c_str());
+      return 1;
     }
-    j << "  ]\n}\n";
+  }
+  if (!opt.csv_path.empty()) {
+    std::ofstream f(opt.csv_path);
+    f << "library,data,backend,n,dim,nlist,nq,nprobe,k,batch,qps,recall,p50_ms,p99_ms,mean_ms\n";
+    for (const Row& r : rows)
+      f << "libivfgpu " << ivf_version() << ",\"" << data_name << "\"," << backend_name << ',' << n << ',' << dim << ','
+        << nlist << ',' << nq << ',' << r.nprobe << ',' << r.k << ',' << r.batch << ',' << r.qps << ',' << r.recall
+        << ',' << r.p50_ms << ',' << r.p99_ms << ',' << r.mean_ms << "\n";
+    if (!f) {
+      std::fprintf(stderr, "--csv: cannot write %s\n", opt.csv_path.c_str());
+      return 1;
+    }
   }
   ivf_params_free(sp);
   ivf_params_free(bp);

@@ -6,6 +6,7 @@ set -euo pipefail
 if [ "${IVFGPU_SKIP_DEPS:-0}" = 1 ]; then exit 0; fi  # machines without a package registry
 packages=(build-essential cmake ninja-build pkg-config gzip
           libopenblas-dev libgtest-dev googletest libbenchmark-dev libxxhash-dev
+          libcli11-dev nlohmann-json3-dev gnuplot-nox jq
           dataset-fashion-mnist golang-go bindgen clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -6,4 +6,10 @@ source "$(dirname "$0")/env.sh"
 "$root/scripts/deps.sh"
 configure_and_build
 cd "$build"
-ctest --output-on-failure -j "$jobs" "$@"
+rc=0
+ctest --output-on-failure -j "$jobs" "$@" || rc=$?
+# What was skipped and why. IVFGPU_STRICT_SKIPS=1 (CI): anything skipped but the GPU tests fails.
+strict=""
+[ "${IVFGPU_STRICT_SKIPS:-0}" = 1 ] && strict=--strict
+sh "$root/scripts/skip_report.sh" "$build" $strict || rc=1
+exit "$rc"

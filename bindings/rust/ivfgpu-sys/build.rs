@@ -28,7 +28,9 @@ fn main() {
         _ => pkg_config_lib_dirs().unwrap_or_else(|why| {
             println!(
                 "cargo:warning=libivfgpu not found through pkg-config ({why}); relying on the \
-                 linker's default search path. Set IVFGPU_LIB_DIR or PKG_CONFIG_PATH to choose."
+                 linker's default search path. Set PKG_CONFIG_PATH=<prefix>/lib/pkgconfig \
+                 (after `cmake --install build --prefix <prefix>`) or IVFGPU_LIB_DIR=<dir of \
+                 libivfgpu.so>, and LD_LIBRARY_PATH to that directory to run."
             );
             Vec::new()
         }),
@@ -51,7 +53,10 @@ fn pkg_config_lib_dirs() -> Result<Vec<String>, String> {
         .output()
         .map_err(|e| format!("cannot run {pkg_config}: {e}"))?;
     if !output.status.success() {
-        return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
+        // pkg-config explains itself over several lines; a cargo:warning is one line, so
+        // join them or cargo drops everything after the first.
+        let why = String::from_utf8_lossy(&output.stderr);
+        return Err(why.split_whitespace().collect::<Vec<_>>().join(" "));
     }
     let libs = String::from_utf8(output.stdout).map_err(|e| e.to_string())?;
     Ok(libs
