@@ -17,7 +17,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
 if has build "$@"; then
   stamp configure
   cmake -S . -B "$B" -G Ninja -DIVFGPU_CUDA=ON -DIVFGPU_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Release \
-    -DIVFGPU_DATA_DIR="$DATA" ${IVFGPU_XXHASH:+-DIVFGPU_XXHASH_INCLUDE_DIR=$IVFGPU_XXHASH} > "$OUT/cmake.log" 2>&1 || { tail -40 "$OUT/cmake.log"; exit 1; }
+    -DIVFGPU_DATA_DIR="$DATA" ${IVFGPU_XXHASH:+-DIVFGPU_XXHASH_INCLUDE_DIR=$IVFGPU_XXHASH} \
+    ${IVFGPU_PREFIX:+-DCMAKE_PREFIX_PATH=$IVFGPU_PREFIX} > "$OUT/cmake.log" 2>&1 || { tail -40 "$OUT/cmake.log"; exit 1; }
   stamp build
   ninja -C "$B" -j16 > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A4 "$OUT/build.log" | head -80; exit 1; }
   stamp built
