@@ -276,7 +276,9 @@ typedef int32_t ivf_info_key;
 #define IVF_INFO_POOL_BYTES         12  /**< device memory the index's stream-ordered pool
                                              keeps cached for reuse by later searches (not in
                                              IVF_INFO_DEVICE_MEMORY_BYTES); returned to the
-                                             driver by ivf_reset and ivf_free; 0 on the CPU  */
+                                             driver by ivf_reset (except blocks sharing a
+                                             pool chunk with live arrays) and ivf_free; 0 on
+                                             the CPU                                         */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,
