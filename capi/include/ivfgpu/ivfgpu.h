@@ -155,6 +155,10 @@ typedef int32_t ivf_param_key;
 #define IVF_PARAM_MAX_POINTS_PER_CENTROID 6 /**< training sample cap = this x nlist; default 256 */
 #define IVF_PARAM_SEED             7  /**< random seed for sampling and k-means; default 1234  */
 #define IVF_PARAM_NUM_THREADS      8  /**< CPU threads, 0 = all cores; default 0               */
+#define IVF_PARAM_UNIQUE_IDS       9  /**< 1: every id names at most one vector (an add or
+                                           update that would repeat an id is refused); 0
+                                           (default, as FAISS): ids may repeat, and remove /
+                                           update act on every vector with the id          */
 /* search keys (IVF_PARAM_NPROBE given to ivf_create sets the index's default nprobe);
    IVF_PARAM_MEMORY_KIND and IVF_PARAM_CUDA_STREAM are also read by ivf_train_ex / ivf_add_ex */
 #define IVF_PARAM_NPROBE          32  /**< lists probed per query, >= 1, clamped to nlist; default 8 */
@@ -162,6 +166,9 @@ typedef int32_t ivf_param_key;
 #define IVF_PARAM_CUDA_STREAM     34  /**< pointer key: a cudaStream_t to run on; default NULL
                                            (the library uses a stream of its own and
                                            synchronises before returning)                    */
+#define IVF_PARAM_FILTER          35  /**< pointer key: an ivf_filter* restricting the vectors a
+                                           search may return; default NULL (no filter). The
+                                           filter must outlive the searches that use it      */
 
 /** Create a parameter object holding every default. *out receives it; the caller frees it
  *  with ivf_params_free. Returns IVF_OK, IVF_ERR_INVALID_ARGUMENT (out NULL) or
@@ -211,7 +218,9 @@ IVF_API IVF_NODISCARD ivf_status ivf_train(ivf_index* index, const void* data, i
                                            int64_t n, int64_t dim);
 
 /** Add n vectors (row-major, dimension dim) to a trained index. ids: n caller ids (any int64
- *  values, -1 excepted, duplicates allowed), or NULL for sequential ids ntotal, ntotal+1, ...
+ *  values, -1 excepted; repeats allowed unless the index was created with IVF_PARAM_UNIQUE_IDS,
+ *  which refuses an id already held or repeated in the batch), or NULL for sequential ids
+ *  ntotal, ntotal+1, ... (in a unique-ids index: one more than the largest id ever added)
  *  An untrained index refuses (IVF_ERR_INVALID_STATE): train first, explicitly. NaN/Inf in
  *  data: IVF_ERR_INVALID_ARGUMENT. All or nothing: on any failure the index is unchanged.
  *  Synchronous. A mutation: concurrent searches keep reading the previous state until it
@@ -258,6 +267,73 @@ IVF_API IVF_NODISCARD ivf_status ivf_search(const ivf_index* index, const ivf_pa
 /** Number of vectors held. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_ntotal(const ivf_index* index, int64_t* ntotal);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Ids: remove, update, get, count                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Remove every vector whose id is one of ids[0..n) (host memory; any int64 values; ids that are
+ *  absent are not an error; repeats are harmless). *removed (may be NULL) receives the number of
+ *  vectors removed. A mutation (see the top of this header): a search that started before it
+ *  may still return the removed vectors, one that starts after it never does. Removed rows are
+ *  skipped by every scan and reclaimed when their list is compacted (automatically, when more
+ *  than a quarter of the index is removed rows). params: NULL (reserved for later keys).
+ *  n = 0 is allowed and changes nothing. Returns IVF_OK, IVF_ERR_INVALID_ARGUMENT,
+ *  IVF_ERR_INVALID_STATE (untrained), memory and CUDA errors. */
+IVF_API IVF_NODISCARD ivf_status ivf_remove(ivf_index* index, const ivf_params* params,
+                                            const int64_t* ids, int64_t n, int64_t* removed);
+
+/** Upsert: for each of the n ids, every vector the index holds with that id is replaced by row i
+ *  of data (an id the index does not hold is added). All or nothing, one published state. ids
+ *  must not repeat within one call (IVF_ERR_INVALID_ARGUMENT) and must not be -1. data and ids
+ *  are read as ivf_add_ex reads them (params: memory kind and stream; NULL = host). */
+IVF_API IVF_NODISCARD ivf_status ivf_update(ivf_index* index, const ivf_params* params,
+                                            const void* data, ivf_dtype dtype, int64_t n,
+                                            int64_t dim, const int64_t* ids);
+
+/** Copy the stored vector of each of n ids (host memory) into out (n x dim of dtype, host memory,
+ *  caller-owned). The stored vector is the index's own copy: for the cosine metric, unit
+ *  length. Where an id has several vectors, the one returned is the first in list order (lowest
+ *  list, then earliest in the list); ivf_count_ids tells how many there are. found (may be NULL)
+ *  receives 1 or 0 per id; the row of an absent id is filled with zeros. Reads one published
+ *  state. dtype: IVF_DTYPE_F32. params: NULL (reserved). */
+IVF_API IVF_NODISCARD ivf_status ivf_get(const ivf_index* index, const ivf_params* params,
+                                         const int64_t* ids, int64_t n, void* out, ivf_dtype dtype,
+                                         int64_t dim, uint8_t* found);
+
+/** counts[i] = number of vectors with id ids[i] (0: absent), for n ids in host memory. Reads
+ *  one published state. */
+IVF_API IVF_NODISCARD ivf_status ivf_count_ids(const ivf_index* index, const int64_t* ids,
+                                               int64_t n, int64_t* counts);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Filters: reusable id sets that restrict a search                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/** A set of ids, built once (hashed, and uploaded to each device on first use) and passed to any
+ *  number of searches on any index through IVF_PARAM_FILTER. Immutable after creation; safe to
+ *  share between threads; must outlive the searches that use it. */
+typedef struct ivf_filter ivf_filter;
+
+typedef int32_t ivf_filter_mode;
+#define IVF_FILTER_ALLOW 0  /**< only vectors whose id is in the set may be returned            */
+#define IVF_FILTER_DENY  1  /**< vectors whose id is in the set are never returned               */
+
+/** Build a filter from n ids (host memory; any int64 values; repeats allowed; n = 0 gives an
+ *  empty set: allow-nothing or deny-nothing). A filtered search returns, for each query, the k
+ *  nearest permitted vectors among the lists it probes: exactly what an unfiltered search of an
+ *  index holding only the permitted vectors (same centroids) returns, padded when fewer exist.
+ *  The filter is applied inside the list scan, not to a result list. Dense id sets (a range at
+ *  most 64x the count) are kept as a bitset, others as a hash set. *out receives the filter, to
+ *  be released with ivf_filter_free. */
+IVF_API IVF_NODISCARD ivf_status ivf_filter_create(ivf_filter** out, const int64_t* ids, int64_t n,
+                                                   ivf_filter_mode mode);
+/** Free a filter; NULL is a no-op. No search may be using it. */
+IVF_API void ivf_filter_free(ivf_filter* filter);
+/** Bytes the filter holds on the host and, summed over the devices it was uploaded to, on
+ *  devices (either pointer may be NULL). */
+IVF_API IVF_NODISCARD ivf_status ivf_filter_bytes(const ivf_filter* filter, int64_t* host_bytes,
+                                                  int64_t* device_bytes);
+
 /** Keys of ivf_index_info. */
 typedef int32_t ivf_info_key;
 #define IVF_INFO_DIM                 1
@@ -279,6 +355,9 @@ typedef int32_t ivf_info_key;
                                              driver by ivf_reset (except blocks sharing a
                                              pool chunk with live arrays) and ivf_free; 0 on
                                              the CPU                                         */
+#define IVF_INFO_UNIQUE_IDS         13  /**< 1 when ids are unique (IVF_PARAM_UNIQUE_IDS)     */
+#define IVF_INFO_REMOVED_ROWS       14  /**< removed rows still held, awaiting compaction    */
+#define IVF_INFO_ID_MAP_BYTES       15  /**< memory of the id map (device on CUDA, else host) */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,
@@ -357,6 +436,15 @@ typedef struct ivf_api_v1 {
   ivf_status (*train_ex)(ivf_index*, const ivf_params*, const void*, ivf_dtype, int64_t, int64_t);
   ivf_status (*add_ex)(ivf_index*, const ivf_params*, const void*, ivf_dtype, int64_t, int64_t,
                        const int64_t*);
+  ivf_status (*remove)(ivf_index*, const ivf_params*, const int64_t*, int64_t, int64_t*);
+  ivf_status (*update)(ivf_index*, const ivf_params*, const void*, ivf_dtype, int64_t, int64_t,
+                       const int64_t*);
+  ivf_status (*get)(const ivf_index*, const ivf_params*, const int64_t*, int64_t, void*, ivf_dtype,
+                    int64_t, uint8_t*);
+  ivf_status (*count_ids)(const ivf_index*, const int64_t*, int64_t, int64_t*);
+  ivf_status (*filter_create)(ivf_filter**, const int64_t*, int64_t, ivf_filter_mode);
+  void (*filter_free)(ivf_filter*);
+  ivf_status (*filter_bytes)(const ivf_filter*, int64_t*, int64_t*);
 } ivf_api_v1;
 
 /** The function table for abi_version (1 today), or NULL for a version this library does not
