@@ -33,7 +33,7 @@ constexpr uint64_t kMaxBuckets = 0xE0000000u;
 // Device counters, int64 each, at the start of the byte region.
 enum Counter : int { kSize = 0, kOverflowed, kFailed, kNew, kErased, kCounters = 8 };
 
-uint32_t overflow_buckets(uint32_t nbuckets) { return std::max<uint32_t>(2, (nbuckets + 15) / 16); }
+uint32_t overflow_buckets(uint32_t nbuckets) { return std::max<uint32_t>(4, (nbuckets + 15) / 16); }
 
 struct Layout {
   int64_t slots = 0;  // (main + overflow buckets) * 32
@@ -357,21 +357,18 @@ void IdMap::allocate(uint32_t nbuckets, cudaStream_t stream) {
   nbuckets_ = nbuckets;
   noverflow_ = overflow_buckets(nbuckets);
   size_ = overflowed_ = 0;
-  stale_ = false;
-  last_stream_ = stream;
 }
 
 struct IdMap::Counts {
   int64_t c[kCounters];
 };
 
-void IdMap::read_counts(cudaStream_t stream) const {
+void IdMap::read_counts(cudaStream_t stream) {
   Counts h{};
   IVF_CUDA_CHECK(cudaMemcpyAsync(h.c, counters(), sizeof(h.c), cudaMemcpyDeviceToHost, stream));
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
   size_ = h.c[kSize];
   overflowed_ = h.c[kOverflowed];
-  stale_ = false;
 }
 
 namespace {
@@ -408,7 +405,7 @@ void IdMap::rehash(uint32_t nbuckets, cudaStream_t stream) {
 
 void IdMap::reserve(int64_t keys, cudaStream_t stream) {
   DeviceGuard guard(ctx_->device());
-  last_stream_ = stream;
+  mem_.set_stream(stream);
   const uint32_t need = buckets_for(keys);
   if (need > nbuckets_) rehash(need, stream);
 }
@@ -416,7 +413,6 @@ void IdMap::reserve(int64_t keys, cudaStream_t stream) {
 void IdMap::insert(const int64_t* keys, const int64_t* values, int64_t n, cudaStream_t stream) {
   require(n >= 0 && (n == 0 || keys != nullptr), Errc::InvalidArgument, "id map insert: bad arguments");
   DeviceGuard guard(ctx_->device());
-  last_stream_ = stream;
   mem_.set_stream(stream);
   for (int64_t start = 0; start < n; start += kInsertPiece)
     insert_chunk(keys + start, values != nullptr ? values + start : nullptr, std::min(kInsertPiece, n - start), stream);
@@ -474,23 +470,22 @@ void IdMap::insert_chunk(const int64_t* keys, const int64_t* values, int64_t n, 
 void IdMap::erase(const int64_t* keys, int64_t n, cudaStream_t stream, int64_t* erased_count) {
   require(n >= 0 && (n == 0 || keys != nullptr), Errc::InvalidArgument, "id map erase: bad arguments");
   DeviceGuard guard(ctx_->device());
-  last_stream_ = stream;
   mem_.set_stream(stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(counters() + kErased, 0, sizeof(int64_t), stream));
   if (n > 0) {
     erase_kernel<<<grid_for(n * 32, *ctx_), kThreads, 0, stream>>>(table_ref(mem_.data(), nbuckets_), keys, n,
                                                                     counters());
     IVF_CUDA_CHECK_LAUNCH();
-    stale_ = true;
   }
   if (erased_count != nullptr)
     IVF_CUDA_CHECK(cudaMemcpyAsync(erased_count, counters() + kErased, sizeof(int64_t), cudaMemcpyDeviceToDevice, stream));
+  read_counts(stream);  // keeps size() a plain read, so const calls never write
 }
 
 IdMapView IdMap::view() const {
   IdMapView v;
   v.table = table_ref(mem_.data(), nbuckets_);
-  v.has_overflow = overflowed_ > 0;  // erase never lowers it: exact without a read-back
+  v.has_overflow = overflowed_ > 0;
   return v;
 }
 
@@ -499,9 +494,7 @@ void IdMap::find(const int64_t* keys, int64_t n, int64_t* values_out, uint8_t* f
   require(n >= 0 && (n == 0 || keys != nullptr), Errc::InvalidArgument, "id map find: bad arguments");
   if (n == 0) return;
   DeviceGuard guard(ctx_->device());
-  last_stream_ = stream;
   if (kernel == FindKernel::Auto) {
-    // size_ is exact after an insert and an upper bound after an erase: no read-back here.
     kernel = choose_find_kernel(static_cast<double>(size_) / static_cast<double>(capacity()));
   }
   const IdMapView v = view();
@@ -528,23 +521,10 @@ IdMap IdMap::clone(cudaStream_t stream) const {
   IVF_CUDA_CHECK(cudaMemcpyAsync(c.mem_.data(), mem_.data(), mem_.bytes(), cudaMemcpyDeviceToDevice, stream));
   c.nbuckets_ = nbuckets_;
   c.noverflow_ = noverflow_;
-  c.last_stream_ = stream;
   c.read_counts(stream);  // synchronises: the copy is complete and its counts exact
   return c;
 }
 
-int64_t IdMap::size() const {
-  DeviceGuard guard(ctx_->device());
-  if (stale_) read_counts(last_stream_);
-  return size_;
-}
-
 int64_t IdMap::capacity() const { return static_cast<int64_t>(nbuckets_) * kSlots; }
-
-int64_t IdMap::overflow_count() const {
-  DeviceGuard guard(ctx_->device());
-  if (stale_) read_counts(last_stream_);
-  return overflowed_;
-}
 
 }  // namespace ivfgpu::cuda

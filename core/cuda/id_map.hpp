@@ -6,16 +6,18 @@
 //
 // Contract:
 //   * Keys are any int64 (-1, INT64_MIN and INT64_MAX included); no key value is reserved.
-//   * All operations are stream-ordered on the caller's stream and take device arrays. insert,
-//     reserve, clone and the constructor synchronise that stream before returning (they read
-//     counts back to decide on growth); erase and find do not.
+//   * All operations are stream-ordered on the caller's stream and take device arrays. Every
+//     mutation (constructor, insert, erase, reserve) and clone synchronises that stream before
+//     returning (counts are read back to decide on growth and to keep size() a plain read);
+//     find does not synchronise.
+//   * const member functions write nothing: many host threads may find() on one map at once.
 //   * insert of a key already present overwrites its value. Duplicate keys inside one insert
 //     batch: the last occurrence wins (the batch is stably sorted on the device first).
 //   * Mutations (insert, erase, reserve) and lookups must not overlap in time on the device;
 //     an IdMap is not safe to mutate from two host threads. The index publishes immutable
 //     states and mutates a clone(), which is the intended use.
-//   * Device memory is freed on the stream of the last operation; that stream must still exist
-//     when the map is destroyed (or the map must be destroyed first).
+//   * Device memory is freed on the stream of the last mutation (or of the clone() that made
+//     the map); that stream must still exist when the map is destroyed.
 //   * Out of device memory: Errc::OutOfDeviceMemory, and the map is unchanged (growth builds
 //     the new table beside the old one). One exception: an insert whose overflow level fills
 //     up (never seen below the maximum load factor) grows in the middle of the batch; if that
@@ -65,7 +67,7 @@ class IdMap {
   void insert(const int64_t* keys, const int64_t* values, int64_t n, cudaStream_t stream);
 
   // Erases the keys present (absent keys and repeats are ignored). erased_count (device, may be
-  // null) receives the number of keys removed.
+  // null) receives the number of keys removed. Freed slots are reused by later inserts.
   void erase(const int64_t* keys, int64_t n, cudaStream_t stream, int64_t* erased_count = nullptr);
 
   // values_out[i] = the value of keys[i] or -1 when absent; found_out[i] = 1 / 0. Either output
@@ -78,13 +80,13 @@ class IdMap {
 
   IdMapView view() const;
 
-  int64_t size() const;      // keys held (synchronises after an erase)
-  int64_t capacity() const;  // main slots: 32 * buckets
+  int64_t size() const { return size_; }  // keys held
+  int64_t capacity() const;                // main slots: 32 * buckets
   double load_factor() const { return capacity() == 0 ? 0.0 : double(size()) / double(capacity()); }
   double max_load_factor() const { return max_load_; }
   std::size_t bytes() const { return mem_.bytes(); }
   // Keys placed in the overflow level since the last rehash (diagnostic; erase does not lower it).
-  int64_t overflow_count() const;
+  int64_t overflow_count() const { return overflowed_; }
 
  private:
   struct Counts;
@@ -92,7 +94,7 @@ class IdMap {
   void allocate(uint32_t nbuckets, cudaStream_t stream);
   void rehash(uint32_t nbuckets, cudaStream_t stream);
   void insert_chunk(const int64_t* keys, const int64_t* values, int64_t n, cudaStream_t stream);
-  void read_counts(cudaStream_t stream) const;
+  void read_counts(cudaStream_t stream);
   uint32_t buckets_for(int64_t keys) const;
   int64_t* counters() const;
 
@@ -100,10 +102,8 @@ class IdMap {
   double max_load_ = 1.0;
   uint32_t nbuckets_ = 0, noverflow_ = 0;
   DeviceBuffer<int64_t> mem_;  // keys, values, counters, digests, filters (see id_map.cu)
-  // Host mirrors of the device counters, exact after a synchronising call.
-  mutable int64_t size_ = 0, overflowed_ = 0;
-  mutable bool stale_ = false;              // an erase ran since the mirrors were read
-  mutable cudaStream_t last_stream_ = nullptr;
+  // Host mirrors of the device counters, read back by every mutation.
+  int64_t size_ = 0, overflowed_ = 0;
 };
 
 }  // namespace ivfgpu::cuda
