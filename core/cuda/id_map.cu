@@ -293,14 +293,12 @@ __global__ void __launch_bounds__(kThreads) find_pipelined_kernel(IdMapView v, c
       const uint32_t digest = __shfl_sync(kFullMask, my.digest, k);
       int64_t value = -1;
       int64_t s = idmap::verify_warp<true>(t.keys, t.values, b1, d1, b2, d2, digest, key, lane, &value);
-      if (s < 0 && v.has_overflow) {
-        const uint32_t fbit = __shfl_sync(kFullMask, my.fbit, k);
-        const uint32_t o1 = __shfl_sync(kFullMask, my.o1, k);
-        const uint32_t o2 = __shfl_sync(kFullMask, my.o2, k);
-        if ((__ldg(t.filters + b1) & __ldg(t.filters + b2) & fbit) != 0) {
-          const unsigned e1 = __ldg(t.digests + int64_t(o1) * kSlots + lane);
-          const unsigned e2 = __ldg(t.digests + int64_t(o2) * kSlots + lane);
-          s = idmap::verify_warp<true>(t.keys, t.values, o1, e1, o2, e2, digest, key, lane, &value);
+      if (s < 0 && v.has_overflow) {  // rare: rehash the key rather than hold o1, o2 in registers
+        const Probe q = idmap::probe_of(key, t.nbuckets, t.noverflow);
+        if ((__ldg(t.filters + b1) & __ldg(t.filters + b2) & q.fbit) != 0) {
+          const unsigned e1 = __ldg(t.digests + int64_t(q.o1) * kSlots + lane);
+          const unsigned e2 = __ldg(t.digests + int64_t(q.o2) * kSlots + lane);
+          s = idmap::verify_warp<true>(t.keys, t.values, q.o1, e1, q.o2, e2, digest, key, lane, &value);
         }
       }
       if (lane == k) {

@@ -158,6 +158,13 @@ __device__ __forceinline__ int64_t verify_warp(const int64_t* keys, const int64_
   return static_cast<int64_t>(m1 != 0 ? b1 : b2) * kSlots + src;
 }
 
+// This thread's lane in its warp (any block shape).
+__device__ __forceinline__ int lane_id() {
+  unsigned lane;
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  return static_cast<int>(lane);
+}
+
 // Plain data shared by the read-only view and the kernels that mutate the table.
 struct TableRef {
   uint8_t* digests = nullptr;  // (nbuckets + noverflow) * 32
@@ -171,7 +178,7 @@ struct TableRef {
 // Warp-cooperative locate, all 32 lanes with the same key: slot or -1 in every lane.
 template <bool kReadOnly>
 __device__ __forceinline__ int64_t locate_warp(const TableRef& t, bool check_overflow, int64_t key, int64_t* value) {
-  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const int lane = lane_id();
   const Probe p = probe_of(key, t.nbuckets, t.noverflow);
   const unsigned d1 = load<kReadOnly>(t.digests + static_cast<int64_t>(p.b1) * kSlots + lane);
   const unsigned d2 = load<kReadOnly>(t.digests + static_cast<int64_t>(p.b2) * kSlots + lane);
@@ -220,8 +227,9 @@ struct IdMapView {
     return true;
   }
 
-  // Warp-cooperative: all 32 lanes of a warp call it together (converged) with the same key;
-  // every lane gets the same answer.
+  // Warp-cooperative: all 32 lanes of a warp call it together (converged, full warp) with the
+  // same key; every lane gets the same answer. Costs one sector per bucket per warp instead of
+  // per thread: for kernels that already hold one key per warp.
   __device__ __forceinline__ bool find_warp(int64_t key, int64_t* value) const {
     int64_t v = 0;
     if (idmap::locate_warp<true>(table, has_overflow, key, &v) < 0) return false;
