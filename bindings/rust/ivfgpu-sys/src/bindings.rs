@@ -39,9 +39,13 @@ pub const IVF_PARAM_KMEANS_ITERS: i32 = 5;
 pub const IVF_PARAM_MAX_POINTS_PER_CENTROID: i32 = 6;
 pub const IVF_PARAM_SEED: i32 = 7;
 pub const IVF_PARAM_NUM_THREADS: i32 = 8;
+pub const IVF_PARAM_UNIQUE_IDS: i32 = 9;
 pub const IVF_PARAM_NPROBE: i32 = 32;
 pub const IVF_PARAM_MEMORY_KIND: i32 = 33;
 pub const IVF_PARAM_CUDA_STREAM: i32 = 34;
+pub const IVF_PARAM_FILTER: i32 = 35;
+pub const IVF_FILTER_ALLOW: i32 = 0;
+pub const IVF_FILTER_DENY: i32 = 1;
 pub const IVF_INFO_DIM: i32 = 1;
 pub const IVF_INFO_NLIST: i32 = 2;
 pub const IVF_INFO_METRIC: i32 = 3;
@@ -54,6 +58,9 @@ pub const IVF_INFO_DEVICE_MEMORY_BYTES: i32 = 9;
 pub const IVF_INFO_HOST_MEMORY_BYTES: i32 = 10;
 pub const IVF_INFO_STATE_VERSION: i32 = 11;
 pub const IVF_INFO_POOL_BYTES: i32 = 12;
+pub const IVF_INFO_UNIQUE_IDS: i32 = 13;
+pub const IVF_INFO_REMOVED_ROWS: i32 = 14;
+pub const IVF_INFO_ID_MAP_BYTES: i32 = 15;
 extern "C" {
     #[doc = " \"MAJOR.MINOR.PATCH\" of the loaded library. Static storage; never NULL; thread-safe."]
     pub fn ivf_version() -> *const ::std::os::raw::c_char;
@@ -173,7 +180,9 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Add n vectors (row-major, dimension dim) to a trained index. ids: n caller ids (any int64"]
-    #[doc = "  values, -1 excepted, duplicates allowed), or NULL for sequential ids ntotal, ntotal+1, ..."]
+    #[doc = "  values, -1 excepted; repeats allowed unless the index was created with IVF_PARAM_UNIQUE_IDS,"]
+    #[doc = "  which refuses an id already held or repeated in the batch), or NULL for sequential ids"]
+    #[doc = "  ntotal, ntotal+1, ... (in a unique-ids index: one more than the largest id ever added)"]
     #[doc = "  An untrained index refuses (IVF_ERR_INVALID_STATE): train first, explicitly. NaN/Inf in"]
     #[doc = "  data: IVF_ERR_INVALID_ARGUMENT. All or nothing: on any failure the index is unchanged."]
     #[doc = "  Synchronous. A mutation: concurrent searches keep reading the previous state until it"]
@@ -249,6 +258,100 @@ extern "C" {
 extern "C" {
     #[doc = " Number of vectors held. Thread-safe."]
     pub fn ivf_ntotal(index: *const ivf_index, ntotal: *mut i64) -> ivf_status;
+}
+extern "C" {
+    #[doc = " Remove every vector whose id is one of ids[0..n) (host memory; any int64 values; ids that are"]
+    #[doc = "  absent are not an error; repeats are harmless). *removed (may be NULL) receives the number of"]
+    #[doc = "  vectors removed. A mutation (see the top of this header): a search that started before it"]
+    #[doc = "  may still return the removed vectors, one that starts after it never does. Removed rows are"]
+    #[doc = "  skipped by every scan and reclaimed when their list is compacted (automatically, when more"]
+    #[doc = "  than a quarter of the index is removed rows). params: NULL (reserved for later keys)."]
+    #[doc = "  n = 0 is allowed and changes nothing. Returns IVF_OK, IVF_ERR_INVALID_ARGUMENT,"]
+    #[doc = "  IVF_ERR_INVALID_STATE (untrained), memory and CUDA errors."]
+    pub fn ivf_remove(
+        index: *mut ivf_index,
+        params: *const ivf_params,
+        ids: *const i64,
+        n: i64,
+        removed: *mut i64,
+    ) -> ivf_status;
+}
+extern "C" {
+    #[doc = " Upsert: for each of the n ids, every vector the index holds with that id is replaced by row i"]
+    #[doc = "  of data (an id the index does not hold is added). All or nothing, one published state. ids"]
+    #[doc = "  must not repeat within one call (IVF_ERR_INVALID_ARGUMENT) and must not be -1. data and ids"]
+    #[doc = "  are read as ivf_add_ex reads them (params: memory kind and stream; NULL = host)."]
+    pub fn ivf_update(
+        index: *mut ivf_index,
+        params: *const ivf_params,
+        data: *const ::std::os::raw::c_void,
+        dtype: ivf_dtype,
+        n: i64,
+        dim: i64,
+        ids: *const i64,
+    ) -> ivf_status;
+}
+extern "C" {
+    #[doc = " Copy the stored vector of each of n ids (host memory) into out (n x dim of dtype, host memory,"]
+    #[doc = "  caller-owned). The stored vector is the index's own copy: for the cosine metric, unit"]
+    #[doc = "  length. Where an id has several vectors, the one returned is the first in list order (lowest"]
+    #[doc = "  list, then earliest in the list); ivf_count_ids tells how many there are. found (may be NULL)"]
+    #[doc = "  receives 1 or 0 per id; the row of an absent id is filled with zeros. Reads one published"]
+    #[doc = "  state. dtype: IVF_DTYPE_F32. params: NULL (reserved)."]
+    pub fn ivf_get(
+        index: *const ivf_index,
+        params: *const ivf_params,
+        ids: *const i64,
+        n: i64,
+        out: *mut ::std::os::raw::c_void,
+        dtype: ivf_dtype,
+        dim: i64,
+        found: *mut u8,
+    ) -> ivf_status;
+}
+extern "C" {
+    #[doc = " counts[i] = number of vectors with id ids[i] (0: absent), for n ids in host memory. Reads"]
+    #[doc = "  one published state."]
+    pub fn ivf_count_ids(
+        index: *const ivf_index,
+        ids: *const i64,
+        n: i64,
+        counts: *mut i64,
+    ) -> ivf_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ivf_filter {
+    _unused: [u8; 0],
+}
+pub type ivf_filter_mode = i32;
+extern "C" {
+    #[doc = " Build a filter from n ids (host memory; any int64 values; repeats allowed; n = 0 gives an"]
+    #[doc = "  empty set: allow-nothing or deny-nothing). A filtered search returns, for each query, the k"]
+    #[doc = "  nearest permitted vectors among the lists it probes: exactly what an unfiltered search of an"]
+    #[doc = "  index holding only the permitted vectors (same centroids) returns, padded when fewer exist."]
+    #[doc = "  The filter is applied inside the list scan, not to a result list. Dense id sets (a range at"]
+    #[doc = "  most 64x the count) are kept as a bitset, others as a hash set. *out receives the filter, to"]
+    #[doc = "  be released with ivf_filter_free."]
+    pub fn ivf_filter_create(
+        out: *mut *mut ivf_filter,
+        ids: *const i64,
+        n: i64,
+        mode: ivf_filter_mode,
+    ) -> ivf_status;
+}
+extern "C" {
+    #[doc = " Free a filter; NULL is a no-op. No search may be using it."]
+    pub fn ivf_filter_free(filter: *mut ivf_filter);
+}
+extern "C" {
+    #[doc = " Bytes the filter holds on the host and, summed over the devices it was uploaded to, on"]
+    #[doc = "  devices (either pointer may be NULL)."]
+    pub fn ivf_filter_bytes(
+        filter: *const ivf_filter,
+        host_bytes: *mut i64,
+        device_bytes: *mut i64,
+    ) -> ivf_status;
 }
 #[doc = " Keys of ivf_index_info."]
 pub type ivf_info_key = i32;
@@ -457,6 +560,58 @@ pub struct ivf_api_v1 {
             arg6: i64,
             arg7: *const i64,
         ) -> ivf_status,
+    >,
+    pub remove: ::std::option::Option<
+        unsafe extern "C" fn(
+            arg1: *mut ivf_index,
+            arg2: *const ivf_params,
+            arg3: *const i64,
+            arg4: i64,
+            arg5: *mut i64,
+        ) -> ivf_status,
+    >,
+    pub update: ::std::option::Option<
+        unsafe extern "C" fn(
+            arg1: *mut ivf_index,
+            arg2: *const ivf_params,
+            arg3: *const ::std::os::raw::c_void,
+            arg4: ivf_dtype,
+            arg5: i64,
+            arg6: i64,
+            arg7: *const i64,
+        ) -> ivf_status,
+    >,
+    pub get: ::std::option::Option<
+        unsafe extern "C" fn(
+            arg1: *const ivf_index,
+            arg2: *const ivf_params,
+            arg3: *const i64,
+            arg4: i64,
+            arg5: *mut ::std::os::raw::c_void,
+            arg6: ivf_dtype,
+            arg7: i64,
+            arg8: *mut u8,
+        ) -> ivf_status,
+    >,
+    pub count_ids: ::std::option::Option<
+        unsafe extern "C" fn(
+            arg1: *const ivf_index,
+            arg2: *const i64,
+            arg3: i64,
+            arg4: *mut i64,
+        ) -> ivf_status,
+    >,
+    pub filter_create: ::std::option::Option<
+        unsafe extern "C" fn(
+            arg1: *mut *mut ivf_filter,
+            arg2: *const i64,
+            arg3: i64,
+            arg4: ivf_filter_mode,
+        ) -> ivf_status,
+    >,
+    pub filter_free: ::std::option::Option<unsafe extern "C" fn(arg1: *mut ivf_filter)>,
+    pub filter_bytes: ::std::option::Option<
+        unsafe extern "C" fn(arg1: *const ivf_filter, arg2: *mut i64, arg3: *mut i64) -> ivf_status,
     >,
 }
 extern "C" {

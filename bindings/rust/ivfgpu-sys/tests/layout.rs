@@ -19,8 +19,8 @@ fn table_size_and_version_match_the_library() {
     assert_eq!(api.struct_size as usize, size_of::<ivf_api_v1>());
     assert_eq!(api.abi_version, IVF_ABI_VERSION as u32);
     assert_eq!(align_of::<ivf_api_v1>(), align_of::<*const ()>());
-    // Two u32 then 26 function pointers: no padding on LP64 or ILP32.
-    assert_eq!(size_of::<ivf_api_v1>(), 8 + 26 * size_of::<*const ()>());
+    // Two u32 then 33 function pointers: no padding on LP64 or ILP32.
+    assert_eq!(size_of::<ivf_api_v1>(), 8 + 33 * size_of::<*const ()>());
     assert!(unsafe { ivf_get_api(0) }.is_null());
     assert!(unsafe { ivf_get_api(IVF_ABI_VERSION as u32 + 1) }.is_null());
     assert_eq!(unsafe { ivf_abi_version() }, IVF_ABI_VERSION as u32);
@@ -66,6 +66,13 @@ fn every_table_field_is_the_exported_function() {
     same!(abi_version_fn, ivf_abi_version);
     same!(train_ex, ivf_train_ex);
     same!(add_ex, ivf_add_ex);
+    same!(remove, ivf_remove);
+    same!(update, ivf_update);
+    same!(get, ivf_get);
+    same!(count_ids, ivf_count_ids);
+    same!(filter_create, ivf_filter_create);
+    same!(filter_free, ivf_filter_free);
+    same!(filter_bytes, ivf_filter_bytes);
 }
 
 #[test]
@@ -105,6 +112,7 @@ fn parameter_keys_round_trip_through_the_library() {
         (IVF_PARAM_SEED, 99),
         (IVF_PARAM_NPROBE, 5),
         (IVF_PARAM_MEMORY_KIND, IVF_MEMORY_HOST as i64),
+        (IVF_PARAM_UNIQUE_IDS, 1),
     ];
     for (key, value) in cases {
         assert_eq!(
