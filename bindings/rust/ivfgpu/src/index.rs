@@ -1,5 +1,6 @@
 //! `Index`: an owned `ivf_index` handle and the calls on it.
 
+use core::ffi::c_void;
 use core::ptr::NonNull;
 use std::ffi::CString;
 use std::path::Path;
@@ -27,7 +28,7 @@ pub const NO_ID: i64 = -1;
 /// let dim = 4;
 /// // 64 vectors: vector i is (i, i, i, i).
 /// let data: Vec<f32> = (0..64).flat_map(|i| [i as f32; 4]).collect();
-/// let mut index = Index::new(dim, &IndexParams::new().nlist(4).backend(Backend::CPU))?;
+/// let index = Index::new(dim, &IndexParams::new().nlist(4).backend(Backend::CPU))?;
 /// index.train(&data)?;
 /// index.add(&data)?;
 /// assert_eq!(index.ntotal()?, 64);
@@ -69,15 +70,18 @@ pub struct Index {
     dim: usize,
 }
 
-// Thread-safety, from the C contract in ivfgpu.h:
+// Thread-safety, from the C contract in ivfgpu.h ("every call on an index may run
+// concurrently from any number of threads, except ivf_free"):
 // - Send: a handle has no thread affinity. Any call may be made from any thread, and
 //   ivf_free "works from any thread". The thread-local error message does not tie the handle
 //   to a thread: `check` copies it on the calling thread right after each call.
-// - Sync: through `&Index` this API makes only the calls that the header declares safe to run
-//   concurrently on one index (ivf_search, ivf_ntotal, ivf_index_info, ivf_serialize,
-//   ivf_save). The mutating calls (train, add, reset) take `&mut self`. The library would
-//   also serialise them against searches with its internal write lock, but exclusive access
-//   is what Rust callers expect of a mutation.
+// - Sync: every call this API makes through `&Index` is one the header allows to run
+//   concurrently with any other call on the same index: searches and other reads
+//   (ivf_search, ivf_ntotal, ivf_index_info, ivf_serialize, ivf_save) and mutations
+//   (ivf_train, ivf_add, ivf_reset and their _ex forms). A mutation builds a new state and
+//   publishes it atomically; mutations take the index's mutation lock among themselves but
+//   never wait for searches, and a search reads one published state from start to end.
+//   So the mutations take `&self` too, and an `Arc<Index>` can ingest while it serves.
 // - ivf_free "must not race with any other call": `Drop` takes the index by value, so no
 //   borrow (and no other thread's call) can be alive while it runs.
 unsafe impl Send for Index {}
@@ -155,7 +159,11 @@ impl Index {
 
     /// Trains the coarse quantizer (k-means) on `data` (at least nlist vectors). Fails with
     /// `InvalidState` when the index already holds vectors.
-    pub fn train(&mut self, data: &[f32]) -> Result<()> {
+    ///
+    /// Like every mutation (`train`, `add*`, `reset`) it takes `&self`: it never waits for
+    /// searches, which keep reading the previous state until it returns, and mutations on
+    /// one index run one at a time. A search that starts after it returned sees it.
+    pub fn train(&self, data: &[f32]) -> Result<()> {
         let n = self.rows(data, "train")?;
         check(unsafe {
             sys::ivf_train(
@@ -170,13 +178,13 @@ impl Index {
 
     /// Adds vectors with sequential ids (continuing from [`ntotal`](Index::ntotal)).
     /// All or nothing: on failure the index is unchanged.
-    pub fn add(&mut self, data: &[f32]) -> Result<()> {
+    pub fn add(&self, data: &[f32]) -> Result<()> {
         let n = self.rows(data, "add")?;
         self.add_raw(data, n, core::ptr::null())
     }
 
     /// Adds vectors with caller ids, one per vector (any value except [`NO_ID`]).
-    pub fn add_with_ids(&mut self, data: &[f32], ids: &[i64]) -> Result<()> {
+    pub fn add_with_ids(&self, data: &[f32], ids: &[i64]) -> Result<()> {
         let n = self.rows(data, "add_with_ids")?;
         if ids.len() != n {
             return Err(Error::invalid_argument(format!(
@@ -187,7 +195,7 @@ impl Index {
         self.add_raw(data, n, ids.as_ptr())
     }
 
-    fn add_raw(&mut self, data: &[f32], n: usize, ids: *const i64) -> Result<()> {
+    fn add_raw(&self, data: &[f32], n: usize, ids: *const i64) -> Result<()> {
         check(unsafe {
             sys::ivf_add(
                 self.handle.as_ptr(),
@@ -201,8 +209,62 @@ impl Index {
     }
 
     /// Removes every vector, keeping the trained centroids.
-    pub fn reset(&mut self) -> Result<()> {
+    pub fn reset(&self) -> Result<()> {
         check(unsafe { sys::ivf_reset(self.handle.as_ptr()) })
+    }
+
+    /// [`train`](Index::train) on `n` vectors in CUDA device memory (a CUDA index only; the
+    /// library refuses others with `InvalidArgument`). When `stream` (a `cudaStream_t`) is not
+    /// null the library waits for the work queued on it before reading `data`. Synchronous.
+    ///
+    /// # Safety
+    /// `data` must be a device pointer on the index's device to `n * dim()` readable `f32`s,
+    /// valid until the call returns; `stream` must be null or a live stream of that device.
+    pub unsafe fn train_device(
+        &self,
+        data: *const f32,
+        n: usize,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        let raw = RawParams::device(stream)?;
+        check(unsafe {
+            sys::ivf_train_ex(
+                self.handle.as_ptr(),
+                RawParams::ptr(&raw),
+                data.cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+            )
+        })
+    }
+
+    /// [`add`](Index::add) / [`add_with_ids`](Index::add_with_ids) of `n` vectors in CUDA
+    /// device memory, as [`train_device`](Index::train_device) reads them. `ids` is null
+    /// (sequential ids) or a device pointer to `n` ids.
+    ///
+    /// # Safety
+    /// As for [`train_device`](Index::train_device); `ids`, when not null, must be a device
+    /// pointer to `n` readable `i64`s on the index's device.
+    pub unsafe fn add_device(
+        &self,
+        data: *const f32,
+        n: usize,
+        ids: *const i64,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        let raw = RawParams::device(stream)?;
+        check(unsafe {
+            sys::ivf_add_ex(
+                self.handle.as_ptr(),
+                RawParams::ptr(&raw),
+                data.cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+                ids,
+            )
+        })
     }
 
     /// The `k` nearest neighbours of each query, with the index's default parameters.
@@ -319,6 +381,17 @@ impl Index {
     /// Host memory held by the index, in bytes.
     pub fn host_memory_bytes(&self) -> Result<u64> {
         self.info(sys::IVF_INFO_HOST_MEMORY_BYTES).map(|v| v as u64)
+    }
+    /// Number of the published state a call starting now reads: 0 for a new index, +1 per
+    /// successful mutation (train, add, reset, ...). A failed mutation leaves it unchanged.
+    pub fn state_version(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_STATE_VERSION).map(|v| v as u64)
+    }
+    /// Device memory the index's memory pool keeps cached for later searches, in bytes (not
+    /// in [`device_memory_bytes`](Index::device_memory_bytes); 0 on the CPU). `reset` and
+    /// dropping the index give it back to the driver.
+    pub fn pool_bytes(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_POOL_BYTES).map(|v| v as u64)
     }
 
     /// Writes the index to `path` atomically (the file is replaced only on success).

@@ -1,6 +1,7 @@
 //! Builder-style parameters, turned into a C `ivf_params` object only for the call that reads
 //! them (so they are plain Rust values: `Clone`, `Send`, `Sync`, no handle to free).
 
+use core::ffi::c_void;
 use core::ptr::NonNull;
 
 use ivfgpu_sys as sys;
@@ -178,10 +179,19 @@ impl SearchParams {
 /// An owned C parameter object, alive for one call.
 pub(crate) struct RawParams(NonNull<sys::ivf_params>);
 
+/// A pointer key and its value (`IVF_PARAM_CUDA_STREAM`, `IVF_PARAM_FILTER`). The library
+/// does not own the pointer.
+pub(crate) type PtrEntry = (sys::ivf_param_key, *mut c_void);
+
 impl RawParams {
     /// `None` (C: NULL, all defaults) when nothing was set.
     fn from_entries(entries: &[Entry]) -> Result<Option<RawParams>> {
-        if entries.is_empty() {
+        RawParams::build(entries, &[])
+    }
+
+    /// Integer keys and pointer keys; `None` (C: NULL) when there are none.
+    pub(crate) fn build(entries: &[Entry], ptrs: &[PtrEntry]) -> Result<Option<RawParams>> {
+        if entries.is_empty() && ptrs.is_empty() {
             return Ok(None);
         }
         let mut ptr = core::ptr::null_mut();
@@ -194,7 +204,24 @@ impl RawParams {
             })?;
             check(unsafe { sys::ivf_params_set_int(params.0.as_ptr(), key, value) })?;
         }
+        for &(key, value) in ptrs {
+            check(unsafe { sys::ivf_params_set_ptr(params.0.as_ptr(), key, value) })?;
+        }
         Ok(Some(params))
+    }
+
+    /// Parameters of a call whose input is CUDA device memory, waiting for `stream` (a
+    /// `cudaStream_t`; NULL: none) before reading it.
+    pub(crate) fn device(stream: *mut c_void) -> Result<Option<RawParams>> {
+        let memory = [(
+            sys::IVF_PARAM_MEMORY_KIND,
+            Some(i64::from(sys::IVF_MEMORY_DEVICE)),
+        )];
+        if stream.is_null() {
+            RawParams::build(&memory, &[])
+        } else {
+            RawParams::build(&memory, &[(sys::IVF_PARAM_CUDA_STREAM, stream)])
+        }
     }
 
     pub(crate) fn ptr(this: &Option<RawParams>) -> *const sys::ivf_params {

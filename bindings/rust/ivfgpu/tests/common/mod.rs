@@ -52,7 +52,7 @@ pub fn test_params() -> IndexParams {
 /// A trained index (on the test backend) holding `generate(N, DIM, 1)` with sequential ids.
 pub fn filled_index() -> (Index, Vec<f32>) {
     let data = generate(N, DIM, 1);
-    let mut index = Index::new(DIM, &test_params()).expect("create");
+    let index = Index::new(DIM, &test_params()).expect("create");
     index.train(&data).expect("train");
     index.add(&data).expect("add");
     (index, data)
