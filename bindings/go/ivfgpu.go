@@ -10,8 +10,12 @@
 // Errors are *Error values that wrap a Code; compare with errors.Is against the sentinels
 // (ErrInvalidArgument, ErrInvalidState, ErrOutOfMemory, ...).
 //
-// Thread-safety: all methods may be called from any goroutine. Searches and queries on one
-// index run concurrently; Train, Add and Reset are serialised by the library's write lock.
+// Thread-safety: all methods may be called from any goroutine, concurrently, except that Close
+// waits for the calls in progress. Mutations (Train, Add, AddWithIDs, Reset) never block
+// searches and searches never block mutations: the library publishes each mutation as a new
+// immutable state with one atomic swap, a search reads one published state from its start to
+// its end, and mutations on one index run one at a time. So one goroutine may ingest while
+// others serve searches from the same Index.
 //
 // Linking uses pkg-config (package ivfgpu); see cgo_nopkgconfig.go for the fallback.
 package ivfgpu
@@ -65,6 +69,34 @@ static ivf_status ivfgo_train(ivf_index* ix, const float* data, int64_t n, int64
 static ivf_status ivfgo_add(ivf_index* ix, const float* data, int64_t n, int64_t dim,
                             const int64_t* ids, ivfgo_msg* msg) {
   return ivfgo_capture(ivf_add(ix, data, IVF_DTYPE_F32, n, dim, ids), msg);
+}
+
+// Parameters of a call whose input is CUDA device memory (and the stream to wait for, 0: none).
+static ivf_status ivfgo_device_params(uintptr_t stream, ivf_params** out) {
+  ivf_status s = ivf_params_create(out);
+  if (s == IVF_OK) s = ivf_params_set_int(*out, IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE);
+  if (s == IVF_OK && stream != 0) s = ivf_params_set_ptr(*out, IVF_PARAM_CUDA_STREAM, (void*)stream);
+  return s;
+}
+
+static ivf_status ivfgo_train_device(ivf_index* ix, uintptr_t data, int64_t n, int64_t dim,
+                                     uintptr_t stream, ivfgo_msg* msg) {
+  ivf_params* p = NULL;
+  ivf_status s = ivfgo_device_params(stream, &p);
+  if (s == IVF_OK) s = ivf_train_ex(ix, p, (const void*)data, IVF_DTYPE_F32, n, dim);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
+}
+
+static ivf_status ivfgo_add_device(ivf_index* ix, uintptr_t data, int64_t n, int64_t dim,
+                                   uintptr_t ids, uintptr_t stream, ivfgo_msg* msg) {
+  ivf_params* p = NULL;
+  ivf_status s = ivfgo_device_params(stream, &p);
+  if (s == IVF_OK) s = ivf_add_ex(ix, p, (const void*)data, IVF_DTYPE_F32, n, dim, (const int64_t*)ids);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
 }
 
 static ivf_status ivfgo_reset(ivf_index* ix, ivfgo_msg* msg) {
@@ -298,6 +330,10 @@ func (ix *Index) rows(op string, data []float32) (int, error) {
 
 // Train trains the coarse quantizer (k-means) on data, at least nlist vectors. An index that
 // already holds vectors refuses (ErrInvalidState).
+//
+// Like every mutation (Train, Add, AddWithIDs, Reset) it may run while other goroutines
+// search: they keep reading the previous state until it returns, and calls that start after
+// it returned see it.
 func (ix *Index) Train(data []float32) error {
 	n, err := ix.rows("Train", data)
 	if err != nil {
@@ -350,6 +386,42 @@ func (ix *Index) add(op string, data []float32, ids []int64) error {
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(ids)
 	return check(op, s, &msg)
+}
+
+// TrainDevice is Train on n vectors in CUDA device memory: data is a device pointer on the
+// index's device (a CUDA index only; others refuse with ErrInvalidArgument) to n*Dim() float32
+// values. When stream (a cudaStream_t) is not 0 the library waits for the work queued on it
+// before reading data. The call is synchronous. The pointers are not Go memory; the caller
+// keeps them valid until it returns.
+func (ix *Index) TrainDevice(data uintptr, n int, stream uintptr) error {
+	if data == 0 || n <= 0 {
+		return invalid("TrainDevice", "need a device pointer and n >= 1, got %#x and %d", data, n)
+	}
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	var msg C.ivfgo_msg
+	s := C.ivfgo_train_device(h, C.uintptr_t(data), C.int64_t(n), C.int64_t(ix.dim), C.uintptr_t(stream), &msg)
+	return check("TrainDevice", s, &msg)
+}
+
+// AddDevice is Add (ids = 0: sequential ids) or AddWithIDs (ids: a device pointer to n int64
+// ids) for n vectors in CUDA device memory, read as TrainDevice reads them.
+func (ix *Index) AddDevice(data uintptr, n int, ids uintptr, stream uintptr) error {
+	if data == 0 || n <= 0 {
+		return invalid("AddDevice", "need a device pointer and n >= 1, got %#x and %d", data, n)
+	}
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	var msg C.ivfgo_msg
+	s := C.ivfgo_add_device(h, C.uintptr_t(data), C.int64_t(n), C.int64_t(ix.dim), C.uintptr_t(ids),
+		C.uintptr_t(stream), &msg)
+	return check("AddDevice", s, &msg)
 }
 
 // Reset removes every vector, keeping the trained centroids.
@@ -492,6 +564,31 @@ func (ix *Index) Backend() (Backend, error) {
 func (ix *Index) IsTrained() (bool, error) {
 	v, err := ix.info("IsTrained", C.IVF_INFO_IS_TRAINED)
 	return v != 0, err
+}
+
+// StateVersion returns the number of the published state a call starting now reads: 0 for a
+// new index, +1 per successful mutation (Train, Add, Reset, ...). A failed mutation leaves it
+// unchanged.
+func (ix *Index) StateVersion() (uint64, error) {
+	v, err := ix.info("StateVersion", C.IVF_INFO_STATE_VERSION)
+	return uint64(v), err
+}
+
+// DeviceMemoryBytes returns the device memory held by the index (0 on the CPU).
+func (ix *Index) DeviceMemoryBytes() (int64, error) {
+	return ix.info("DeviceMemoryBytes", C.IVF_INFO_DEVICE_MEMORY_BYTES)
+}
+
+// HostMemoryBytes returns the host memory held by the index.
+func (ix *Index) HostMemoryBytes() (int64, error) {
+	return ix.info("HostMemoryBytes", C.IVF_INFO_HOST_MEMORY_BYTES)
+}
+
+// PoolBytes returns the device memory the index's memory pool keeps cached for later
+// searches (not in DeviceMemoryBytes; 0 on the CPU). Reset and Close give it back to the
+// driver.
+func (ix *Index) PoolBytes() (int64, error) {
+	return ix.info("PoolBytes", C.IVF_INFO_POOL_BYTES)
 }
 
 // Save writes the index to path atomically (path is replaced only on success).
