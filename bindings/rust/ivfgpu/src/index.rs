@@ -267,6 +267,121 @@ impl Index {
         })
     }
 
+    /// Removes every vector whose id is in `ids` (absent ids are no error; repeats are
+    /// harmless) and returns how many vectors were removed. A mutation: searches that started
+    /// before it may still return the removed vectors, those that start after it never do.
+    /// Removed rows are skipped by every scan and reclaimed when their list is compacted.
+    pub fn remove(&self, ids: &[i64]) -> Result<usize> {
+        let mut removed = 0;
+        check(unsafe {
+            sys::ivf_remove(
+                self.handle.as_ptr(),
+                core::ptr::null(),
+                ids.as_ptr(),
+                to_i64(ids.len()),
+                &mut removed,
+            )
+        })?;
+        Ok(removed as usize)
+    }
+
+    /// Upsert: for each id, every vector held with that id is replaced by the matching row of
+    /// `data` (an id the index does not hold is added). `ids` must not repeat nor contain
+    /// [`NO_ID`]. All or nothing, published as one state.
+    pub fn update(&self, data: &[f32], ids: &[i64]) -> Result<()> {
+        let n = self.rows(data, "update")?;
+        if ids.len() != n {
+            return Err(Error::invalid_argument(format!(
+                "update: {} ids for {n} vectors",
+                ids.len()
+            )));
+        }
+        check(unsafe {
+            sys::ivf_update(
+                self.handle.as_ptr(),
+                core::ptr::null(),
+                data.as_ptr().cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+                ids.as_ptr(),
+            )
+        })
+    }
+
+    /// [`update`](Index::update) of `n` vectors and ids in CUDA device memory, read as
+    /// [`add_device`](Index::add_device) reads them.
+    ///
+    /// # Safety
+    /// `data` and `ids` must be device pointers on the index's device to `n * dim()` `f32`s
+    /// and `n` `i64`s, valid until the call returns; `stream` must be null or a live stream
+    /// of that device.
+    pub unsafe fn update_device(
+        &self,
+        data: *const f32,
+        n: usize,
+        ids: *const i64,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        let raw = RawParams::device(stream)?;
+        check(unsafe {
+            sys::ivf_update(
+                self.handle.as_ptr(),
+                RawParams::ptr(&raw),
+                data.cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+                ids,
+            )
+        })
+    }
+
+    /// The stored vector of each id (the index's own copy: unit length for the cosine
+    /// metric), from one published state. An id with several vectors gives the first in list
+    /// order ([`count_ids`](Index::count_ids) tells how many there are); an absent id gives
+    /// `None` in [`StoredVectors::get`].
+    pub fn get(&self, ids: &[i64]) -> Result<StoredVectors> {
+        let total = ids
+            .len()
+            .checked_mul(self.dim)
+            .filter(|&t| t <= isize::MAX as usize / core::mem::size_of::<f32>())
+            .ok_or_else(|| Error::invalid_argument(format!("get: {} ids overflow", ids.len())))?;
+        let mut data = vec![0.0f32; total];
+        let mut found = vec![0u8; ids.len()];
+        check(unsafe {
+            sys::ivf_get(
+                self.handle.as_ptr(),
+                core::ptr::null(),
+                ids.as_ptr(),
+                to_i64(ids.len()),
+                data.as_mut_ptr().cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(self.dim),
+                found.as_mut_ptr(),
+            )
+        })?;
+        Ok(StoredVectors {
+            data,
+            found: found.into_iter().map(|f| f != 0).collect(),
+            dim: self.dim,
+        })
+    }
+
+    /// The number of vectors held with each id (0: absent), from one published state.
+    pub fn count_ids(&self, ids: &[i64]) -> Result<Vec<usize>> {
+        let mut counts = vec![0i64; ids.len()];
+        check(unsafe {
+            sys::ivf_count_ids(
+                self.handle.as_ptr(),
+                ids.as_ptr(),
+                to_i64(ids.len()),
+                counts.as_mut_ptr(),
+            )
+        })?;
+        Ok(counts.into_iter().map(|c| c as usize).collect())
+    }
+
     /// The `k` nearest neighbours of each query, with the index's default parameters.
     pub fn search(&self, queries: &[f32], k: usize) -> Result<SearchResult> {
         self.search_with(queries, k, &SearchParams::new())
@@ -386,6 +501,18 @@ impl Index {
     /// successful mutation (train, add, reset, ...). A failed mutation leaves it unchanged.
     pub fn state_version(&self) -> Result<u64> {
         self.info(sys::IVF_INFO_STATE_VERSION).map(|v| v as u64)
+    }
+    /// Whether ids are unique ([`IndexParams::unique_ids`]).
+    pub fn unique_ids(&self) -> Result<bool> {
+        self.info(sys::IVF_INFO_UNIQUE_IDS).map(|v| v != 0)
+    }
+    /// Removed rows still held, awaiting compaction (they are skipped by every scan).
+    pub fn removed_rows(&self) -> Result<usize> {
+        self.info(sys::IVF_INFO_REMOVED_ROWS).map(|v| v as usize)
+    }
+    /// Memory of the id map, in bytes (device memory on CUDA, else host memory).
+    pub fn id_map_bytes(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_ID_MAP_BYTES).map(|v| v as u64)
     }
     /// Device memory the index's memory pool keeps cached for later searches, in bytes (not
     /// in [`device_memory_bytes`](Index::device_memory_bytes); 0 on the CPU). `reset` and
@@ -516,5 +643,50 @@ impl SearchResult {
     /// The ids and distances, row-major.
     pub fn into_parts(self) -> (Vec<i64>, Vec<f32>) {
         (self.ids, self.distances)
+    }
+}
+
+/// Stored vectors read back by [`Index::get`]: one row of [`dim`](StoredVectors::dim) values
+/// per requested id, in request order; the row of an absent id is all zeros.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredVectors {
+    data: Vec<f32>,
+    found: Vec<bool>,
+    dim: usize,
+}
+
+impl StoredVectors {
+    /// Number of requested ids.
+    pub fn len(&self) -> usize {
+        self.found.len()
+    }
+    /// True when no ids were requested.
+    pub fn is_empty(&self) -> bool {
+        self.found.is_empty()
+    }
+    /// Dimension of the rows.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// The vector of the `i`-th requested id, `None` when the index does not hold it. Panics
+    /// when `i >= len()`.
+    pub fn get(&self, i: usize) -> Option<&[f32]> {
+        self.found[i].then(|| &self.data[i * self.dim..(i + 1) * self.dim])
+    }
+    /// The rows in request order, `None` for absent ids.
+    pub fn iter(&self) -> impl Iterator<Item = Option<&[f32]>> {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+    /// Whether each requested id was found.
+    pub fn found(&self) -> &[bool] {
+        &self.found
+    }
+    /// All rows, row-major (`len() * dim()`), zeros for absent ids.
+    pub fn data(&self) -> &[f32] {
+        &self.data
+    }
+    /// The rows (row-major) and the found flags.
+    pub fn into_parts(self) -> (Vec<f32>, Vec<bool>) {
+        (self.data, self.found)
     }
 }

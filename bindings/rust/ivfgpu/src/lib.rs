@@ -40,11 +40,13 @@
 #![warn(missing_docs)]
 
 mod error;
+mod filter;
 mod index;
 mod params;
 
 pub use error::{status_string, Error, ErrorKind, Result};
-pub use index::{Index, SearchResult, NO_ID};
+pub use filter::{Filter, FilterMode};
+pub use index::{Index, SearchResult, StoredVectors, NO_ID};
 pub use params::{Backend, IndexParams, Metric, SearchParams};
 
 /// The raw bindings, for calls this crate does not wrap.

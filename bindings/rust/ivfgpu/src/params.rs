@@ -7,6 +7,7 @@ use core::ptr::NonNull;
 use ivfgpu_sys as sys;
 
 use crate::error::{check, Error, Result};
+use crate::filter::Filter;
 
 /// Distance measure. An integer newtype rather than an enum, so that a value reported by a
 /// newer library is representable.
@@ -146,6 +147,18 @@ impl IndexParams {
         set(&mut self.entries, sys::IVF_PARAM_NPROBE, int(nprobe));
         self
     }
+    /// Unique ids (default false, as FAISS): every id names at most one vector, and an add
+    /// or update that would repeat an id is refused. Otherwise ids may repeat, and
+    /// [`remove`](crate::Index::remove) / [`update`](crate::Index::update) act on every
+    /// vector with the id.
+    pub fn unique_ids(mut self, unique: bool) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_UNIQUE_IDS,
+            Some(i64::from(unique)),
+        );
+        self
+    }
 
     pub(crate) fn to_raw(&self) -> Result<Option<RawParams>> {
         RawParams::from_entries(&self.entries)
@@ -154,15 +167,17 @@ impl IndexParams {
 
 /// Search parameters, given to [`Index::search_with`](crate::Index::search_with) and
 /// [`Index::search_into_with`](crate::Index::search_into_with). Queries and results are
-/// always host memory in this API.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SearchParams {
+/// always host memory in this API. The lifetime is that of the [`Filter`] the parameters
+/// borrow, if any: it cannot be dropped while they exist.
+#[derive(Debug, Clone, Default)]
+pub struct SearchParams<'a> {
     entries: Vec<Entry>,
+    filter: Option<&'a Filter>,
 }
 
-impl SearchParams {
+impl<'a> SearchParams<'a> {
     /// The index's defaults.
-    pub fn new() -> SearchParams {
+    pub fn new() -> SearchParams<'a> {
         SearchParams::default()
     }
     /// Lists probed per query (>= 1, clamped to nlist). nprobe = nlist is an exact search.
@@ -170,11 +185,37 @@ impl SearchParams {
         set(&mut self.entries, sys::IVF_PARAM_NPROBE, int(nprobe));
         self
     }
+    /// Restricts the search to the vectors `filter` permits (replacing an earlier filter).
+    pub fn filter(mut self, filter: &'a Filter) -> Self {
+        self.filter = Some(filter);
+        self
+    }
 
     pub(crate) fn to_raw(&self) -> Result<Option<RawParams>> {
-        RawParams::from_entries(&self.entries)
+        match self.filter {
+            None => RawParams::build(&self.entries, &[]),
+            Some(filter) => RawParams::build(
+                &self.entries,
+                // The library only reads the filter; the C key takes a non-const pointer.
+                &[(sys::IVF_PARAM_FILTER, filter.as_raw() as *mut c_void)],
+            ),
+        }
     }
 }
+
+/// Equal when the same keys are set and the same filter (by identity) is borrowed.
+impl PartialEq for SearchParams<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+            && match (self.filter, other.filter) {
+                (None, None) => true,
+                (Some(a), Some(b)) => core::ptr::eq(a, b),
+                _ => false,
+            }
+    }
+}
+
+impl Eq for SearchParams<'_> {}
 
 /// An owned C parameter object, alive for one call.
 pub(crate) struct RawParams(NonNull<sys::ivf_params>);
