@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "host_model.hpp"
@@ -26,6 +27,7 @@ struct BackendInfo {
   std::size_t device_memory_bytes = 0;  // the state's device arrays
   std::size_t host_memory_bytes = 0;
   std::size_t pool_cached_bytes = 0;    // device pool blocks kept for reuse
+  std::size_t id_map_bytes = 0;         // the id map (device memory on CUDA)
 };
 
 class Backend {
@@ -37,10 +39,19 @@ class Backend {
   // k-means on the sample rows; the new state has the new centroids and no vectors. Only
   // called for a state holding no vectors.
   virtual NewState train(const IndexState& current, const MatrixView& sample) = 0;
-  // Assigns rows x (ids: one per row, in x's memory) to their nearest lists and appends them.
-  virtual NewState add(const IndexState& current, const MatrixView& x, const int64_t* ids) = 0;
+  // Assigns rows x to their nearest lists and appends them with ids (one per row, in
+  // ids_memory; nullptr: ntotal, ntotal + 1, ...).
+  virtual NewState add(const IndexState& current, const MatrixView& x, const int64_t* ids, MemoryKind ids_memory) = 0;
   // No vectors, the same centroids.
   virtual NewState reset(const IndexState& current) = 0;
+  // Removes every live row whose id is one of ids[0..n) (host memory); .second counts them.
+  // Compacts the lists when removed rows pass a quarter of the used rows.
+  virtual std::pair<NewState, int64_t> remove(const IndexState& current, const int64_t* ids, int64_t n) = 0;
+
+  // Reads of one state, ids in host memory. get: the row of each id that comes first in list
+  // order, into out (n x dim f32, host), zeros and found = 0 for absent ids. count: rows per id.
+  virtual void get(const IndexState& state, const int64_t* ids, int64_t n, float* out, uint8_t* found) const = 0;
+  virtual void count_ids(const IndexState& state, const int64_t* ids, int64_t n, int64_t* counts) const = 0;
   // A state holding exactly a validated model.
   virtual NewState restore(HostModel model) = 0;
 
@@ -49,8 +60,9 @@ class Backend {
   virtual void search(const StatePtr& state, const SearchRequest& request) const = 0;
 
   virtual HostModel export_model(const IndexState& state) const = 0;
-  // f32 rows of a device-memory matrix, copied to the host (training data is sampled there).
+  // f32 rows of a device-memory matrix, and device-memory ids, copied to the host.
   virtual std::vector<float> host_copy(const MatrixView& x) const = 0;
+  virtual std::vector<int64_t> host_copy_ids(const int64_t* ids, int64_t n) const = 0;
   virtual BackendKind kind() const = 0;
   virtual BackendInfo info(const IndexState& state) const = 0;
   // Return cached memory (device pool blocks) to the system; called after a reset.

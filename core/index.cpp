@@ -1,7 +1,10 @@
 #include "index.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <numeric>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -39,7 +42,18 @@ Index::Index(HostModel model, const BuildParams& params)
         p.metric = model.metric;
         return p;
       }()),
-      backend_(make_backend(dim_, params_)), state_(backend_->restore(std::move(model))) {}
+      backend_(make_backend(dim_, params_)), state_(nullptr) {
+  if (params_.unique_ids) {
+    std::unordered_set<int64_t> seen(model.ids.begin(), model.ids.end());
+    if (seen.size() != model.ids.size())
+      fail(Errc::CorruptData, "index model: the file declares unique ids but repeats one");
+  }
+  int64_t next = 0;
+  for (int64_t id : model.ids) next = std::max(next, id == std::numeric_limits<int64_t>::max() ? id : id + 1);
+  NewState s = backend_->restore(std::move(model));
+  s->next_free_id = next;
+  state_.publish(std::move(s));
+}
 
 Index::~Index() {
   // The last published state goes first (its device buffers belong to the backend's pool).
@@ -52,6 +66,7 @@ void Index::mutate(Build&& build) {
   const StatePtr current = state_.load();
   NewState next = build(*current);
   next->version = current->version + 1;
+  if (next->next_free_id < current->next_free_id) next->next_free_id = current->next_free_id;
   // The replaced state is dropped here, outside the pointer lock; its memory is reclaimed when
   // the last search holding it lets go.
   state_.publish(std::move(next));
@@ -82,6 +97,43 @@ void Index::train(const MatrixView& x) {
   });
 }
 
+std::vector<int64_t> Index::checked_ids(const IndexState& current, const MatrixView& x, const int64_t* ids,
+                                        bool replacing) const {
+  std::vector<int64_t> host;
+  if (ids == nullptr) {
+    host.resize(static_cast<std::size_t>(x.rows));
+    std::iota(host.begin(), host.end(), current.next_free_id);
+    if (current.next_free_id > std::numeric_limits<int64_t>::max() - x.rows)
+      fail(Errc::InvalidArgument, "add: no sequential ids left after " + std::to_string(current.next_free_id));
+  } else {
+    host = x.on_host() ? std::vector<int64_t>(ids, ids + x.rows) : backend_->host_copy_ids(ids, x.rows);
+  }
+  if (!params_.unique_ids && !replacing) return host;
+  const char* what = replacing ? "update" : "add";
+  std::unordered_set<int64_t> batch;
+  batch.reserve(host.size());
+  for (int64_t i = 0; i < x.rows; ++i)
+    if (!batch.insert(host[i]).second)
+      fail(Errc::InvalidArgument, std::string(what) + ": id " + std::to_string(host[i]) + " (row " + std::to_string(i) +
+                                      ") repeats an earlier row of the same call");
+  if (params_.unique_ids && !replacing) {
+    std::vector<int64_t> counts(host.size());
+    backend_->count_ids(current, host.data(), x.rows, counts.data());
+    for (int64_t i = 0; i < x.rows; ++i)
+      if (counts[i] > 0)
+        fail(Errc::InvalidArgument, "add: id " + std::to_string(host[i]) + " (row " + std::to_string(i) +
+                                        ") is already in this unique-ids index (use ivf_update to replace it)");
+  }
+  return host;
+}
+
+namespace {
+int64_t next_free_after(const std::vector<int64_t>& ids, int64_t current) {
+  for (int64_t id : ids) current = std::max(current, id == std::numeric_limits<int64_t>::max() ? id : id + 1);
+  return current;
+}
+}  // namespace
+
 void Index::add(const MatrixView& x, const int64_t* ids) {
   if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "add: device memory needs an index on a CUDA backend");
@@ -89,8 +141,55 @@ void Index::add(const MatrixView& x, const int64_t* ids) {
   reject_padding_ids(x, ids);
   mutate([&](const IndexState& current) {
     if (!current.trained()) fail(Errc::InvalidState, "add: the index is not trained; call ivf_train first");
-    return backend_->add(current, x, ids);
+    if (!params_.unique_ids) {
+      NewState next = backend_->add(current, x, ids, x.memory);
+      if (ids == nullptr) next->next_free_id = current.ntotal() + x.rows;
+      return next;
+    }
+    const std::vector<int64_t> host = checked_ids(current, x, ids, false);
+    // Generated ids are host values even for device rows.
+    NewState next = ids == nullptr ? backend_->add(current, x, host.data(), MemoryKind::Host)
+                                   : backend_->add(current, x, ids, x.memory);
+    next->next_free_id = next_free_after(host, current.next_free_id);
+    return next;
   });
+}
+
+int64_t Index::remove(const int64_t* ids, int64_t n) {
+  if (n == 0) return 0;
+  int64_t removed = 0;
+  mutate([&](const IndexState& current) {
+    if (!current.trained()) fail(Errc::InvalidState, "remove: the index is not trained");
+    auto [next, count] = backend_->remove(current, ids, n);
+    removed = count;
+    return next;
+  });
+  return removed;
+}
+
+void Index::update(const MatrixView& x, const int64_t* ids) {
+  if (ids == nullptr) fail(Errc::InvalidArgument, "update: ids is NULL (an update names the ids it replaces)");
+  if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
+    fail(Errc::InvalidArgument, "update: device memory needs an index on a CUDA backend");
+  reject_non_finite(x, "update: data");
+  reject_padding_ids(x, ids);
+  mutate([&](const IndexState& current) {
+    if (!current.trained()) fail(Errc::InvalidState, "update: the index is not trained; call ivf_train first");
+    const std::vector<int64_t> host = checked_ids(current, x, ids, true);
+    // Both steps build private states: only the last one is published.
+    const NewState without = backend_->remove(current, host.data(), x.rows).first;
+    NewState next = backend_->add(*without, x, ids, x.memory);
+    next->next_free_id = next_free_after(host, current.next_free_id);
+    return next;
+  });
+}
+
+void Index::get(const int64_t* ids, int64_t n, float* out, uint8_t* found) const {
+  backend_->get(*state(), ids, n, out, found);
+}
+
+void Index::count_ids(const int64_t* ids, int64_t n, int64_t* counts) const {
+  backend_->count_ids(*state(), ids, n, counts);
 }
 
 void Index::reset() {

@@ -30,6 +30,14 @@ class Index {
   // ids: x.rows ids in x's memory, or nullptr for ntotal, ntotal + 1, ...
   void add(const MatrixView& x, const int64_t* ids);
   void reset();
+  // Removes every vector with one of the n ids (host); returns how many were removed.
+  int64_t remove(const int64_t* ids, int64_t n);
+  // Replaces the vectors of existing ids by the rows of x and adds the others (ids in x's memory,
+  // not repeated). One published state.
+  void update(const MatrixView& x, const int64_t* ids);
+  // Reads of the published state (ids in host memory; see Backend::get / count_ids).
+  void get(const int64_t* ids, int64_t n, float* out, uint8_t* found) const;
+  void count_ids(const int64_t* ids, int64_t n, int64_t* counts) const;
   // request.nprobe <= 0 takes the index's default; the result is clamped to [1, nlist].
   void search(SearchRequest request) const;
 
@@ -54,6 +62,10 @@ class Index {
   // Runs one mutation under the mutation lock and publishes its result as the next state.
   template <class Build>
   void mutate(Build&& build);
+  // The ids of an add or update as host values (generating sequential ones for a unique-ids
+  // index), checked against the unique-ids rule when it applies.
+  std::vector<int64_t> checked_ids(const IndexState& current, const MatrixView& x, const int64_t* ids,
+                                   bool replacing) const;
 
   int64_t dim_;
   BuildParams params_;

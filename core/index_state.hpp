@@ -17,7 +17,8 @@ class IndexState {
   virtual const ListStore& lists() const = 0;
   int64_t ntotal() const { return lists().ntotal(); }
 
-  uint64_t version = 0;  // set by the Index before it publishes the state
+  uint64_t version = 0;       // set by the Index before it publishes the state
+  int64_t next_free_id = 0;   // unique-ids indexes: one past the largest id ever held
 };
 
 using StatePtr = std::shared_ptr<const IndexState>;

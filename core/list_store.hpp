@@ -9,6 +9,12 @@
 // state's sizes are never read by it, and the single mutator may fill them (an add that fits
 // the spare room) while searches of older states run. Anything else (growth, reset, load)
 // makes a new storage.
+//
+// Removals: a removed row stays in its slot, marked in the state's removed-rows bitmap (one
+// bit per storage slot; copied on write, so a search that started before a remove still sees
+// the row and one that starts after never does). Rows are reclaimed when the storage is
+// rebuilt (an add that grows, or a compaction), which copies live rows only. Within one
+// storage removed bits, like live sizes, only ever grow.
 #pragma once
 
 #include <cstddef>
@@ -27,19 +33,32 @@ struct ListView {
   int64_t dim = 0;
   ElementType type = ElementType::F32;
   MemoryTier tier = MemoryTier::Host;
-  int64_t ntotal = 0;
+  int64_t ntotal = 0;  // live rows: used rows less removed ones
   // In the tier's memory.
   const void* vectors = nullptr;   // rows of `type`, dim elements each
   const int64_t* ids = nullptr;    // one per row
   const int64_t* start = nullptr;  // nlist: first row of each list
-  const int64_t* size = nullptr;   // nlist: live rows of each list
+  const int64_t* size = nullptr;   // nlist: used rows of each list (removed ones included)
+  const uint64_t* removed = nullptr;  // bit per storage slot, or null when no row is removed
+  int64_t removed_count = 0;
   // Host mirrors, for planning (chunk sizes, dispatch).
   const int64_t* host_start = nullptr;
   const int64_t* host_size = nullptr;
+  const uint64_t* host_removed = nullptr;
   const int64_t* largest_prefix = nullptr;  // nlist + 1, see largest_lists_prefix
 
   template <class T>
   const T* rows() const { return static_cast<const T*>(vectors); }
+  bool host_removed_at(int64_t slot) const {
+    return host_removed != nullptr && ((host_removed[slot >> 6] >> (slot & 63)) & 1u);
+  }
+};
+
+// Removed rows of one storage: a bitmap over its slots. Immutable once published.
+struct RemovedRows {
+  std::vector<uint64_t> bits;  // ceil(capacity / 64) words
+  int64_t count = 0;
+  static std::size_t words_for(int64_t capacity) { return static_cast<std::size_t>((capacity + 63) / 64); }
 };
 
 class ListStore {

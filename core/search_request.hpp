@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "id_filter.hpp"
 #include "matrix_view.hpp"
 #include "types.hpp"
 
@@ -14,6 +15,7 @@ struct SearchParams {
   int64_t nprobe = 0;  // 0: the index's default
   MemoryKind memory = MemoryKind::Host;  // where queries and results live
   void* stream = nullptr;                // caller's cudaStream_t, or nullptr
+  const IdFilter* filter = nullptr;      // restricts the rows a search may return
 };
 
 struct SearchRequest {
@@ -24,6 +26,7 @@ struct SearchRequest {
   float* dists = nullptr;     // n * k, in `memory`
   MemoryKind memory = MemoryKind::Host;
   void* stream = nullptr;     // caller's cudaStream_t, or nullptr (own stream, synchronous)
+  const IdFilter* filter = nullptr;  // null: every live row may be returned
 
   int64_t n() const { return queries.rows; }
   bool asynchronous() const { return stream != nullptr && memory == MemoryKind::Device; }

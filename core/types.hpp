@@ -24,6 +24,7 @@ struct BuildParams {
   int64_t seed = 1234;
   int64_t num_threads = 0;  // 0: all hardware threads
   int64_t nprobe = 8;       // default search nprobe
+  bool unique_ids = false;  // every id names at most one vector
 };
 
 }  // namespace ivfgpu

@@ -32,6 +32,13 @@ const ivf_api_v1 kApiV1 = {
     ivf_abi_version,
     ivf_train_ex,
     ivf_add_ex,
+    ivf_remove,
+    ivf_update,
+    ivf_get,
+    ivf_count_ids,
+    ivf_filter_create,
+    ivf_filter_free,
+    ivf_filter_bytes,
 };
 
 }  // namespace

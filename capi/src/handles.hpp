@@ -13,6 +13,10 @@ struct ivf_params {
   ivfgpu::SearchParams search;  // read by ivf_search, and memory/stream by the _ex mutations
 };
 
+struct ivf_filter {
+  std::unique_ptr<ivfgpu::IdFilter> impl;
+};
+
 struct ivf_index {
   // The engine index publishes immutable states itself: no lock at this layer.
   std::unique_ptr<ivfgpu::Index> impl;

@@ -146,6 +146,7 @@ IVF_API ivf_status ivf_search(const ivf_index* index, const ivf_params* params, 
     req.dists = dists;
     req.memory = call.memory;
     req.stream = call.stream;
+    req.filter = call.filter;
     idx.search(req);
   });
 }
@@ -179,6 +180,9 @@ IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int6
       case IVF_INFO_HOST_MEMORY_BYTES: *value = static_cast<int64_t>(info().host_memory_bytes); break;
       case IVF_INFO_STATE_VERSION: *value = static_cast<int64_t>(state->version); break;
       case IVF_INFO_POOL_BYTES: *value = static_cast<int64_t>(info().pool_cached_bytes); break;
+      case IVF_INFO_UNIQUE_IDS: *value = p.unique_ids ? 1 : 0; break;
+      case IVF_INFO_REMOVED_ROWS: *value = state->lists().view().removed_count; break;
+      case IVF_INFO_ID_MAP_BYTES: *value = static_cast<int64_t>(info().id_map_bytes); break;
       default: fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
     }
   });

@@ -31,6 +31,7 @@ constexpr KeySpec kKeys[] = {
     {IVF_PARAM_MAX_POINTS_PER_CENTROID, "IVF_PARAM_MAX_POINTS_PER_CENTROID", 1, limits::kMaxPointsPerCentroid},
     {IVF_PARAM_SEED, "IVF_PARAM_SEED", 0, kMax},
     {IVF_PARAM_NUM_THREADS, "IVF_PARAM_NUM_THREADS", 0, limits::kMaxThreads},
+    {IVF_PARAM_UNIQUE_IDS, "IVF_PARAM_UNIQUE_IDS", 0, 1},
     {IVF_PARAM_NPROBE, "IVF_PARAM_NPROBE", 1, limits::kMaxNprobe},
     {IVF_PARAM_MEMORY_KIND, "IVF_PARAM_MEMORY_KIND", IVF_MEMORY_HOST, IVF_MEMORY_DEVICE},
 };
@@ -44,8 +45,10 @@ const KeySpec* spec_of(ivf_param_key key) {
 const KeySpec& int_key(ivf_param_key key, const char* what) {
   const KeySpec* s = spec_of(key);
   if (s == nullptr) {
-    if (key == IVF_PARAM_CUDA_STREAM)
-      fail(Errc::Unsupported, std::string(what) + ": IVF_PARAM_CUDA_STREAM is a pointer key (use ivf_params_set_ptr)");
+    if (key == IVF_PARAM_CUDA_STREAM || key == IVF_PARAM_FILTER)
+      fail(Errc::Unsupported, std::string(what) + ": " +
+                                  (key == IVF_PARAM_FILTER ? "IVF_PARAM_FILTER" : "IVF_PARAM_CUDA_STREAM") +
+                                  " is a pointer key (use ivf_params_set_ptr)");
     fail(Errc::Unsupported, std::string(what) + ": unknown parameter key " + std::to_string(key));
   }
   return *s;
@@ -97,6 +100,7 @@ IVF_API ivf_status ivf_params_set_int(ivf_params* params, ivf_param_key key, int
       case IVF_PARAM_METRIC: params->build.metric = static_cast<Metric>(value); break;
       case IVF_PARAM_BACKEND: params->build.backend = static_cast<BackendKind>(value); break;
       case IVF_PARAM_MEMORY_KIND: params->search.memory = static_cast<MemoryKind>(value); break;
+      case IVF_PARAM_UNIQUE_IDS: params->build.unique_ids = value != 0; break;
       case IVF_PARAM_NPROBE:
         // One key, two readers: ivf_create takes it as the index's default, ivf_search as this
         // call's value (unset: the index's default).
@@ -117,6 +121,7 @@ IVF_API ivf_status ivf_params_get_int(const ivf_params* params, ivf_param_key ke
       case IVF_PARAM_BACKEND: *value = static_cast<int64_t>(params->build.backend); break;
       case IVF_PARAM_MEMORY_KIND: *value = static_cast<int64_t>(params->search.memory); break;
       case IVF_PARAM_NPROBE: *value = params->build.nprobe; break;
+      case IVF_PARAM_UNIQUE_IDS: *value = params->build.unique_ids ? 1 : 0; break;
       default: *value = *int_field(const_cast<ivf_params&>(*params), key);
     }
   });
@@ -125,13 +130,20 @@ IVF_API ivf_status ivf_params_get_int(const ivf_params* params, ivf_param_key ke
 IVF_API ivf_status ivf_params_set_ptr(ivf_params* params, ivf_param_key key, void* value) {
   return guarded([&] {
     if (params == nullptr) invalid("ivf_params_set_ptr: params is NULL");
-    if (key != IVF_PARAM_CUDA_STREAM) {
-      const KeySpec* s = spec_of(key);
-      fail(Errc::Unsupported, std::string("ivf_params_set_ptr: ") +
-                                  (s ? std::string(s->name) + " is an integer key (use ivf_params_set_int)"
-                                     : "unknown parameter key " + std::to_string(key)));
+    switch (key) {
+      case IVF_PARAM_CUDA_STREAM: params->search.stream = value; return;
+      case IVF_PARAM_FILTER: {
+        const auto* f = static_cast<const ivf_filter*>(value);
+        params->search.filter = f != nullptr ? f->impl.get() : nullptr;
+        return;
+      }
+      default: {
+        const KeySpec* s = spec_of(key);
+        fail(Errc::Unsupported, std::string("ivf_params_set_ptr: ") +
+                                    (s ? std::string(s->name) + " is an integer key (use ivf_params_set_int)"
+                                       : "unknown parameter key " + std::to_string(key)));
+      }
     }
-    params->search.stream = value;
   });
 }
 

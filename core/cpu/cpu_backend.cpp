@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -54,7 +56,7 @@ class CpuBackend final : public Backend {
     return s;
   }
 
-  NewState add(const IndexState& current, const MatrixView& rows, const int64_t* ids) override {
+  NewState add(const IndexState& current, const MatrixView& rows, const int64_t* ids, MemoryKind) override {
     const CpuState& cur = cpu_state(current);
     std::vector<float> unit;
     const float* x = prepared(rows, unit);
@@ -79,6 +81,51 @@ class CpuBackend final : public Backend {
     s->centroids = cpu_state(current).centroids;
     s->store = HostListStore::empty(dim_, params_.nlist);
     return s;
+  }
+
+  std::pair<NewState, int64_t> remove(const IndexState& current, const int64_t* ids, int64_t n) override {
+    const CpuState& cur = cpu_state(current);
+    const std::unordered_set<int64_t> gone(ids, ids + n);
+    auto [store, count] = cur.store->remove_if([&](int64_t id) { return gone.count(id) != 0; });
+    const ListView v = store->view();
+    // Reclaim removed rows once they are a quarter of the used rows.
+    if (v.removed_count * 4 > v.ntotal + v.removed_count) store = store->compacted();
+    auto s = std::make_shared<CpuState>();
+    s->centroids = cur.centroids;
+    s->store = std::move(store);
+    return {std::move(s), count};
+  }
+
+  void get(const IndexState& state, const int64_t* ids, int64_t n, float* out, uint8_t* found) const override {
+    const CpuState& st = cpu_state(state);
+    // The wanted ids in a host map (id -> request rows); one pass over the live rows in list
+    // order keeps the first row of each id.
+    std::unordered_map<int64_t, std::vector<int64_t>> wanted;
+    for (int64_t i = 0; i < n; ++i) wanted[ids[i]].push_back(i);
+    std::fill(out, out + n * dim_, 0.0f);
+    if (found) std::fill(found, found + n, uint8_t{0});
+    const ListView v = st.store->view();
+    std::unordered_set<int64_t> done;
+    st.store->for_each_live([&](int64_t slot, int64_t) {
+      auto it = wanted.find(v.ids[slot]);
+      if (it == wanted.end() || !done.insert(it->first).second) return;
+      for (int64_t i : it->second) {
+        std::copy_n(v.rows<float>() + slot * dim_, dim_, out + i * dim_);
+        if (found) found[i] = 1;
+      }
+    });
+  }
+
+  void count_ids(const IndexState& state, const int64_t* ids, int64_t n, int64_t* counts) const override {
+    const CpuState& st = cpu_state(state);
+    std::unordered_map<int64_t, int64_t> count;
+    for (int64_t i = 0; i < n; ++i) count.emplace(ids[i], 0);
+    const ListView v = st.store->view();
+    st.store->for_each_live([&](int64_t slot, int64_t) {
+      auto it = count.find(v.ids[slot]);
+      if (it != count.end()) ++it->second;
+    });
+    for (int64_t i = 0; i < n; ++i) counts[i] = count[ids[i]];
   }
 
   NewState restore(HostModel model) override {
@@ -115,6 +162,9 @@ class CpuBackend final : public Backend {
   }
 
   std::vector<float> host_copy(const MatrixView&) const override {
+    fail(Errc::InvalidArgument, "device memory needs an index on a CUDA backend");
+  }
+  std::vector<int64_t> host_copy_ids(const int64_t*, int64_t) const override {
     fail(Errc::InvalidArgument, "device memory needs an index on a CUDA backend");
   }
 
@@ -169,8 +219,11 @@ class CpuBackend final : public Backend {
           for (int64_t p = 0; p < req.nprobe; ++p) {
             const int64_t l = order[p];
             const int64_t first = lists.host_start[l], last = first + lists.host_size[l];
-            for (int64_t i = first; i < last; ++i)
+            for (int64_t i = first; i < last; ++i) {
+              // Removed and filtered-out rows are skipped inside the scan, never after it.
+              if (lists.host_removed_at(i) || (req.filter && !req.filter->permits(lists.ids[i]))) continue;
               top.push(exact_distance(query, rows + i * dim, dim, kernel), lists.ids[i]);
+            }
           }
           top.write(req.ids + q * req.k, req.dists + q * req.k);
         }

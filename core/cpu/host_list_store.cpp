@@ -6,59 +6,104 @@
 
 namespace ivfgpu::cpu {
 
-HostListStore::HostListStore(int64_t dim, std::shared_ptr<HostListStorage> storage, std::vector<int64_t> sizes)
+HostListStore::HostListStore(int64_t dim, std::shared_ptr<HostListStorage> storage, std::vector<int64_t> sizes,
+                             std::shared_ptr<const RemovedRows> removed)
     : dim_(dim), storage_(std::move(storage)), sizes_(std::move(sizes)),
-      largest_prefix_(largest_lists_prefix(sizes_)),
-      ntotal_(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0})) {}
+      largest_prefix_(largest_lists_prefix(sizes_)), removed_(std::move(removed)),
+      ntotal_(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0}) - (removed_ ? removed_->count : 0)) {}
 
-std::shared_ptr<const HostListStore> HostListStore::empty(int64_t dim, int64_t nlist) {
+HostListStore::Ptr HostListStore::empty(int64_t dim, int64_t nlist) {
   auto storage = std::make_shared<HostListStorage>();
   storage->layout = ListLayout::empty(nlist);
-  return std::shared_ptr<const HostListStore>(
-      new HostListStore(dim, std::move(storage), std::vector<int64_t>(static_cast<std::size_t>(nlist), 0)));
+  return Ptr(new HostListStore(dim, std::move(storage), std::vector<int64_t>(static_cast<std::size_t>(nlist), 0),
+                               nullptr));
 }
 
-std::shared_ptr<const HostListStore> HostListStore::from_model(HostModel& model) {
+HostListStore::Ptr HostListStore::from_model(HostModel& model) {
   std::vector<int64_t> sizes(static_cast<std::size_t>(model.nlist));
   for (int64_t l = 0; l < model.nlist; ++l) sizes[l] = model.list_size(l);
   auto storage = std::make_shared<HostListStorage>();
   storage->layout = ListLayout::packed(sizes);
   storage->vectors = std::move(model.vectors);
   storage->ids = std::move(model.ids);
-  return std::shared_ptr<const HostListStore>(new HostListStore(model.dim, std::move(storage), std::move(sizes)));
+  return Ptr(new HostListStore(model.dim, std::move(storage), std::move(sizes), nullptr));
 }
 
-std::shared_ptr<const HostListStore> HostListStore::append(const float* x, const int64_t* ids, const int64_t* lists,
-                                                           int64_t n) const {
+std::vector<int64_t> HostListStore::live_sizes() const {
+  std::vector<int64_t> live(sizes_);
+  if (!removed_) return live;
+  const ListView v = view();
+  for (std::size_t l = 0; l < sizes_.size(); ++l)
+    for (int64_t s = v.host_start[l], e = s + sizes_[l]; s < e; ++s) live[l] -= v.host_removed_at(s) ? 1 : 0;
+  return live;
+}
+
+std::shared_ptr<HostListStorage> HostListStore::copy_live(const ListLayout& layout) const {
+  // Every allocation happens before anything is published, so a failure (bad_alloc) leaves the
+  // current state as it was.
+  auto out = std::make_shared<HostListStorage>();
+  out->layout = layout;
+  out->vectors.resize(static_cast<std::size_t>(layout.capacity * dim_));
+  out->ids.resize(static_cast<std::size_t>(layout.capacity));
+  std::vector<int64_t> cursor(layout.start);
+  for_each_live([&](int64_t slot, int64_t l) {
+    const int64_t to = cursor[l]++;
+    std::memcpy(out->vectors.data() + to * dim_, storage_->vectors.data() + slot * dim_, sizeof(float) * dim_);
+    out->ids[to] = storage_->ids[slot];
+  });
+  return out;
+}
+
+HostListStore::Ptr HostListStore::append(const float* x, const int64_t* ids, const int64_t* lists, int64_t n) const {
   const int64_t nlist = static_cast<int64_t>(sizes_.size()), dim = dim_;
   std::vector<int64_t> added(static_cast<std::size_t>(nlist), 0);
   for (int64_t i = 0; i < n; ++i) ++added[lists[i]];
   std::shared_ptr<HostListStorage> target = storage_;
-  if (!fits(storage_->layout, sizes_, added)) {
-    // A grown storage: every allocation happens before anything is published, so a failure
-    // (bad_alloc) leaves the current state as it was.
-    auto grown_storage = std::make_shared<HostListStorage>();
-    grown_storage->layout = grown(storage_->layout, sizes_, added);
-    grown_storage->vectors.resize(static_cast<std::size_t>(grown_storage->layout.capacity * dim));
-    grown_storage->ids.resize(static_cast<std::size_t>(grown_storage->layout.capacity));
-    for (int64_t l = 0; l < nlist; ++l) {
-      const int64_t from = storage_->layout.start[l], to = grown_storage->layout.start[l], size = sizes_[l];
-      if (size == 0) continue;  // an empty storage's arrays may be NULL: memcpy(NULL, 0) is UB
-      std::memcpy(grown_storage->vectors.data() + to * dim, storage_->vectors.data() + from * dim,
-                  sizeof(float) * size * dim);
-      std::memcpy(grown_storage->ids.data() + to, storage_->ids.data() + from, sizeof(int64_t) * size);
-    }
-    target = std::move(grown_storage);
-  }
-  // New rows go past the live sizes: no published state reads them.
+  std::shared_ptr<const RemovedRows> removed = removed_;
   std::vector<int64_t> next_sizes(sizes_);
+  if (!fits(storage_->layout, sizes_, added)) {
+    next_sizes = live_sizes();
+    target = copy_live(grown(ListLayout::empty(nlist), next_sizes, added));
+    removed = nullptr;
+  }
+  // New rows go past the used sizes: no published state reads them.
   for (int64_t i = 0; i < n; ++i) {
     const int64_t l = lists[i];
     const int64_t slot = target->layout.start[l] + next_sizes[l]++;
     std::memcpy(target->vectors.data() + slot * dim, x + i * dim, sizeof(float) * dim);
     target->ids[slot] = ids[i];
   }
-  return std::shared_ptr<const HostListStore>(new HostListStore(dim, std::move(target), std::move(next_sizes)));
+  return Ptr(new HostListStore(dim, std::move(target), std::move(next_sizes), std::move(removed)));
+}
+
+std::pair<HostListStore::Ptr, int64_t> HostListStore::remove_if(const std::function<bool(int64_t)>& match) const {
+  auto next = std::make_shared<RemovedRows>();
+  if (removed_)
+    *next = *removed_;
+  else
+    next->bits.assign(RemovedRows::words_for(storage_->layout.capacity), 0);
+  int64_t hits = 0;
+  for_each_live([&](int64_t slot, int64_t) {
+    if (!match(storage_->ids[slot])) return;
+    next->bits[slot >> 6] |= uint64_t{1} << (slot & 63);
+    ++hits;
+  });
+  next->count += hits;
+  return {Ptr(new HostListStore(dim_, storage_, sizes_, std::move(next))), hits};
+}
+
+HostListStore::Ptr HostListStore::compacted() const {
+  const std::vector<int64_t> live = live_sizes();
+  const int64_t nlist = static_cast<int64_t>(live.size());
+  auto storage = copy_live(grown(ListLayout::empty(nlist), live, std::vector<int64_t>(live.size(), 0)));
+  return Ptr(new HostListStore(dim_, std::move(storage), live, nullptr));
+}
+
+void HostListStore::for_each_live(const std::function<void(int64_t, int64_t)>& fn) const {
+  const ListView v = view();
+  for (int64_t l = 0; l < v.nlist; ++l)
+    for (int64_t s = v.host_start[l], e = s + sizes_[l]; s < e; ++s)
+      if (!v.host_removed_at(s)) fn(s, l);
 }
 
 ListView HostListStore::view() const {
@@ -72,27 +117,31 @@ ListView HostListStore::view() const {
   v.ids = storage_->ids.data();
   v.start = v.host_start = storage_->layout.start.data();
   v.size = v.host_size = sizes_.data();
+  v.removed = v.host_removed = removed_ ? removed_->bits.data() : nullptr;
+  v.removed_count = removed_ ? removed_->count : 0;
   v.largest_prefix = largest_prefix_.data();
   return v;
 }
 
 std::size_t HostListStore::bytes() const {
   return storage_->vectors.size() * sizeof(float) + storage_->ids.size() * sizeof(int64_t) +
-         (storage_->layout.start.size() + storage_->layout.cap.size() + 2 * sizes_.size()) * sizeof(int64_t);
+         (storage_->layout.start.size() + storage_->layout.cap.size() + 2 * sizes_.size()) * sizeof(int64_t) +
+         (removed_ ? removed_->bits.size() * sizeof(uint64_t) : 0);
 }
 
 void HostListStore::export_lists(HostModel& model) const {
-  const int64_t nlist = static_cast<int64_t>(sizes_.size()), dim = dim_;
+  const std::vector<int64_t> live = live_sizes();
+  const int64_t nlist = static_cast<int64_t>(live.size()), dim = dim_;
   model.list_offsets.assign(static_cast<std::size_t>(nlist) + 1, 0);
-  for (int64_t l = 0; l < nlist; ++l) model.list_offsets[l + 1] = model.list_offsets[l] + sizes_[l];
+  for (int64_t l = 0; l < nlist; ++l) model.list_offsets[l + 1] = model.list_offsets[l] + live[l];
   model.vectors.resize(static_cast<std::size_t>(ntotal_ * dim));
   model.ids.resize(static_cast<std::size_t>(ntotal_));
-  for (int64_t l = 0; l < nlist; ++l) {
-    if (sizes_[l] == 0) continue;
-    const int64_t from = storage_->layout.start[l], to = model.list_offsets[l];
-    std::memcpy(model.vectors.data() + to * dim, storage_->vectors.data() + from * dim, sizeof(float) * sizes_[l] * dim);
-    std::memcpy(model.ids.data() + to, storage_->ids.data() + from, sizeof(int64_t) * sizes_[l]);
-  }
+  std::vector<int64_t> cursor(model.list_offsets.begin(), model.list_offsets.end() - 1);
+  for_each_live([&](int64_t slot, int64_t l) {
+    const int64_t to = cursor[l]++;
+    std::memcpy(model.vectors.data() + to * dim, storage_->vectors.data() + slot * dim, sizeof(float) * dim);
+    model.ids[to] = storage_->ids[slot];
+  });
 }
 
 }  // namespace ivfgpu::cpu

@@ -1,9 +1,11 @@
 // The CPU backend's list store: rows in host arrays laid out by a ListLayout (list_layout.hpp),
-// shared between published states as list_store.hpp describes.
+// shared between published states as list_store.hpp describes, removed rows marked by bitmap.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "../list_layout.hpp"
@@ -11,7 +13,7 @@
 
 namespace ivfgpu::cpu {
 
-// Fixed layout; rows past a state's live sizes are spare room.
+// Fixed layout; rows past a state's used sizes are spare room.
 struct HostListStorage {
   ListLayout layout;
   std::vector<float> vectors;  // layout.capacity * dim
@@ -20,28 +22,40 @@ struct HostListStorage {
 
 class HostListStore final : public ListStore {
  public:
-  static std::shared_ptr<const HostListStore> empty(int64_t dim, int64_t nlist);
+  using Ptr = std::shared_ptr<const HostListStore>;
+  static Ptr empty(int64_t dim, int64_t nlist);
   // Takes the model's arrays over (no copy): its lists are packed, as a load reads them.
-  static std::shared_ptr<const HostListStore> from_model(HostModel& model);
+  static Ptr from_model(HostModel& model);
 
-  // A new store holding this one's rows plus n rows x (f32, already prepared for the metric)
-  // with their ids, row i going to list lists[i] after the list's existing rows, in input
-  // order. Shares this store's storage when every list has room; otherwise builds a grown one.
-  std::shared_ptr<const HostListStore> append(const float* x, const int64_t* ids, const int64_t* lists,
-                                              int64_t n) const;
+  // A new store holding this one's live rows plus n rows x (f32, already prepared for the
+  // metric) with their ids, row i going to list lists[i] after the list's existing rows, in
+  // input order. Shares this store's storage when every list has room; otherwise builds a
+  // grown one from the live rows only (removed rows are reclaimed there).
+  Ptr append(const float* x, const int64_t* ids, const int64_t* lists, int64_t n) const;
+  // A new store in which every live row whose id satisfies `match` is removed; .second counts them.
+  std::pair<Ptr, int64_t> remove_if(const std::function<bool(int64_t)>& match) const;
+  // The live rows in a new storage with the growth rule's spare room; no removed rows.
+  Ptr compacted() const;
+  // fn(slot, list) for every live row, list by list, in slot order.
+  void for_each_live(const std::function<void(int64_t, int64_t)>& fn) const;
 
   ListView view() const override;
   std::size_t bytes() const override;
   void export_lists(HostModel& model) const override;
 
  private:
-  HostListStore(int64_t dim, std::shared_ptr<HostListStorage> storage, std::vector<int64_t> sizes);
+  HostListStore(int64_t dim, std::shared_ptr<HostListStorage> storage, std::vector<int64_t> sizes,
+                std::shared_ptr<const RemovedRows> removed);
+  // The live rows of every list copied into a new storage of `layout` (sizes: live counts).
+  std::shared_ptr<HostListStorage> copy_live(const ListLayout& layout) const;
+  std::vector<int64_t> live_sizes() const;
 
   int64_t dim_;
   std::shared_ptr<HostListStorage> storage_;  // the mutator may write past sizes_
-  std::vector<int64_t> sizes_;
+  std::vector<int64_t> sizes_;                // used rows per list
   std::vector<int64_t> largest_prefix_;
-  int64_t ntotal_ = 0;
+  std::shared_ptr<const RemovedRows> removed_;  // null: none
+  int64_t ntotal_ = 0;                          // live rows
 };
 
 }  // namespace ivfgpu::cpu

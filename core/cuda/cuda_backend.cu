@@ -21,6 +21,8 @@
 #include "device_buffer.hpp"
 #include "device_context.hpp"
 #include "device_list_store.hpp"
+#include "id_ops.hpp"
+#include "id_set.hpp"
 #include "kmeans.hpp"
 #include "rows.hpp"
 #include "search.hpp"
@@ -47,12 +49,37 @@ struct CudaState final : IndexState {
   CentroidsPtr host;                               // null until trained
   std::shared_ptr<const DeviceCentroids> device;   // null until trained
   std::shared_ptr<const DeviceListStore> store;
+  IdMapPtr ids;                                    // id -> slot of its first row in list order
 
   bool trained() const override { return host != nullptr; }
   const ListStore& lists() const override { return *store; }
 };
 
 const CudaState& cuda_state(const IndexState& s) { return static_cast<const CudaState&>(s); }
+
+// A filter's id set on one device, with the context and stream its memory belongs to.
+class DeviceIdSet final : public IdFilter::DeviceCopy {
+ public:
+  DeviceIdSet(int device, const std::vector<int64_t>& ids) : ctx_(device), stream_(make_stream()), set_(build(ids)) {}
+  ~DeviceIdSet() override { (void)cudaStreamSynchronize(stream_.get()); }
+  std::size_t bytes() const override { return set_.bytes(); }
+  IdSetView view() const { return set_.view(); }
+
+ private:
+  IdSet build(const std::vector<int64_t>& ids) {
+    DeviceGuard guard(ctx_.device());
+    DeviceBuffer<int64_t> d(ctx_, std::max<std::size_t>(ids.size(), 1), stream_.get());
+    if (!ids.empty())
+      IVF_CUDA_CHECK(cudaMemcpyAsync(d.data(), ids.data(), ids.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                     stream_.get()));
+    IdSet set = IdSet::build(ctx_, d.data(), static_cast<int64_t>(ids.size()), stream_.get());
+    IVF_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    return set;
+  }
+  DeviceContext ctx_;
+  UniqueStream stream_;
+  IdSet set_;
+};
 
 // A search queued on a caller's stream keeps its state alive until that stream passes `done`.
 struct PendingRelease {
@@ -85,6 +112,7 @@ class CudaBackend final : public Backend {
     return guarded([&] {
       auto s = std::make_shared<CudaState>();
       s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
+      s->ids = empty_map();
       return s;
     });
   }
@@ -110,11 +138,12 @@ class CudaBackend final : public Backend {
       s->device = upload_centroids(*host);
       s->host = std::move(host);
       s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
+      s->ids = empty_map();
       return s;
     });
   }
 
-  NewState add(const IndexState& current, const MatrixView& rows, const int64_t* ids) override {
+  NewState add(const IndexState& current, const MatrixView& rows, const int64_t* ids, MemoryKind ids_memory) override {
     return guarded([&] {
       retire_finished();
       const CudaState& cur = cuda_state(current);
@@ -127,13 +156,16 @@ class CudaBackend final : public Backend {
       const float* x = rows.as<float>();
       if (rows.on_host() || params_.metric == Metric::Cosine)
         d_x = DeviceBuffer<float>(ctx_, static_cast<std::size_t>(n * dim_), stream);
+      if (ids == nullptr || ids_memory == MemoryKind::Host) {
+        // Device ids for the store and the id map (sequential ones: ntotal, ntotal + 1, ...).
+        d_ids = DeviceBuffer<int64_t>(ctx_, static_cast<std::size_t>(n), stream);
+        if (ids != nullptr)
+          IVF_CUDA_CHECK(cudaMemcpyAsync(d_ids.data(), ids, d_ids.bytes(), cudaMemcpyHostToDevice, stream));
+        else
+          fill_sequential(stream, d_ids.data(), n, cur.store->ntotal());
+      }
       if (rows.on_host()) {
         IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x, d_x.bytes(), cudaMemcpyHostToDevice, stream));
-        if (ids != nullptr) {
-          d_ids = DeviceBuffer<int64_t>(ctx_, static_cast<std::size_t>(n), stream);
-          IVF_CUDA_CHECK(cudaMemcpyAsync(d_ids.data(), ids, d_ids.bytes(), cudaMemcpyHostToDevice, stream));
-          ids = d_ids.data();
-        }
         x = d_x.data();
       } else {
         // Device input gets the checks the Index gives host input.
@@ -141,7 +173,7 @@ class CudaBackend final : public Backend {
         if (bad >= 0)
           fail(Errc::InvalidArgument, "add: data row " + std::to_string(bad) +
                                           " holds NaN or Inf (rejected: no distance is defined for it)");
-        if (ids != nullptr) {
+        if (ids != nullptr && ids_memory == MemoryKind::Device) {
           const int64_t reserved = first_equal(ctx_, stream, ids, n, -1);
           if (reserved >= 0)
             fail(Errc::InvalidArgument, "add: id -1 is reserved for padding (row " + std::to_string(reserved) + ")");
@@ -154,11 +186,69 @@ class CudaBackend final : public Backend {
       DeviceBuffer<int32_t> assign(ctx_, static_cast<std::size_t>(n), stream);
       assign_nearest(ctx_, stream, lease.blas(), x, n, dim_, cur.device->centroids.data(), cur.device->norms.data(),
                      params_.nlist, params_.metric, assign.data());
+      const int64_t* row_ids = d_ids.data() != nullptr ? d_ids.data() : ids;
+      DeviceBuffer<int64_t> slots(ctx_, static_cast<std::size_t>(n), stream);
       auto s = std::make_shared<CudaState>();
       s->host = cur.host;
       s->device = cur.device;
-      s->store = cur.store->append(ctx_, stream, x, ids, assign.data(), n);
+      s->store = cur.store->append(ctx_, stream, x, row_ids, assign.data(), n, slots.data());
+      // Same storage: the map gains the new rows; a grown storage moved every row: map it anew.
+      s->ids = s->store->same_storage(*cur.store) ? map_with_rows(ctx_, stream, *cur.ids, row_ids, slots.data(), n)
+                                                  : build_id_map(ctx_, stream, *s->store);
       return s;
+    });
+  }
+
+  std::pair<NewState, int64_t> remove(const IndexState& current, const int64_t* ids, int64_t n) override {
+    return guarded([&] {
+      const CudaState& cur = cuda_state(current);
+      const cudaStream_t stream = main();
+      DeviceBuffer<int64_t> d_ids = upload_ids(stream, ids, n);
+      const IdSet gone = IdSet::build(ctx_, d_ids.data(), n, stream);
+      auto [store, count] = cur.store->remove_in(ctx_, stream, gone.view());
+      auto s = std::make_shared<CudaState>();
+      s->host = cur.host;
+      s->device = cur.device;
+      const ListView v = store->view();
+      // Reclaim removed rows once they are a quarter of the used rows (a new storage: remap).
+      if (v.removed_count * 4 > v.ntotal + v.removed_count) {
+        s->store = store->compacted(ctx_, stream);
+        s->ids = build_id_map(ctx_, stream, *s->store);
+      } else {
+        s->store = std::move(store);
+        s->ids = map_without(ctx_, stream, *cur.ids, d_ids.data(), n);
+      }
+      IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+      return std::pair<NewState, int64_t>(std::move(s), count);
+    });
+  }
+
+  void get(const IndexState& state, const int64_t* ids, int64_t n, float* out, uint8_t* found) const override {
+    guarded([&] {
+      const CudaState& st = cuda_state(state);
+      DeviceContext::Lease lease(ctx_, nullptr);  // a reader: a worker stream of its own
+      const cudaStream_t stream = lease.stream();
+      DeviceBuffer<int64_t> d_ids = upload_ids(stream, ids, n);
+      DeviceBuffer<float> d_out(ctx_, static_cast<std::size_t>(n * dim_), stream);
+      DeviceBuffer<uint8_t> d_found(ctx_, static_cast<std::size_t>(n), stream);
+      gather_by_id(ctx_, stream, *st.ids, st.store->view(), d_ids.data(), n, d_out.data(), d_found.data());
+      IVF_CUDA_CHECK(cudaMemcpyAsync(out, d_out.data(), d_out.bytes(), cudaMemcpyDeviceToHost, stream));
+      if (found != nullptr)
+        IVF_CUDA_CHECK(cudaMemcpyAsync(found, d_found.data(), d_found.bytes(), cudaMemcpyDeviceToHost, stream));
+      IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    });
+  }
+
+  void count_ids(const IndexState& state, const int64_t* ids, int64_t n, int64_t* counts) const override {
+    guarded([&] {
+      const CudaState& st = cuda_state(state);
+      DeviceContext::Lease lease(ctx_, nullptr);
+      const cudaStream_t stream = lease.stream();
+      DeviceBuffer<int64_t> d_ids = upload_ids(stream, ids, n);
+      DeviceBuffer<int64_t> d_counts(ctx_, static_cast<std::size_t>(n), stream);
+      count_by_id(ctx_, stream, *st.ids, params_.unique_ids, st.store->view(), d_ids.data(), n, d_counts.data());
+      IVF_CUDA_CHECK(cudaMemcpyAsync(counts, d_counts.data(), d_counts.bytes(), cudaMemcpyDeviceToHost, stream));
+      IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
     });
   }
 
@@ -169,6 +259,7 @@ class CudaBackend final : public Backend {
       s->host = cur.host;
       s->device = cur.device;
       s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
+      s->ids = empty_map();
       return s;
     });
   }
@@ -177,6 +268,7 @@ class CudaBackend final : public Backend {
     return guarded([&] {
       auto s = std::make_shared<CudaState>();
       s->store = DeviceListStore::from_model(ctx_, main(), model);
+      s->ids = build_id_map(ctx_, main(), *s->store);
       if (model.trained) {
         auto host = std::make_shared<HostCentroids>();
         host->centroids = std::move(model.centroids);
@@ -199,6 +291,13 @@ class CudaBackend final : public Backend {
       view.centroids = st.device->centroids.data();
       view.centroid_norms = st.device->norms.data();
       view.lists = st.store->view();
+      IdSetView filter_set;
+      if (req.filter != nullptr) {
+        const auto& copy = static_cast<const DeviceIdSet&>(req.filter->device_copy(
+            ctx_.device(), [&] { return std::make_unique<DeviceIdSet>(ctx_.device(), req.filter->ids()); }));
+        filter_set = copy.view();
+        view.filter_set = &filter_set;
+      }
       run_search(ctx_, view, req);
       if (req.asynchronous()) {
         PendingRelease p{make_event(), state};
@@ -221,6 +320,17 @@ class CudaBackend final : public Backend {
       st.store->export_lists(m);
     });
     return m;
+  }
+
+  std::vector<int64_t> host_copy_ids(const int64_t* ids, int64_t n) const override {
+    return guarded([&] {
+      std::vector<int64_t> host(static_cast<std::size_t>(n));
+      DeviceContext::Lease lease(ctx_, nullptr);
+      IVF_CUDA_CHECK(cudaMemcpyAsync(host.data(), ids, host.size() * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                                     lease.stream()));
+      IVF_CUDA_CHECK(cudaStreamSynchronize(lease.stream()));
+      return host;
+    });
   }
 
   std::vector<float> host_copy(const MatrixView& x) const override {
@@ -248,6 +358,8 @@ class CudaBackend final : public Backend {
       info.host_memory_bytes += (st.host->centroids.size() + st.host->norms.size()) * sizeof(float);
     }
     info.pool_cached_bytes = ctx_.pool_cached_bytes();
+    info.id_map_bytes = st.ids ? st.ids->bytes() : 0;
+    info.device_memory_bytes += info.id_map_bytes;
     return info;
   }
 
@@ -274,6 +386,14 @@ class CudaBackend final : public Backend {
   }
 
   cudaStream_t main() const { return main_.get(); }
+
+  IdMapPtr empty_map() { return std::make_shared<IdMap>(ctx_, 1024, 0.8, main()); }
+
+  DeviceBuffer<int64_t> upload_ids(cudaStream_t stream, const int64_t* ids, int64_t n) const {
+    DeviceBuffer<int64_t> d(ctx_, static_cast<std::size_t>(std::max<int64_t>(n, 1)), stream);
+    if (n > 0) IVF_CUDA_CHECK(cudaMemcpyAsync(d.data(), ids, sizeof(int64_t) * n, cudaMemcpyHostToDevice, stream));
+    return d;
+  }
 
   std::shared_ptr<const DeviceCentroids> upload_centroids(const HostCentroids& host) {
     auto d = std::make_shared<DeviceCentroids>();

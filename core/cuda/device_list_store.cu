@@ -1,7 +1,9 @@
 #include "device_list_store.hpp"
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_select.cuh>
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -35,18 +37,69 @@ __global__ void copy_lists_kernel(const float* old_v, const int64_t* old_ids, co
     new_ids[ns + e] = old_ids[os + e];
 }
 
+// Row r of the new storage is old slot gather[r] (live rows, list by list).
+__global__ void gather_rows_kernel(const float* old_v, const int64_t* old_ids, const int64_t* gather, int64_t rows,
+                                   int64_t dim, float* new_v, int64_t* new_ids, const int64_t* new_slot) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = global_warp(); r < rows; r += warp_stride()) {
+    const int64_t from = gather[r], to = new_slot[r];
+    for (int64_t j = lane; j < dim; j += 32) new_v[to * dim + j] = old_v[from * dim + j];
+    if (lane == 0) new_ids[to] = old_ids[from];
+  }
+}
+
+__device__ __forceinline__ bool removed_at(const uint64_t* bits, int64_t slot) {
+  return bits != nullptr && ((bits[slot >> 6] >> (slot & 63)) & 1u);
+}
+
+// Marks every live used row whose id is in `set`; counts them.
+__global__ void mark_removed_kernel(const int64_t* ids, const int64_t* start, const int64_t* size,
+                                    const uint64_t* old_bits, IdSetView set, unsigned long long* bits,
+                                    unsigned long long* count) {
+  const int64_t l = blockIdx.x;
+  const int64_t first = start[l], end = first + size[l];
+  for (int64_t s = first + blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; s < end;
+       s += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    if (removed_at(old_bits, s) || !set.contains(ids[s])) continue;
+    atomicOr(&bits[s >> 6], 1ull << (s & 63));
+    atomicAdd(count, 1ull);
+  }
+}
+
+// For every slot: (id, slot) when the slot is a live used row, written at position
+// capacity - 1 - slot (descending slot order once compacted), with a flag.
+__global__ void slot_pairs_kernel(const int64_t* ids, const int64_t* start, const int64_t* size, const uint64_t* bits,
+                                  int64_t capacity, int64_t* keys, int64_t* slots, uint8_t* flags) {
+  const int64_t l = blockIdx.x;
+  const int64_t first = start[l], end = first + size[l];
+  for (int64_t s = first + blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; s < end;
+       s += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    const int64_t at = capacity - 1 - s;
+    keys[at] = ids[s];
+    slots[at] = s;
+    flags[at] = removed_at(bits, s) ? 0 : 1;
+  }
+}
+
 // One warp per new row: sorted position s goes to dst[list] + (s - first[list]).
 __global__ void scatter_rows_kernel(const float* x, const int64_t* ids, int64_t id_base, const int32_t* sorted_list,
                                     const int32_t* sorted_row, int64_t n, int64_t dim, const int64_t* dst,
-                                    const int64_t* first, float* out_v, int64_t* out_ids) {
+                                    const int64_t* first, float* out_v, int64_t* out_ids, int64_t* out_slots) {
   const int lane = threadIdx.x & 31;
   for (int64_t s = global_warp(); s < n; s += warp_stride()) {
     const int32_t l = sorted_list[s];
     const int64_t row = sorted_row[s];
     const int64_t slot = dst[l] + (s - first[l]);
     for (int64_t j = lane; j < dim; j += 32) out_v[slot * dim + j] = x[row * dim + j];
-    if (lane == 0) out_ids[slot] = ids != nullptr ? ids[row] : id_base + row;
+    if (lane == 0) {
+      out_ids[slot] = ids != nullptr ? ids[row] : id_base + row;
+      if (out_slots != nullptr) out_slots[row] = slot;
+    }
   }
+}
+
+unsigned list_chunks(int64_t largest) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(64, (largest + kDefaultThreads - 1) / kDefaultThreads)));
 }
 
 void upload(cudaStream_t stream, int64_t* dst, const std::vector<int64_t>& src) {
@@ -68,10 +121,11 @@ std::shared_ptr<DeviceListStorage> make_storage(const DeviceContext& ctx, cudaSt
 }  // namespace
 
 DeviceListStore::DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, int64_t dim,
-                                 std::shared_ptr<DeviceListStorage> storage, std::vector<int64_t> sizes)
+                                 std::shared_ptr<DeviceListStorage> storage, std::vector<int64_t> sizes,
+                                 std::shared_ptr<const DeviceRemovedRows> removed)
     : ctx_(&ctx), dim_(dim), storage_(std::move(storage)), sizes_(std::move(sizes)),
-      largest_prefix_(largest_lists_prefix(sizes_)), d_sizes_(ctx, sizes_.size(), stream),
-      ntotal_(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0})) {
+      largest_prefix_(largest_lists_prefix(sizes_)), d_sizes_(ctx, sizes_.size(), stream), removed_(std::move(removed)),
+      ntotal_(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0}) - (removed_ ? removed_->host.count : 0)) {
   upload(stream, d_sizes_.data(), sizes_);
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -99,9 +153,127 @@ std::shared_ptr<const DeviceListStore> DeviceListStore::from_model(const DeviceC
       new DeviceListStore(ctx, stream, model.dim, std::move(storage), std::move(sizes)));
 }
 
+std::vector<int64_t> DeviceListStore::live_sizes() const {
+  std::vector<int64_t> live(sizes_);
+  if (!removed_) return live;
+  const ListView v = view();
+  for (std::size_t l = 0; l < sizes_.size(); ++l)
+    for (int64_t s = v.host_start[l], e = s + sizes_[l]; s < e; ++s) live[l] -= v.host_removed_at(s) ? 1 : 0;
+  return live;
+}
+
+std::shared_ptr<DeviceListStorage> DeviceListStore::copy_live(const DeviceContext& ctx, cudaStream_t stream,
+                                                              ListLayout layout) const {
+  const int64_t nlist = static_cast<int64_t>(sizes_.size()), dim = dim_;
+  auto target = make_storage(ctx, stream, std::move(layout), dim);
+  if (ntotal_ == 0) return target;
+  if (!removed_) {
+    // Whole lists move: one block row per list.
+    const int64_t largest = *std::max_element(sizes_.begin(), sizes_.end());
+    dim3 grid(static_cast<unsigned>(nlist), list_chunks(largest));
+    copy_lists_kernel<<<grid, kDefaultThreads, 0, stream>>>(storage_->vectors.data(), storage_->ids.data(),
+                                                            storage_->start.data(), d_sizes_.data(),
+                                                            target->start.data(), dim, target->vectors.data(),
+                                                            target->ids.data());
+    IVF_CUDA_CHECK_LAUNCH();
+    return target;
+  }
+  // Live rows only: the (old slot, new slot) pairs are planned on the host from its mirror of
+  // the removed bits, then moved in one gather.
+  std::vector<int64_t> from, to;
+  from.reserve(static_cast<std::size_t>(ntotal_));
+  to.reserve(static_cast<std::size_t>(ntotal_));
+  const ListView v = view();
+  for (int64_t l = 0; l < nlist; ++l) {
+    int64_t cursor = target->layout.start[l];
+    for (int64_t s = v.host_start[l], e = s + sizes_[l]; s < e; ++s)
+      if (!v.host_removed_at(s)) {
+        from.push_back(s);
+        to.push_back(cursor++);
+      }
+  }
+  DeviceBuffer<int64_t> d_from(ctx, from.size(), stream), d_to(ctx, to.size(), stream);
+  upload(stream, d_from.data(), from);
+  upload(stream, d_to.data(), to);
+  const int64_t rows = static_cast<int64_t>(from.size());
+  gather_rows_kernel<<<grid_for(rows * 32), kDefaultThreads, 0, stream>>>(
+      storage_->vectors.data(), storage_->ids.data(), d_from.data(), rows, dim, target->vectors.data(),
+      target->ids.data(), d_to.data());
+  IVF_CUDA_CHECK_LAUNCH();
+  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host plans die here
+  return target;
+}
+
+std::shared_ptr<const DeviceListStore> DeviceListStore::compacted(const DeviceContext& ctx, cudaStream_t stream) const {
+  const std::vector<int64_t> live = live_sizes();
+  auto target = copy_live(ctx, stream, grown(ListLayout::empty(static_cast<int64_t>(live.size())), live,
+                                             std::vector<int64_t>(live.size(), 0)));
+  return std::shared_ptr<const DeviceListStore>(new DeviceListStore(ctx, stream, dim_, std::move(target), live));
+}
+
+std::pair<std::shared_ptr<const DeviceListStore>, int64_t> DeviceListStore::remove_in(const DeviceContext& ctx,
+                                                                                      cudaStream_t stream,
+                                                                                      const IdSetView& set) const {
+  const int64_t nlist = static_cast<int64_t>(sizes_.size());
+  const std::size_t words = RemovedRows::words_for(storage_->layout.capacity);
+  auto next = std::make_shared<DeviceRemovedRows>();
+  next->bits = DeviceBuffer<uint64_t>(ctx, std::max<std::size_t>(words, 1), stream);
+  DeviceBuffer<unsigned long long> count(ctx, 1, stream);
+  IVF_CUDA_CHECK(cudaMemsetAsync(count.data(), 0, sizeof(unsigned long long), stream));
+  if (removed_)
+    IVF_CUDA_CHECK(cudaMemcpyAsync(next->bits.data(), removed_->bits.data(), words * sizeof(uint64_t),
+                                   cudaMemcpyDeviceToDevice, stream));
+  else
+    IVF_CUDA_CHECK(cudaMemsetAsync(next->bits.data(), 0, next->bits.bytes(), stream));
+  if (ntotal_ > 0) {
+    const int64_t largest = *std::max_element(sizes_.begin(), sizes_.end());
+    dim3 grid(static_cast<unsigned>(nlist), list_chunks(largest));
+    mark_removed_kernel<<<grid, kDefaultThreads, 0, stream>>>(
+        storage_->ids.data(), storage_->start.data(), d_sizes_.data(), removed_ ? removed_->bits.data() : nullptr, set,
+        reinterpret_cast<unsigned long long*>(next->bits.data()), count.data());
+    IVF_CUDA_CHECK_LAUNCH();
+  }
+  unsigned long long hits = 0;
+  next->host.bits.resize(words);
+  IVF_CUDA_CHECK(cudaMemcpyAsync(&hits, count.data(), sizeof hits, cudaMemcpyDeviceToHost, stream));
+  if (words > 0)
+    IVF_CUDA_CHECK(cudaMemcpyAsync(next->host.bits.data(), next->bits.data(), words * sizeof(uint64_t),
+                                   cudaMemcpyDeviceToHost, stream));
+  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  next->host.count = (removed_ ? removed_->host.count : 0) + static_cast<int64_t>(hits);
+  return {std::shared_ptr<const DeviceListStore>(new DeviceListStore(ctx, stream, dim_, storage_, sizes_, std::move(next))),
+          static_cast<int64_t>(hits)};
+}
+
+int64_t DeviceListStore::live_pairs(const DeviceContext& ctx, cudaStream_t stream, int64_t* ids, int64_t* slots) const {
+  const int64_t capacity = storage_->layout.capacity, nlist = static_cast<int64_t>(sizes_.size());
+  if (ntotal_ == 0) return 0;
+  DeviceBuffer<int64_t> keys(ctx, capacity, stream), vals(ctx, capacity, stream);
+  DeviceBuffer<uint8_t> flags(ctx, capacity, stream);
+  DeviceBuffer<int64_t> selected(ctx, 1, stream);
+  IVF_CUDA_CHECK(cudaMemsetAsync(flags.data(), 0, flags.bytes(), stream));  // unused slots stay 0
+  const int64_t largest = *std::max_element(sizes_.begin(), sizes_.end());
+  dim3 grid(static_cast<unsigned>(nlist), list_chunks(largest));
+  slot_pairs_kernel<<<grid, kDefaultThreads, 0, stream>>>(storage_->ids.data(), storage_->start.data(), d_sizes_.data(),
+                                                          removed_ ? removed_->bits.data() : nullptr, capacity,
+                                                          keys.data(), vals.data(), flags.data());
+  IVF_CUDA_CHECK_LAUNCH();
+  std::size_t b1 = 0, b2 = 0;
+  IVF_CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, b1, keys.data(), flags.data(), ids, selected.data(), capacity, stream));
+  IVF_CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, b2, vals.data(), flags.data(), slots, selected.data(), capacity, stream));
+  DeviceBuffer<unsigned char> tmp(ctx, std::max(b1, b2), stream);
+  IVF_CUDA_CHECK(cub::DeviceSelect::Flagged(tmp.data(), b1, keys.data(), flags.data(), ids, selected.data(), capacity, stream));
+  IVF_CUDA_CHECK(cub::DeviceSelect::Flagged(tmp.data(), b2, vals.data(), flags.data(), slots, selected.data(), capacity, stream));
+  int64_t n = 0;
+  IVF_CUDA_CHECK(cudaMemcpyAsync(&n, selected.data(), sizeof n, cudaMemcpyDeviceToHost, stream));
+  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return n;
+}
+
 std::shared_ptr<const DeviceListStore> DeviceListStore::append(const DeviceContext& ctx, cudaStream_t stream,
                                                                const float* x, const int64_t* ids,
-                                                               const int32_t* assign, int64_t n) const {
+                                                               const int32_t* assign, int64_t n,
+                                                               int64_t* slots) const {
   if (n > limits::kMaxRowsPerDeviceAdd) fail(Errc::Unsupported, "add: more than 2^31 - 1 vectors in one call");
   const int64_t nlist = static_cast<int64_t>(sizes_.size()), dim = dim_;
   // 1. Rows per list.
@@ -113,17 +285,20 @@ std::shared_ptr<const DeviceListStore> DeviceListStore::append(const DeviceConte
   IVF_CUDA_CHECK(cudaMemcpyAsync(counts.data(), d_counts.data(), d_counts.bytes(), cudaMemcpyDeviceToHost, stream));
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
 
-  // 2. The layout: this storage when every list has room, else a grown one.
+  // 2. The layout: this storage when every list has room, else a grown one of the live rows.
   std::vector<int64_t> added(counts.begin(), counts.end()), first(static_cast<std::size_t>(nlist), 0);
   for (int64_t l = 1; l < nlist; ++l) first[l] = first[l - 1] + added[l - 1];
   const bool grow = !fits(storage_->layout, sizes_, added);
+  std::vector<int64_t> base_sizes = grow ? live_sizes() : sizes_;
 
-  // 3. Every allocation before any write: a failure here leaves everything untouched.
+  // 3. Every allocation before any write to shared storage: a failure leaves it untouched. (A
+  // grown storage is private until the new store is published.)
   std::shared_ptr<DeviceListStorage> target =
-      grow ? make_storage(ctx, stream, grown(storage_->layout, sizes_, added), dim) : storage_;
-  std::vector<int64_t> dst(static_cast<std::size_t>(nlist)), next_sizes(sizes_);
+      grow ? copy_live(ctx, stream, grown(ListLayout::empty(nlist), base_sizes, added)) : storage_;
+  std::shared_ptr<const DeviceRemovedRows> removed = grow ? nullptr : removed_;
+  std::vector<int64_t> dst(static_cast<std::size_t>(nlist)), next_sizes(base_sizes);
   for (int64_t l = 0; l < nlist; ++l) {
-    dst[l] = target->layout.start[l] + sizes_[l];
+    dst[l] = target->layout.start[l] + base_sizes[l];
     next_sizes[l] += added[l];
   }
   DeviceBuffer<int64_t> d_dst(ctx, nlist, stream), d_first(ctx, nlist, stream);
@@ -137,25 +312,17 @@ std::shared_ptr<const DeviceListStore> DeviceListStore::append(const DeviceConte
   // 4. Device work. Old rows are only read; new rows land past every published state's sizes.
   upload(stream, d_dst.data(), dst);
   upload(stream, d_first.data(), first);
-  if (grow && ntotal_ > 0) {
-    dim3 grid(static_cast<unsigned>(nlist), 16);
-    copy_lists_kernel<<<grid, kDefaultThreads, 0, stream>>>(storage_->vectors.data(), storage_->ids.data(),
-                                                            storage_->start.data(), d_sizes_.data(),
-                                                            target->start.data(), dim, target->vectors.data(),
-                                                            target->ids.data());
-    IVF_CUDA_CHECK_LAUNCH();
-  }
   iota_kernel<<<grid_for(n), kDefaultThreads, 0, stream>>>(rows_in.data(), n);
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tmp.data(), tmp_bytes, assign, lists_out.data(), rows_in.data(),
                                                  rows_out.data(), static_cast<int>(n), 0, end_bit, stream));
   scatter_rows_kernel<<<grid_for(n * 32), kDefaultThreads, 0, stream>>>(
       x, ids, ntotal_, lists_out.data(), rows_out.data(), n, dim, d_dst.data(), d_first.data(),
-      target->vectors.data(), target->ids.data());
+      target->vectors.data(), target->ids.data(), slots);
   IVF_CUDA_CHECK_LAUNCH();
   // The constructor synchronises the stream: the new store is complete when it returns.
   return std::shared_ptr<const DeviceListStore>(
-      new DeviceListStore(ctx, stream, dim, std::move(target), std::move(next_sizes)));
+      new DeviceListStore(ctx, stream, dim, std::move(target), std::move(next_sizes), std::move(removed)));
 }
 
 ListView DeviceListStore::view() const {
@@ -171,31 +338,47 @@ ListView DeviceListStore::view() const {
   v.size = d_sizes_.data();
   v.host_start = storage_->layout.start.data();
   v.host_size = sizes_.data();
+  v.removed = removed_ ? removed_->bits.data() : nullptr;
+  v.host_removed = removed_ ? removed_->host.bits.data() : nullptr;
+  v.removed_count = removed_ ? removed_->host.count : 0;
   v.largest_prefix = largest_prefix_.data();
   return v;
 }
 
 std::size_t DeviceListStore::bytes() const {
-  return storage_->vectors.bytes() + storage_->ids.bytes() + storage_->start.bytes() + d_sizes_.bytes();
+  return storage_->vectors.bytes() + storage_->ids.bytes() + storage_->start.bytes() + d_sizes_.bytes() +
+         (removed_ ? removed_->bits.bytes() : 0);
 }
 
 void DeviceListStore::export_lists(HostModel& model) const {
-  const int64_t nlist = static_cast<int64_t>(sizes_.size()), dim = dim_;
+  const std::vector<int64_t> live = live_sizes();
+  const int64_t nlist = static_cast<int64_t>(live.size()), dim = dim_;
   model.list_offsets.assign(static_cast<std::size_t>(nlist) + 1, 0);
-  for (int64_t l = 0; l < nlist; ++l) model.list_offsets[l + 1] = model.list_offsets[l] + sizes_[l];
+  for (int64_t l = 0; l < nlist; ++l) model.list_offsets[l + 1] = model.list_offsets[l] + live[l];
   model.vectors.resize(static_cast<std::size_t>(ntotal_ * dim));
   model.ids.resize(static_cast<std::size_t>(ntotal_));
-  // A reader: it runs on a worker stream of its own, never behind a mutation's work.
+  // A reader: it runs on a worker stream of its own, never behind a mutation's work. Runs of
+  // live rows are copied whole (a list at a time when nothing is removed).
   DeviceContext::Lease lease(*ctx_, nullptr);
   const cudaStream_t stream = lease.stream();
+  const ListView v = view();
   for (int64_t l = 0; l < nlist; ++l) {
-    const int64_t sz = sizes_[l];
-    if (sz == 0) continue;
-    const int64_t off = model.list_offsets[l], from = storage_->layout.start[l];
-    IVF_CUDA_CHECK(cudaMemcpyAsync(model.vectors.data() + off * dim, storage_->vectors.data() + from * dim,
-                                   sizeof(float) * sz * dim, cudaMemcpyDeviceToHost, stream));
-    IVF_CUDA_CHECK(cudaMemcpyAsync(model.ids.data() + off, storage_->ids.data() + from, sizeof(int64_t) * sz,
-                                   cudaMemcpyDeviceToHost, stream));
+    int64_t to = model.list_offsets[l];
+    const int64_t end = v.host_start[l] + sizes_[l];
+    for (int64_t s = v.host_start[l]; s < end;) {
+      if (v.host_removed_at(s)) {
+        ++s;
+        continue;
+      }
+      int64_t run = 1;
+      while (s + run < end && !v.host_removed_at(s + run)) ++run;
+      IVF_CUDA_CHECK(cudaMemcpyAsync(model.vectors.data() + to * dim, storage_->vectors.data() + s * dim,
+                                     sizeof(float) * run * dim, cudaMemcpyDeviceToHost, stream));
+      IVF_CUDA_CHECK(cudaMemcpyAsync(model.ids.data() + to, storage_->ids.data() + s, sizeof(int64_t) * run,
+                                     cudaMemcpyDeviceToHost, stream));
+      to += run;
+      s += run;
+    }
   }
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

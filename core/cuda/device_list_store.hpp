@@ -13,8 +13,15 @@
 #include "../list_layout.hpp"
 #include "../list_store.hpp"
 #include "device_buffer.hpp"
+#include "id_bitset.cuh"
 
 namespace ivfgpu::cuda {
+
+// Removed rows of one storage (list_store.hpp) with their device copy.
+struct DeviceRemovedRows {
+  RemovedRows host;
+  DeviceBuffer<uint64_t> bits;
+};
 
 // Fixed layout; rows past a state's live sizes are spare room.
 struct DeviceListStorage {
@@ -33,11 +40,26 @@ class DeviceListStore final : public ListStore {
   static std::shared_ptr<const DeviceListStore> from_model(const DeviceContext& ctx, cudaStream_t stream,
                                                            const HostModel& model);
 
-  // A new store with this one's rows plus n device rows x (f32, prepared for the metric), row i
-  // going to list assign[i] after the list's rows, in input order, with id ids[i] (device) or,
-  // for ids == nullptr, ntotal() + i. Shares this store's storage when every list has room.
+  // A new store with this one's live rows plus n device rows x (f32, prepared for the metric),
+  // row i going to list assign[i] after the list's rows, in input order, with id ids[i]
+  // (device) or, for ids == nullptr, ntotal() + i. Shares this store's storage when every list
+  // has room; otherwise builds a grown storage of the live rows (removed rows reclaimed).
+  // slots (optional, device, n): where each new row went.
   std::shared_ptr<const DeviceListStore> append(const DeviceContext& ctx, cudaStream_t stream, const float* x,
-                                                const int64_t* ids, const int32_t* assign, int64_t n) const;
+                                                const int64_t* ids, const int32_t* assign, int64_t n,
+                                                int64_t* slots = nullptr) const;
+  // A new store in which every live row whose id is in `set` is removed; .second counts them.
+  std::pair<std::shared_ptr<const DeviceListStore>, int64_t> remove_in(const DeviceContext& ctx, cudaStream_t stream,
+                                                                       const IdSetView& set) const;
+  // The live rows in a new storage with the growth rule's spare room; no removed rows.
+  std::shared_ptr<const DeviceListStore> compacted(const DeviceContext& ctx, cudaStream_t stream) const;
+  // Whether `other` uses the same storage (its slots mean the same rows).
+  bool same_storage(const DeviceListStore& other) const { return storage_ == other.storage_; }
+  // (id, slot) of every live row, in descending slot order, into device arrays of capacity
+  // rows; returns how many. (Descending: an insert that keeps the last of equal keys keeps the
+  // row first in list order.)
+  int64_t live_pairs(const DeviceContext& ctx, cudaStream_t stream, int64_t* ids, int64_t* slots) const;
+  int64_t capacity() const { return storage_->layout.capacity; }
 
   ListView view() const override;
   std::size_t bytes() const override;
@@ -45,7 +67,12 @@ class DeviceListStore final : public ListStore {
 
  private:
   DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, int64_t dim,
-                  std::shared_ptr<DeviceListStorage> storage, std::vector<int64_t> sizes);
+                  std::shared_ptr<DeviceListStorage> storage, std::vector<int64_t> sizes,
+                  std::shared_ptr<const DeviceRemovedRows> removed = nullptr);
+  // Live rows per list (used rows less removed ones).
+  std::vector<int64_t> live_sizes() const;
+  // A storage of `layout` holding this store's live rows, list by list, in order.
+  std::shared_ptr<DeviceListStorage> copy_live(const DeviceContext& ctx, cudaStream_t stream, ListLayout layout) const;
 
   const DeviceContext* ctx_;
   int64_t dim_;
@@ -53,7 +80,8 @@ class DeviceListStore final : public ListStore {
   std::vector<int64_t> sizes_;
   std::vector<int64_t> largest_prefix_;
   DeviceBuffer<int64_t> d_sizes_;
-  int64_t ntotal_ = 0;
+  std::shared_ptr<const DeviceRemovedRows> removed_;  // null: none
+  int64_t ntotal_ = 0;                               // live rows
 };
 
 }  // namespace ivfgpu::cuda

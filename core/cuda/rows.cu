@@ -36,6 +36,10 @@ __global__ void first_equal_kernel(const int64_t* ids, int64_t n, int64_t value,
     if (ids[i] == value) atomicMin(first, static_cast<unsigned long long>(i));
 }
 
+__global__ void sequential_kernel(int64_t* v, int64_t n, int64_t first) {
+  for (int64_t i = global_thread(); i < n; i += thread_stride()) v[i] = first + i;
+}
+
 template <class Launch>
 int64_t first_index(const DeviceContext& ctx, cudaStream_t stream, Launch&& launch) {
   DeviceBuffer<unsigned long long> first(ctx, 1, stream);
@@ -52,6 +56,11 @@ int64_t first_index(const DeviceContext& ctx, cudaStream_t stream, Launch&& laun
 
 void normalize_rows(cudaStream_t stream, const float* in, int64_t n, int64_t dim, float* out) {
   normalize_rows_kernel<<<grid_for(n, 128), 128, 0, stream>>>(in, n, dim, out);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+void fill_sequential(cudaStream_t stream, int64_t* v, int64_t n, int64_t first) {
+  sequential_kernel<<<grid_for(n), kDefaultThreads, 0, stream>>>(v, n, first);
   IVF_CUDA_CHECK_LAUNCH();
 }
 

@@ -19,6 +19,9 @@ void normalize_rows(cudaStream_t stream, const float* in, int64_t n, int64_t dim
 // First row holding NaN or +-Inf, or -1. Synchronises `stream`.
 int64_t first_non_finite_row(const DeviceContext& ctx, cudaStream_t stream, const float* x, int64_t n, int64_t dim);
 
+// v[i] = first + i.
+void fill_sequential(cudaStream_t stream, int64_t* v, int64_t n, int64_t first);
+
 // First i with ids[i] == value, or -1. Synchronises `stream`.
 int64_t first_equal(const DeviceContext& ctx, cudaStream_t stream, const int64_t* ids, int64_t n, int64_t value);
 

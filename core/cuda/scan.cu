@@ -82,6 +82,13 @@ struct TileArgs {
   const int64_t* tile_off;    // nlist + 1
   CandidateRows cand;
   bool vec4;  // dim % 4 == 0 and aligned bases: 16-byte loads
+  // Exclusion of rows inside the scan: removed bits by slot, and a filter on ids.
+  bool check_rows;            // removed != nullptr || filter != 0
+  const uint64_t* removed;
+  const int64_t* ids;
+  int filter;                 // 0 none, 1 allow, 2 deny
+  IdSetView filter_set;
+  float excluded;
 };
 
 // Stages rows [0, rows) x dims [d0, d0 + kTileD) of a row-major matrix into t[j][r]
@@ -123,6 +130,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
   __shared__ __align__(16) float xs[kTileD][VP];
   __shared__ int64_t out_base[TQ];
   __shared__ int64_t q_row[TQ];
+  __shared__ bool keep[kTileV];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
@@ -157,6 +165,18 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
       const int64_t v0 = vt * kTileV;
       const int vcount = static_cast<int>(size - v0 < kTileV ? size - v0 : kTileV);
       const T* x = a.vectors + (a.list_start[l] + v0) * a.dim;
+      if (a.check_rows) {
+        __syncthreads();  // the previous tile's results are written: keep[] may change
+        if (tid < kTileV) {
+          bool ok = tid < vcount;
+          if (ok) {
+            const int64_t slot = a.list_start[l] + v0 + tid;
+            if (a.removed != nullptr && ((a.removed[slot >> 6] >> (slot & 63)) & 1u)) ok = false;
+            if (ok && a.filter != 0) ok = a.filter_set.contains(a.ids[slot]) == (a.filter == 1);
+          }
+          keep[tid] = ok;
+        }
+      }
       float acc[RQ][RV];
 #pragma unroll
       for (int r = 0; r < RQ; ++r)
@@ -208,7 +228,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
 #pragma unroll
         for (int c = 0; c < RV; ++c) {
           const int vi = tx * 4 + c;
-          if (vi < vcount) a.cand.dist[base + vi] = acc[r][c];
+          if (vi < vcount) a.cand.dist[base + vi] = (!a.check_rows || keep[vi]) ? acc[r][c] : a.excluded;
         }
       }
     }
@@ -278,8 +298,11 @@ void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem
     const bool vec4 = p.lists.dim % DeviceElement<T>::kPerLoad == 0 && p.lists.dim % 4 == 0 &&
                       reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0;
+    const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
     TileArgs<T> args{p.queries, p.lists.dim, nlist, p.nprobe, p.lists.rows<T>(), p.lists.start, p.lists.size,
-                     grouped.data(), pair_begin.data(), pair_count.data(), tile_off.data(), p.cand, vec4};
+                     grouped.data(), pair_begin.data(), pair_count.data(), tile_off.data(), p.cand, vec4,
+                     p.lists.removed != nullptr || filter != 0, p.lists.removed, p.lists.ids, filter, p.filter_set,
+                     p.excluded};
     launch_scan<T>(ctx, stream, tile_q, ip, args);
   });
 }

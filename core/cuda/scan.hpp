@@ -14,6 +14,7 @@
 #include "../types.hpp"
 #include "candidates.cuh"
 #include "device_context.hpp"
+#include "id_bitset.cuh"
 
 namespace ivfgpu::cuda {
 
@@ -25,6 +26,11 @@ struct ScanProblem {
   ListView lists;                   // a device-tier view
   Metric metric = Metric::L2;
   CandidateRows cand;               // offsets and lengths are written here
+  // Rows that may not be returned (removed ones, and those a filter rejects) get `excluded` as
+  // their distance: the worst key, which the finaliser turns into padding.
+  enum class Filter { None, Allow, Deny } filter = Filter::None;
+  IdSetView filter_set;
+  float excluded = 0.0f;
 };
 
 // Runs the whole stage on `stream`, scratch from ctx's pool. No host synchronisation.

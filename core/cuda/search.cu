@@ -31,7 +31,8 @@ __global__ void finalize_kernel(const int32_t* sel_pos, const float* sel_key, co
   const int64_t total = nq * k;
   for (int64_t e = global_thread(); e < total; e += thread_stride()) {
     const int64_t q = e / k, j = e % k;
-    if (j >= count[q]) {
+    // Past the candidates, or a row the scan excluded (its key is the padding value).
+    if (j >= count[q] || sel_key[e] == pad) {
       out_ids[e] = -1;
       out_dists[e] = pad;
       continue;
@@ -155,6 +156,11 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     sp.lists = lists;
     sp.metric = index.metric;
     sp.cand = CandidateRows{cand.data(), bound, cand_off.data(), cand_len.data(), nprobe};
+    sp.excluded = pad;
+    if (req.filter != nullptr && index.filter_set != nullptr) {
+      sp.filter = req.filter->allow() ? ScanProblem::Filter::Allow : ScanProblem::Filter::Deny;
+      sp.filter_set = *index.filter_set;
+    }
     scan_lists(ctx, stream, sp);
     // D: the k best candidates of each query, then their ids.
     SelectInput din;

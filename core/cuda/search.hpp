@@ -7,6 +7,7 @@
 #include "../list_store.hpp"
 #include "../search_request.hpp"
 #include "device_context.hpp"
+#include "id_bitset.cuh"
 
 namespace ivfgpu::cuda {
 
@@ -17,6 +18,7 @@ struct SearchIndexView {
   const float* centroids = nullptr;       // device
   const float* centroid_norms = nullptr;  // device
   ListView lists;                         // a device-tier view
+  const IdSetView* filter_set = nullptr;  // the request's filter on this device, or null
 };
 
 // Cosine queries are normalised here (rows.hpp). Synchronous unless request.asynchronous().

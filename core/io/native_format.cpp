@@ -102,7 +102,7 @@ void write_native(const HostModel& m, const BuildParams& p, ByteSink& out) {
   put_at<uint32_t>(h, kOffVersion, kVersion);
   put_at<uint32_t>(h, kOffEndian, kEndianMarker);
   put_at<uint32_t>(h, kOffHeaderSize, static_cast<uint32_t>(kHeaderSize));
-  put_at<uint32_t>(h, kOffFlags, m.trained ? kFlagTrained : 0);
+  put_at<uint32_t>(h, kOffFlags, (m.trained ? kFlagTrained : 0) | (p.unique_ids ? kFlagUniqueIds : 0));
   put_at<uint64_t>(h, kOffFileSize, native_size(m.dim, m.nlist, m.ntotal(), m.trained));
   put_at<int64_t>(h, kOffDim, m.dim);
   put_at<int64_t>(h, kOffNlist, m.nlist);
@@ -129,9 +129,10 @@ IndexImage read_native(ByteSource& in) {
   if (std::memcmp(h, kMagic, sizeof kMagic) != 0) fail(Errc::CorruptData, "not a libivfgpu index file (bad magic)");
   in.read(h + kOffVersion, 8, "format version");
   const uint32_t version = get_at<uint32_t>(h, kOffVersion);
-  if (version != kVersion)
+  if (version < kOldestVersion || version > kVersion)
     fail(Errc::VersionMismatch, "index file format version " + std::to_string(version) +
-                                    " is not one this library reads (it reads version " + std::to_string(kVersion) + ")");
+                                    " is not one this library reads (it reads versions " +
+                                    std::to_string(kOldestVersion) + " to " + std::to_string(kVersion) + ")");
   const uint32_t endian = get_at<uint32_t>(h, kOffEndian);
   if (endian == 0x04030201u) fail(Errc::VersionMismatch, "index file was written big-endian; this library reads little-endian files");
   if (endian != kEndianMarker) fail(Errc::CorruptData, "bad endianness marker");
@@ -142,7 +143,8 @@ IndexImage read_native(ByteSource& in) {
   // The header is what its writer wrote; now check that the writer made sense.
   if (get_at<uint32_t>(h, kOffHeaderSize) != kHeaderSize) fail(Errc::CorruptData, "header size is not 128");
   const uint32_t flags = get_at<uint32_t>(h, kOffFlags);
-  if ((flags & ~kFlagTrained) != 0) fail(Errc::CorruptData, "unknown header flags " + std::to_string(flags));
+  const uint32_t known = version >= 2 ? (kFlagTrained | kFlagUniqueIds) : kFlagTrained;
+  if ((flags & ~known) != 0) fail(Errc::CorruptData, "unknown header flags " + std::to_string(flags));
   const bool trained = (flags & kFlagTrained) != 0;
   const int64_t dim = get_at<int64_t>(h, kOffDim), nlist = get_at<int64_t>(h, kOffNlist),
                 ntotal = get_at<int64_t>(h, kOffNtotal);
@@ -161,6 +163,7 @@ IndexImage read_native(ByteSource& in) {
   params.kmeans_iters = get_at<int64_t>(h, kOffKmeansIters);
   params.max_points_per_centroid = get_at<int64_t>(h, kOffMaxPointsPerCentroid);
   params.seed = get_at<int64_t>(h, kOffSeed);
+  params.unique_ids = (flags & kFlagUniqueIds) != 0;
   check_range(params.nprobe, 1, std::numeric_limits<int64_t>::max(), "nprobe");
   check_range(params.kmeans_iters, 0, 1000000, "kmeans_iters");
   check_range(params.max_points_per_centroid, 1, int64_t{1} << 40, "max_points_per_centroid");

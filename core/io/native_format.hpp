@@ -16,10 +16,13 @@ namespace ivfgpu::io {
 namespace native {
 
 inline constexpr unsigned char kMagic[8] = {0x89, 'I', 'V', 'F', '\r', '\n', 0x1a, '\n'};
-inline constexpr uint32_t kVersion = 1;
+// Version 2 (this library) adds the unique-ids flag; version 1 files still load.
+inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr uint32_t kEndianMarker = 0x01020304;  // stored as 04 03 02 01
 inline constexpr uint32_t kSectionCount = 4;
 inline constexpr uint32_t kFlagTrained = 1;
+inline constexpr uint32_t kFlagUniqueIds = 2;  // version 2
 
 // Header field offsets (bytes from the start of the file).
 inline constexpr std::size_t kOffMagic = 0, kOffVersion = 8, kOffEndian = 12, kOffHeaderSize = 16,
