@@ -129,16 +129,21 @@ func TestUpdateReplacesOrAdds(t *testing.T) {
 	if err != nil || r.IDs[0] != 30 || r.Distances[0] != 0 {
 		t.Fatalf("%v %v", r, err)
 	}
-	// Repeated ids (allowed without WithUniqueIDs): Update and Remove act on every copy.
-	if err := ix.AddWithIDs(data[:dim], []int64{30}); err != nil {
+	// Repeated ids (allowed without WithUniqueIDs): Remove takes every copy; Update replaces
+	// all of them by its one row.
+	if err := ix.AddWithIDs(data[:2*dim], []int64{30, 40}); err != nil {
 		t.Fatal(err)
+	}
+	wantCounts(t, ix, []int64{30, 40}, 2, 2)
+	if n, err := ix.Remove([]int64{40}); err != nil || n != 2 {
+		t.Fatalf("Remove = %d, %v", n, err)
 	}
 	if err := ix.Update(fresh[:dim], []int64{30}); err != nil {
 		t.Fatal(err)
 	}
-	wantCounts(t, ix, []int64{30}, 2)
-	if n, err := ix.Remove([]int64{30}); err != nil || n != 2 {
-		t.Fatalf("Remove = %d, %v", n, err)
+	wantCounts(t, ix, []int64{30, 40}, 1, 0)
+	if vecs, _, err := ix.Get([]int64{30}); err != nil || !reflect.DeepEqual(vecs, fresh[:dim]) {
+		t.Fatalf("Get after Update: %v", err)
 	}
 }
 

@@ -627,8 +627,9 @@ func (ix *Index) Remove(ids []int64) (int, error) {
 	return int(removed), nil
 }
 
-// Update is an upsert: for each id, every vector held with that id is replaced by the
-// matching row of data (an id the index does not hold is added). ids must not repeat nor
+// Update is an upsert: for each id, the vectors held with that id (all of them, where ids
+// repeat) are replaced by the matching row of data, so the id then has one vector; an id the
+// index does not hold is added. ids must not repeat nor
 // contain NoID. All or nothing, published as one state.
 func (ix *Index) Update(data []float32, ids []int64) error {
 	n, err := ix.rows("Update", data)

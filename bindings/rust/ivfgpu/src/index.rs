@@ -285,8 +285,9 @@ impl Index {
         Ok(removed as usize)
     }
 
-    /// Upsert: for each id, every vector held with that id is replaced by the matching row of
-    /// `data` (an id the index does not hold is added). `ids` must not repeat nor contain
+    /// Upsert: for each id, the vectors held with that id (all of them, where ids repeat) are
+    /// replaced by the matching row of `data`, so the id then has one vector; an id the index
+    /// does not hold is added. `ids` must not repeat nor contain
     /// [`NO_ID`]. All or nothing, published as one state.
     pub fn update(&self, data: &[f32], ids: &[i64]) -> Result<()> {
         let n = self.rows(data, "update")?;

@@ -91,14 +91,15 @@ fn update_replaces_or_adds() {
     let r = index.search_with(row(&data, 3), 1, &exact).unwrap();
     assert_ne!(r.ids()[0], 30);
 
-    // Repeated ids (allowed without unique ids): update and remove act on every copy.
-    index.add_with_ids(&data[..DIM], &[30]).unwrap();
-    assert_eq!(index.count_ids(&[30]).unwrap(), [2]);
+    // Repeated ids (allowed without unique ids): remove takes every copy; update replaces
+    // all of them by its one row.
+    index.add_with_ids(&data[..2 * DIM], &[30, 40]).unwrap();
+    assert_eq!(index.count_ids(&[30, 40]).unwrap(), [2, 2]);
+    assert_eq!(index.remove(&[40]).unwrap(), 2);
     index.update(&fresh[..DIM], &[30]).unwrap();
-    assert_eq!(index.count_ids(&[30]).unwrap(), [2]);
+    assert_eq!(index.count_ids(&[30, 40]).unwrap(), [1, 0]);
     let got = index.get(&[30]).unwrap();
     assert_eq!(got.get(0), Some(&fresh[..DIM]));
-    assert_eq!(index.remove(&[30]).unwrap(), 2);
 }
 
 #[test]
