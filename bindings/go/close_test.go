@@ -92,7 +92,7 @@ func TestCloseRacesWithCalls(t *testing.T) {
 	}
 }
 
-// Trains and adds run while searches are in flight; the library serialises them.
+// Adds run while searches are in flight: neither waits for the other.
 func TestAddDuringSearches(t *testing.T) {
 	ix, data := filledIndex(t)
 	var wg sync.WaitGroup
@@ -123,5 +123,74 @@ func TestAddDuringSearches(t *testing.T) {
 	wg.Wait()
 	if n, _ := ix.NTotal(); n != nvecs+20*100 {
 		t.Fatalf("NTotal = %d", n)
+	}
+}
+
+// A writer goroutine adds and resets while readers search: every search succeeds on one whole
+// published state (ntotal a whole number of batches), the state version never goes back, and
+// the end state is the writer's.
+func TestMutationsDuringSearchesSeeWholeStates(t *testing.T) {
+	ix, data := filledIndex(t)
+	v0, err := ix.StateVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches, batch = 10, 100
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last uint64
+			for searches := 0; ; searches++ {
+				select {
+				case <-stop:
+					if searches > 0 {
+						return
+					}
+				default:
+				}
+				v, err := ix.StateVersion()
+				if err != nil || v < last {
+					t.Errorf("state version %d after %d (%v)", v, last, err)
+					return
+				}
+				last = v
+				n, err := ix.NTotal()
+				if err != nil || n < nvecs || n > nvecs+batches*batch || (n-nvecs)%batch != 0 {
+					t.Errorf("NTotal = %d (%v): not a published state", n, err)
+					return
+				}
+				r, err := ix.Search(data[:dim], 1)
+				if err != nil || r.Distances[0] != 0 {
+					t.Errorf("search: %v %v", r, err)
+					return
+				}
+			}
+		}()
+	}
+	ids := make([]int64, batch)
+	for b := 0; b < batches; b++ {
+		for i := range ids {
+			ids[i] = 1_000_000 + int64(b*batch+i)
+		}
+		if err := ix.AddWithIDs(data[:batch*dim], ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if n, _ := ix.NTotal(); n != nvecs+batches*batch {
+		t.Fatalf("NTotal = %d", n)
+	}
+	if v, _ := ix.StateVersion(); v != v0+batches {
+		t.Fatalf("StateVersion = %d, want %d", v, v0+batches)
+	}
+	if err := ix.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := ix.NTotal(); n != 0 {
+		t.Fatalf("NTotal after Reset = %d", n)
 	}
 }

@@ -1,6 +1,7 @@
 package ivfgpu_test
 
 import (
+	"math"
 	"os"
 	"sort"
 	"testing"
@@ -97,4 +98,27 @@ func bruteForce(data []float32, d int, q []float32, k int) []neighbour {
 		return all[a].id < all[b].id
 	})
 	return all[:k]
+}
+
+// bruteForceWhere is bruteForce among the rows whose index passes keep, padded with
+// (NoID, +Inf) to k.
+func bruteForceWhere(data []float32, q []float32, k int, keep func(int64) bool) []neighbour {
+	all := bruteForce(data, dim, q, len(data)/dim)
+	out := make([]neighbour, 0, k)
+	for _, n := range all {
+		if len(out) < k && keep(n.id) {
+			out = append(out, n)
+		}
+	}
+	for len(out) < k {
+		out = append(out, neighbour{ivfgpu.NoID, float32(math.Inf(1))})
+	}
+	return out
+}
+
+func closeTo(got, want float32) bool {
+	if got == want {
+		return true
+	}
+	return math.Abs(float64(got-want)) <= 1e-4*(1+math.Abs(float64(want)))
 }

@@ -37,9 +37,17 @@ const (
 var (
 	// ErrOutOfMemory matches both ErrOutOfDeviceMemory and ErrOutOfHostMemory.
 	ErrOutOfMemory = errors.New("ivfgpu: out of memory")
-	// ErrClosed is returned by calls on an Index after Close.
+	// ErrClosed is returned by calls on an Index after Close, and by searches given a Filter
+	// after its Close.
 	ErrClosed = errors.New("ivfgpu: index is closed")
 )
+
+// closedError reports a closed object other than the index a call was made on; it matches
+// ErrClosed.
+type closedError struct{ op, what string }
+
+func (e closedError) Error() string        { return "ivfgpu: " + e.op + ": " + e.what + " is closed" }
+func (e closedError) Is(target error) bool { return target == ErrClosed }
 
 // Error is a failed call: the operation, its status code and the library's message, which
 // was copied in the same cgo call as the failing C function (so no other goroutine's call

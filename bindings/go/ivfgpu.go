@@ -2,7 +2,9 @@
 // search on the GPU (CUDA), with a CPU reference backend.
 //
 // An Index is created with New, trained on sample vectors, filled with Add or AddWithIDs and
-// queried with Search. Vectors are float32 slices, row-major: n vectors of dimension d are
+// queried with Search. Ids are first-class: Remove, Update (an upsert), Get and CountIDs act
+// on them, WithUniqueIDs makes them unique, and a Filter (NewFilter, WithFilter) restricts a
+// search to an allowed or away from a denied set of ids. Vectors are float32 slices, row-major: n vectors of dimension d are
 // one slice of n*d values. Close frees the index; it is idempotent, safe from any goroutine
 // and waits for calls in progress. A finalizer frees an index that was never closed, but only
 // as a safety net: GPU memory is scarce, so Close indexes explicitly.
@@ -10,8 +12,12 @@
 // Errors are *Error values that wrap a Code; compare with errors.Is against the sentinels
 // (ErrInvalidArgument, ErrInvalidState, ErrOutOfMemory, ...).
 //
-// Thread-safety: all methods may be called from any goroutine. Searches and queries on one
-// index run concurrently; Train, Add and Reset are serialised by the library's write lock.
+// Thread-safety: all methods may be called from any goroutine, concurrently, except that Close
+// waits for the calls in progress. Mutations (Train, Add, AddWithIDs, Reset) never block
+// searches and searches never block mutations: the library publishes each mutation as a new
+// immutable state with one atomic swap, a search reads one published state from its start to
+// its end, and mutations on one index run one at a time. So one goroutine may ingest while
+// others serve searches from the same Index.
 //
 // Linking uses pkg-config (package ivfgpu); see cgo_nopkgconfig.go for the fallback.
 package ivfgpu
@@ -67,19 +73,93 @@ static ivf_status ivfgo_add(ivf_index* ix, const float* data, int64_t n, int64_t
   return ivfgo_capture(ivf_add(ix, data, IVF_DTYPE_F32, n, dim, ids), msg);
 }
 
+// Parameters of a call whose input is CUDA device memory (and the stream to wait for, 0: none).
+static ivf_status ivfgo_device_params(uintptr_t stream, ivf_params** out) {
+  ivf_status s = ivf_params_create(out);
+  if (s == IVF_OK) s = ivf_params_set_int(*out, IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE);
+  if (s == IVF_OK && stream != 0) s = ivf_params_set_ptr(*out, IVF_PARAM_CUDA_STREAM, (void*)stream);
+  return s;
+}
+
+static ivf_status ivfgo_train_device(ivf_index* ix, uintptr_t data, int64_t n, int64_t dim,
+                                     uintptr_t stream, ivfgo_msg* msg) {
+  ivf_params* p = NULL;
+  ivf_status s = ivfgo_device_params(stream, &p);
+  if (s == IVF_OK) s = ivf_train_ex(ix, p, (const void*)data, IVF_DTYPE_F32, n, dim);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
+}
+
+static ivf_status ivfgo_add_device(ivf_index* ix, uintptr_t data, int64_t n, int64_t dim,
+                                   uintptr_t ids, uintptr_t stream, ivfgo_msg* msg) {
+  ivf_params* p = NULL;
+  ivf_status s = ivfgo_device_params(stream, &p);
+  if (s == IVF_OK) s = ivf_add_ex(ix, p, (const void*)data, IVF_DTYPE_F32, n, dim, (const int64_t*)ids);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
+}
+
 static ivf_status ivfgo_reset(ivf_index* ix, ivfgo_msg* msg) {
   return ivfgo_capture(ivf_reset(ix), msg);
 }
 
 static ivf_status ivfgo_search(const ivf_index* ix, const ivfgo_kv* kv, int64_t nkv,
-                               const float* queries, int64_t n, int64_t dim, int64_t k,
-                               int64_t* ids, float* dists, ivfgo_msg* msg) {
+                               const ivf_filter* filter, const float* queries, int64_t n,
+                               int64_t dim, int64_t k, int64_t* ids, float* dists,
+                               ivfgo_msg* msg) {
   ivf_params* p;
   ivf_status s = ivfgo_params(kv, nkv, &p);
+  if (s == IVF_OK && filter != NULL) {
+    if (p == NULL) s = ivf_params_create(&p);
+    // The library only reads the filter; the pointer key takes a void*.
+    if (s == IVF_OK) s = ivf_params_set_ptr(p, IVF_PARAM_FILTER, (void*)filter);
+  }
   if (s == IVF_OK) s = ivf_search(ix, p, queries, IVF_DTYPE_F32, n, dim, k, ids, dists);
   s = ivfgo_capture(s, msg);
   ivf_params_free(p);
   return s;
+}
+
+static ivf_status ivfgo_remove(ivf_index* ix, const int64_t* ids, int64_t n, int64_t* removed,
+                               ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_remove(ix, NULL, ids, n, removed), msg);
+}
+
+static ivf_status ivfgo_update(ivf_index* ix, const float* data, int64_t n, int64_t dim,
+                               const int64_t* ids, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_update(ix, NULL, data, IVF_DTYPE_F32, n, dim, ids), msg);
+}
+
+static ivf_status ivfgo_update_device(ivf_index* ix, uintptr_t data, int64_t n, int64_t dim,
+                                      uintptr_t ids, uintptr_t stream, ivfgo_msg* msg) {
+  ivf_params* p = NULL;
+  ivf_status s = ivfgo_device_params(stream, &p);
+  if (s == IVF_OK) s = ivf_update(ix, p, (const void*)data, IVF_DTYPE_F32, n, dim, (const int64_t*)ids);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
+}
+
+static ivf_status ivfgo_get(const ivf_index* ix, const int64_t* ids, int64_t n, float* out,
+                            int64_t dim, uint8_t* found, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_get(ix, NULL, ids, n, out, IVF_DTYPE_F32, dim, found), msg);
+}
+
+static ivf_status ivfgo_count_ids(const ivf_index* ix, const int64_t* ids, int64_t n,
+                                  int64_t* counts, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_count_ids(ix, ids, n, counts), msg);
+}
+
+static ivf_status ivfgo_filter_create(ivf_filter** out, const int64_t* ids, int64_t n,
+                                      ivf_filter_mode mode, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_filter_create(out, ids, n, mode), msg);
+}
+
+static ivf_status ivfgo_filter_bytes(const ivf_filter* f, int64_t* host, int64_t* device,
+                                     ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_filter_bytes(f, host, device), msg);
 }
 
 static ivf_status ivfgo_info(const ivf_index* ix, ivf_info_key key, int64_t* value,
@@ -157,51 +237,76 @@ const (
 // does not read (WithNList given to Search, say), as the C library does. Values are checked
 // by the library against each key's bounds (ErrInvalidArgument).
 type Option struct {
-	key   C.ivf_param_key
-	value int64
+	key    C.ivf_param_key
+	value  int64
+	filter *Filter // for key IVF_PARAM_FILTER (a pointer key), which only Search reads
 }
 
 // WithNList sets the number of inverted lists (build; default 1024).
-func WithNList(n int) Option { return Option{C.IVF_PARAM_NLIST, int64(n)} }
+func WithNList(n int) Option { return Option{C.IVF_PARAM_NLIST, int64(n), nil} }
 
 // WithMetric sets the distance measure (build; default L2).
-func WithMetric(m Metric) Option { return Option{C.IVF_PARAM_METRIC, int64(m)} }
+func WithMetric(m Metric) Option { return Option{C.IVF_PARAM_METRIC, int64(m), nil} }
 
 // WithBackend chooses the backend (build; default BackendAuto).
-func WithBackend(b Backend) Option { return Option{C.IVF_PARAM_BACKEND, int64(b)} }
+func WithBackend(b Backend) Option { return Option{C.IVF_PARAM_BACKEND, int64(b), nil} }
 
 // WithDevice chooses the CUDA device ordinal (build; default 0).
-func WithDevice(ordinal int) Option { return Option{C.IVF_PARAM_DEVICE, int64(ordinal)} }
+func WithDevice(ordinal int) Option { return Option{C.IVF_PARAM_DEVICE, int64(ordinal), nil} }
 
 // WithKMeansIters sets the number of k-means iterations (build).
-func WithKMeansIters(n int) Option { return Option{C.IVF_PARAM_KMEANS_ITERS, int64(n)} }
+func WithKMeansIters(n int) Option { return Option{C.IVF_PARAM_KMEANS_ITERS, int64(n), nil} }
 
 // WithMaxPointsPerCentroid caps the training sample at n x nlist vectors (build; default 256).
 func WithMaxPointsPerCentroid(n int) Option {
-	return Option{C.IVF_PARAM_MAX_POINTS_PER_CENTROID, int64(n)}
+	return Option{C.IVF_PARAM_MAX_POINTS_PER_CENTROID, int64(n), nil}
 }
 
 // WithSeed sets the random seed of sampling and k-means (build; default 1234).
-func WithSeed(seed int64) Option { return Option{C.IVF_PARAM_SEED, seed} }
+func WithSeed(seed int64) Option { return Option{C.IVF_PARAM_SEED, seed, nil} }
 
 // WithNumThreads sets the CPU threads, 0 = all cores (build; default 0).
-func WithNumThreads(n int) Option { return Option{C.IVF_PARAM_NUM_THREADS, int64(n)} }
+func WithNumThreads(n int) Option { return Option{C.IVF_PARAM_NUM_THREADS, int64(n), nil} }
 
 // WithNProbe sets the lists probed per query, clamped to nlist. Given to New it sets the
 // index's default (8 unless set); given to Search it applies to that search. nprobe = nlist
 // is an exact search.
-func WithNProbe(n int) Option { return Option{C.IVF_PARAM_NPROBE, int64(n)} }
+func WithNProbe(n int) Option { return Option{C.IVF_PARAM_NPROBE, int64(n), nil} }
 
-// kvs turns options into the C array the helpers read (nil pointer when empty).
+// WithUniqueIDs makes every id name at most one vector: an add or update that would repeat an
+// id is refused (ErrInvalidArgument), and Add without ids continues after the largest id ever
+// added (build; by default, as in FAISS, ids may repeat, and Remove and Update act on every
+// vector with the id).
+func WithUniqueIDs() Option { return Option{C.IVF_PARAM_UNIQUE_IDS, 1, nil} }
+
+// WithFilter restricts a search to the vectors f permits (search; the last WithFilter wins,
+// and WithFilter(nil) means no filter). The search holds f for its duration: Close of f waits
+// for it, and a search given a closed filter fails with ErrClosed.
+func WithFilter(f *Filter) Option { return Option{C.IVF_PARAM_FILTER, 0, f} }
+
+// kvs turns the integer options into the C array the helpers read (nil pointer when empty).
 func kvs(opts []Option) (*C.ivfgo_kv, C.int64_t, []C.ivfgo_kv) {
-	if len(opts) == 0 {
+	arr := make([]C.ivfgo_kv, 0, len(opts))
+	for _, o := range opts {
+		if o.key != C.IVF_PARAM_FILTER {
+			arr = append(arr, C.ivfgo_kv{key: o.key, value: C.int64_t(o.value)})
+		}
+	}
+	if len(arr) == 0 {
 		return nil, 0, nil
 	}
-	arr := make([]C.ivfgo_kv, len(opts))
-	for i, o := range opts {
-		arr[i] = C.ivfgo_kv{key: o.key, value: C.int64_t(o.value)}
-	}
 	return &arr[0], C.int64_t(len(arr)), arr
+}
+
+// filterOf returns the filter of the last WithFilter option, or nil.
+func filterOf(opts []Option) *Filter {
+	var f *Filter
+	for _, o := range opts {
+		if o.key == C.IVF_PARAM_FILTER {
+			f = o.filter
+		}
+	}
+	return f
 }
 
 // check turns a helper's status and captured message into an error.
@@ -298,6 +403,10 @@ func (ix *Index) rows(op string, data []float32) (int, error) {
 
 // Train trains the coarse quantizer (k-means) on data, at least nlist vectors. An index that
 // already holds vectors refuses (ErrInvalidState).
+//
+// Like every mutation (Train, Add, AddWithIDs, Reset) it may run while other goroutines
+// search: they keep reading the previous state until it returns, and calls that start after
+// it returned see it.
 func (ix *Index) Train(data []float32) error {
 	n, err := ix.rows("Train", data)
 	if err != nil {
@@ -350,6 +459,42 @@ func (ix *Index) add(op string, data []float32, ids []int64) error {
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(ids)
 	return check(op, s, &msg)
+}
+
+// TrainDevice is Train on n vectors in CUDA device memory: data is a device pointer on the
+// index's device (a CUDA index only; others refuse with ErrInvalidArgument) to n*Dim() float32
+// values. When stream (a cudaStream_t) is not 0 the library waits for the work queued on it
+// before reading data. The call is synchronous. The pointers are not Go memory; the caller
+// keeps them valid until it returns.
+func (ix *Index) TrainDevice(data uintptr, n int, stream uintptr) error {
+	if data == 0 || n <= 0 {
+		return invalid("TrainDevice", "need a device pointer and n >= 1, got %#x and %d", data, n)
+	}
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	var msg C.ivfgo_msg
+	s := C.ivfgo_train_device(h, C.uintptr_t(data), C.int64_t(n), C.int64_t(ix.dim), C.uintptr_t(stream), &msg)
+	return check("TrainDevice", s, &msg)
+}
+
+// AddDevice is Add (ids = 0: sequential ids) or AddWithIDs (ids: a device pointer to n int64
+// ids) for n vectors in CUDA device memory, read as TrainDevice reads them.
+func (ix *Index) AddDevice(data uintptr, n int, ids uintptr, stream uintptr) error {
+	if data == 0 || n <= 0 {
+		return invalid("AddDevice", "need a device pointer and n >= 1, got %#x and %d", data, n)
+	}
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	var msg C.ivfgo_msg
+	s := C.ivfgo_add_device(h, C.uintptr_t(data), C.int64_t(n), C.int64_t(ix.dim), C.uintptr_t(ids),
+		C.uintptr_t(stream), &msg)
+	return check("AddDevice", s, &msg)
 }
 
 // Reset removes every vector, keeping the trained centroids.
@@ -432,9 +577,17 @@ func (ix *Index) search(op string, queries []float32, n, k int, ids []int64, dis
 		return err
 	}
 	defer ix.release()
+	var fh *C.ivf_filter
+	if f := filterOf(opts); f != nil {
+		// Held for reading until the search returns: Close of the filter waits for it.
+		if fh, err = f.acquire(op); err != nil {
+			return err
+		}
+		defer f.release()
+	}
 	kv, nkv, keep := kvs(opts)
 	var msg C.ivfgo_msg
-	s := C.ivfgo_search(h, kv, nkv, (*C.float)(unsafe.Pointer(&queries[0])), C.int64_t(n),
+	s := C.ivfgo_search(h, kv, nkv, fh, (*C.float)(unsafe.Pointer(&queries[0])), C.int64_t(n),
 		C.int64_t(ix.dim), C.int64_t(k), (*C.int64_t)(unsafe.Pointer(&ids[0])),
 		(*C.float)(unsafe.Pointer(&dists[0])), &msg)
 	runtime.KeepAlive(keep)
@@ -442,6 +595,126 @@ func (ix *Index) search(op string, queries []float32, n, k int, ids []int64, dis
 	runtime.KeepAlive(ids)
 	runtime.KeepAlive(dists)
 	return check(op, s, &msg)
+}
+
+// idsPtr is the C view of ids: its first element, or a valid dummy for an empty slice (the
+// library writes and reads nothing through it then).
+func idsPtr(ids []int64) *C.int64_t {
+	if len(ids) == 0 {
+		return &noIDs[0]
+	}
+	return (*C.int64_t)(unsafe.Pointer(&ids[0]))
+}
+
+var noIDs [1]C.int64_t
+
+// Remove removes every vector whose id is in ids (absent ids are no error; repeats are
+// harmless) and returns how many vectors were removed. A mutation: searches that started
+// before it may still return the removed vectors, those that start after it never do.
+func (ix *Index) Remove(ids []int64) (int, error) {
+	h, err := ix.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer ix.release()
+	var removed C.int64_t
+	var msg C.ivfgo_msg
+	s := C.ivfgo_remove(h, idsPtr(ids), C.int64_t(len(ids)), &removed, &msg)
+	runtime.KeepAlive(ids)
+	if err := check("Remove", s, &msg); err != nil {
+		return 0, err
+	}
+	return int(removed), nil
+}
+
+// Update is an upsert: for each id, the vectors held with that id (all of them, where ids
+// repeat) are replaced by the matching row of data, so the id then has one vector; an id the
+// index does not hold is added. ids must not repeat nor
+// contain NoID. All or nothing, published as one state.
+func (ix *Index) Update(data []float32, ids []int64) error {
+	n, err := ix.rows("Update", data)
+	if err != nil {
+		return err
+	}
+	if len(ids) != n {
+		return invalid("Update", "%d ids for %d vectors", len(ids), n)
+	}
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	var msg C.ivfgo_msg
+	s := C.ivfgo_update(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim),
+		idsPtr(ids), &msg)
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(ids)
+	return check("Update", s, &msg)
+}
+
+// UpdateDevice is Update for n vectors and ids in CUDA device memory (device pointers on the
+// index's device), read as TrainDevice reads them.
+func (ix *Index) UpdateDevice(data uintptr, n int, ids uintptr, stream uintptr) error {
+	if data == 0 || ids == 0 || n <= 0 {
+		return invalid("UpdateDevice", "need device pointers and n >= 1, got %#x, %#x and %d", data, ids, n)
+	}
+	h, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer ix.release()
+	var msg C.ivfgo_msg
+	s := C.ivfgo_update_device(h, C.uintptr_t(data), C.int64_t(n), C.int64_t(ix.dim), C.uintptr_t(ids),
+		C.uintptr_t(stream), &msg)
+	return check("UpdateDevice", s, &msg)
+}
+
+// Get returns the stored vector of each id (the index's own copy: unit length for the cosine
+// metric), len(ids)*Dim() values row-major in request order, and whether each id was found;
+// the row of an absent id is zeros. An id with several vectors gives the first in list order
+// (CountIDs tells how many there are). Reads one published state.
+func (ix *Index) Get(ids []int64) (vectors []float32, found []bool, err error) {
+	h, err := ix.acquire()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ix.release()
+	vectors = make([]float32, len(ids)*ix.dim+1) // +1: a valid pointer for no ids
+	flags := make([]C.uint8_t, len(ids)+1)
+	var msg C.ivfgo_msg
+	s := C.ivfgo_get(h, idsPtr(ids), C.int64_t(len(ids)), (*C.float)(unsafe.Pointer(&vectors[0])),
+		C.int64_t(ix.dim), &flags[0], &msg)
+	runtime.KeepAlive(ids)
+	if err := check("Get", s, &msg); err != nil {
+		return nil, nil, err
+	}
+	found = make([]bool, len(ids))
+	for i := range found {
+		found[i] = flags[i] != 0
+	}
+	return vectors[:len(ids)*ix.dim], found, nil
+}
+
+// CountIDs returns the number of vectors held with each id (0: absent), from one published
+// state.
+func (ix *Index) CountIDs(ids []int64) ([]int, error) {
+	h, err := ix.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer ix.release()
+	counts := make([]C.int64_t, len(ids)+1)
+	var msg C.ivfgo_msg
+	s := C.ivfgo_count_ids(h, idsPtr(ids), C.int64_t(len(ids)), &counts[0], &msg)
+	runtime.KeepAlive(ids)
+	if err := check("CountIDs", s, &msg); err != nil {
+		return nil, err
+	}
+	out := make([]int, len(ids))
+	for i := range out {
+		out[i] = int(counts[i])
+	}
+	return out, nil
 }
 
 func (ix *Index) info(op string, key C.ivf_info_key) (int64, error) {
@@ -492,6 +765,49 @@ func (ix *Index) Backend() (Backend, error) {
 func (ix *Index) IsTrained() (bool, error) {
 	v, err := ix.info("IsTrained", C.IVF_INFO_IS_TRAINED)
 	return v != 0, err
+}
+
+// StateVersion returns the number of the published state a call starting now reads: 0 for a
+// new index, +1 per successful mutation (Train, Add, Reset, ...). A failed mutation leaves it
+// unchanged.
+func (ix *Index) StateVersion() (uint64, error) {
+	v, err := ix.info("StateVersion", C.IVF_INFO_STATE_VERSION)
+	return uint64(v), err
+}
+
+// UniqueIDs reports whether ids are unique (WithUniqueIDs).
+func (ix *Index) UniqueIDs() (bool, error) {
+	v, err := ix.info("UniqueIDs", C.IVF_INFO_UNIQUE_IDS)
+	return v != 0, err
+}
+
+// RemovedRows returns the removed rows still held, awaiting compaction (every scan skips
+// them).
+func (ix *Index) RemovedRows() (int, error) {
+	v, err := ix.info("RemovedRows", C.IVF_INFO_REMOVED_ROWS)
+	return int(v), err
+}
+
+// IDMapBytes returns the memory of the id map (device memory on CUDA, else host memory).
+func (ix *Index) IDMapBytes() (int64, error) {
+	return ix.info("IDMapBytes", C.IVF_INFO_ID_MAP_BYTES)
+}
+
+// DeviceMemoryBytes returns the device memory held by the index (0 on the CPU).
+func (ix *Index) DeviceMemoryBytes() (int64, error) {
+	return ix.info("DeviceMemoryBytes", C.IVF_INFO_DEVICE_MEMORY_BYTES)
+}
+
+// HostMemoryBytes returns the host memory held by the index.
+func (ix *Index) HostMemoryBytes() (int64, error) {
+	return ix.info("HostMemoryBytes", C.IVF_INFO_HOST_MEMORY_BYTES)
+}
+
+// PoolBytes returns the device memory the index's memory pool keeps cached for later
+// searches (not in DeviceMemoryBytes; 0 on the CPU). Reset and Close give it back to the
+// driver.
+func (ix *Index) PoolBytes() (int64, error) {
+	return ix.info("PoolBytes", C.IVF_INFO_POOL_BYTES)
 }
 
 // Save writes the index to path atomically (path is replaced only on success).
@@ -573,6 +889,97 @@ func adopt(op string, handle *C.ivf_index) (*Index, error) {
 		return nil, err
 	}
 	return newIndex(handle, int(dim)), nil
+}
+
+// FilterMode says whether a Filter's ids are the only ones a search may return, or the ones it
+// must not return.
+type FilterMode int32
+
+// Filter modes.
+const (
+	FilterAllow FilterMode = C.IVF_FILTER_ALLOW // only vectors whose id is in the set
+	FilterDeny  FilterMode = C.IVF_FILTER_DENY  // every vector whose id is not in the set
+)
+
+// Filter is a reusable, immutable set of ids that restricts searches, built once and given to
+// any number of searches on any index through WithFilter. A filtered search returns, for each
+// query, the k nearest permitted vectors among the lists it probes (exactly what an index
+// holding only the permitted vectors would return), padded with NoID when fewer exist.
+//
+// Close frees it; it is idempotent, safe from any goroutine, and waits for the searches using
+// the filter. A finalizer frees a filter that was never closed, as a safety net only.
+type Filter struct {
+	// mu guards handle: searches hold it for reading, Close for writing, because
+	// ivf_filter_free must not run while a search uses the filter.
+	mu     sync.RWMutex
+	handle *C.ivf_filter
+	mode   FilterMode
+}
+
+// NewFilter builds a filter from ids (any values; repeats allowed; none gives allow-nothing or
+// deny-nothing). The library copies the ids.
+func NewFilter(ids []int64, mode FilterMode) (*Filter, error) {
+	var handle *C.ivf_filter
+	var msg C.ivfgo_msg
+	s := C.ivfgo_filter_create(&handle, idsPtr(ids), C.int64_t(len(ids)), C.ivf_filter_mode(mode), &msg)
+	runtime.KeepAlive(ids)
+	if err := check("NewFilter", s, &msg); err != nil {
+		return nil, err
+	}
+	f := &Filter{handle: handle, mode: mode}
+	runtime.SetFinalizer(f, (*Filter).finalize)
+	return f, nil
+}
+
+// Close frees the filter. It is idempotent and safe from any goroutine: it waits for the
+// searches using the filter, and later searches given it return ErrClosed. It always returns
+// nil.
+func (f *Filter) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.handle != nil {
+		C.ivf_filter_free(f.handle)
+		f.handle = nil
+		runtime.SetFinalizer(f, nil)
+	}
+	return nil
+}
+
+func (f *Filter) finalize() { _ = f.Close() }
+
+// acquire read-locks the filter for a call named op and returns its handle, or ErrClosed.
+func (f *Filter) acquire(op string) (*C.ivf_filter, error) {
+	f.mu.RLock()
+	if f.handle == nil {
+		f.mu.RUnlock()
+		return nil, closedError{op: op, what: "filter"}
+	}
+	return f.handle, nil
+}
+
+// release ends a call begun by acquire and keeps f reachable until then.
+func (f *Filter) release() {
+	f.mu.RUnlock()
+	runtime.KeepAlive(f)
+}
+
+// Mode returns whether the filter allows or denies its ids.
+func (f *Filter) Mode() FilterMode { return f.mode }
+
+// Bytes returns the memory the filter holds on the host and, summed over the devices it was
+// uploaded to (on first use by a search on a CUDA index), on devices.
+func (f *Filter) Bytes() (host, device int64, err error) {
+	h, err := f.acquire("Filter.Bytes")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.release()
+	var hb, db C.int64_t
+	var msg C.ivfgo_msg
+	if err := check("Filter.Bytes", C.ivfgo_filter_bytes(h, &hb, &db, &msg), &msg); err != nil {
+		return 0, 0, err
+	}
+	return int64(hb), int64(db), nil
 }
 
 // Version returns the loaded library's version, "MAJOR.MINOR.PATCH".

@@ -243,3 +243,80 @@ func TestCUDAMatchesCPU(t *testing.T) {
 		t.Fatalf("only %d of %d ids agree", same, len(results[0].IDs))
 	}
 }
+
+// Each successful mutation publishes one state; refused ones publish nothing.
+func TestStateVersionCountsSuccessfulMutations(t *testing.T) {
+	data := generate(nvecs, dim, 1)
+	ix, err := ivfgpu.New(dim, testOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	version := func(want uint64, what string) {
+		t.Helper()
+		if v, err := ix.StateVersion(); err != nil || v != want {
+			t.Fatalf("%s: StateVersion = %d (%v), want %d", what, v, err, want)
+		}
+	}
+	version(0, "new")
+	if err := ix.Train(data); err != nil {
+		t.Fatal(err)
+	}
+	version(1, "trained")
+	if err := ix.Add(data[:10*dim]); err != nil {
+		t.Fatal(err)
+	}
+	version(2, "added")
+	bad := append([]float32(nil), data[:dim]...)
+	bad[0] = float32(math.NaN())
+	if err := ix.Add(bad); err == nil {
+		t.Fatal("NaN accepted")
+	}
+	if err := ix.Train(data); err == nil {
+		t.Fatal("train of a filled index accepted")
+	}
+	if _, err := ix.Search(data[:dim], 1); err != nil {
+		t.Fatal(err)
+	}
+	version(2, "after refused mutations and a search")
+	if err := ix.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	version(3, "reset")
+	pool, err := ix.PoolBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := ix.HostMemoryBytes()
+	if err != nil || host <= 0 {
+		t.Fatalf("HostMemoryBytes = %d, %v", host, err)
+	}
+	if resolvedBackend() == ivfgpu.BackendCPU {
+		if dev, _ := ix.DeviceMemoryBytes(); pool != 0 || dev != 0 {
+			t.Fatalf("CPU index: pool %d, device %d bytes", pool, dev)
+		}
+	}
+}
+
+// Device-memory input needs a CUDA index: a CPU index refuses it before reading the pointer.
+func TestDeviceInputNeedsACUDAIndex(t *testing.T) {
+	if resolvedBackend() != ivfgpu.BackendCPU {
+		t.Skip("needs device buffers; covered by the C++ GPU tests")
+	}
+	ix, err := ivfgpu.New(dim, testOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	// Not a device pointer, but a CPU index checks the memory kind before any read.
+	fake := uintptr(0x1000)
+	wantErr(t, "TrainDevice", ix.TrainDevice(fake, nvecs, 0), ivfgpu.ErrInvalidArgument)
+	if err := ix.Train(generate(nvecs, dim, 1)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "AddDevice", ix.AddDevice(fake, 10, 0, 0), ivfgpu.ErrInvalidArgument)
+	wantErr(t, "AddDevice nil", ix.AddDevice(0, 10, 0, 0), ivfgpu.ErrInvalidArgument)
+	if n, _ := ix.NTotal(); n != 0 {
+		t.Fatalf("NTotal = %d", n)
+	}
+}

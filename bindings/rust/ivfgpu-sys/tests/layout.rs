@@ -112,6 +112,7 @@ fn parameter_keys_round_trip_through_the_library() {
         (IVF_PARAM_SEED, 99),
         (IVF_PARAM_NPROBE, 5),
         (IVF_PARAM_MEMORY_KIND, IVF_MEMORY_HOST as i64),
+        (IVF_PARAM_UNIQUE_IDS, 1),
     ];
     for (key, value) in cases {
         assert_eq!(

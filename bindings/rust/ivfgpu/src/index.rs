@@ -1,5 +1,6 @@
 //! `Index`: an owned `ivf_index` handle and the calls on it.
 
+use core::ffi::c_void;
 use core::ptr::NonNull;
 use std::ffi::CString;
 use std::path::Path;
@@ -27,7 +28,7 @@ pub const NO_ID: i64 = -1;
 /// let dim = 4;
 /// // 64 vectors: vector i is (i, i, i, i).
 /// let data: Vec<f32> = (0..64).flat_map(|i| [i as f32; 4]).collect();
-/// let mut index = Index::new(dim, &IndexParams::new().nlist(4).backend(Backend::CPU))?;
+/// let index = Index::new(dim, &IndexParams::new().nlist(4).backend(Backend::CPU))?;
 /// index.train(&data)?;
 /// index.add(&data)?;
 /// assert_eq!(index.ntotal()?, 64);
@@ -69,15 +70,18 @@ pub struct Index {
     dim: usize,
 }
 
-// Thread-safety, from the C contract in ivfgpu.h:
+// Thread-safety, from the C contract in ivfgpu.h ("every call on an index may run
+// concurrently from any number of threads, except ivf_free"):
 // - Send: a handle has no thread affinity. Any call may be made from any thread, and
 //   ivf_free "works from any thread". The thread-local error message does not tie the handle
 //   to a thread: `check` copies it on the calling thread right after each call.
-// - Sync: through `&Index` this API makes only the calls that the header declares safe to run
-//   concurrently on one index (ivf_search, ivf_ntotal, ivf_index_info, ivf_serialize,
-//   ivf_save). The mutating calls (train, add, reset) take `&mut self`. The library would
-//   also serialise them against searches with its internal write lock, but exclusive access
-//   is what Rust callers expect of a mutation.
+// - Sync: every call this API makes through `&Index` is one the header allows to run
+//   concurrently with any other call on the same index: searches and other reads
+//   (ivf_search, ivf_ntotal, ivf_index_info, ivf_serialize, ivf_save) and mutations
+//   (ivf_train, ivf_add, ivf_reset and their _ex forms). A mutation builds a new state and
+//   publishes it atomically; mutations take the index's mutation lock among themselves but
+//   never wait for searches, and a search reads one published state from start to end.
+//   So the mutations take `&self` too, and an `Arc<Index>` can ingest while it serves.
 // - ivf_free "must not race with any other call": `Drop` takes the index by value, so no
 //   borrow (and no other thread's call) can be alive while it runs.
 unsafe impl Send for Index {}
@@ -155,7 +159,11 @@ impl Index {
 
     /// Trains the coarse quantizer (k-means) on `data` (at least nlist vectors). Fails with
     /// `InvalidState` when the index already holds vectors.
-    pub fn train(&mut self, data: &[f32]) -> Result<()> {
+    ///
+    /// Like every mutation (`train`, `add*`, `reset`) it takes `&self`: it never waits for
+    /// searches, which keep reading the previous state until it returns, and mutations on
+    /// one index run one at a time. A search that starts after it returned sees it.
+    pub fn train(&self, data: &[f32]) -> Result<()> {
         let n = self.rows(data, "train")?;
         check(unsafe {
             sys::ivf_train(
@@ -170,13 +178,13 @@ impl Index {
 
     /// Adds vectors with sequential ids (continuing from [`ntotal`](Index::ntotal)).
     /// All or nothing: on failure the index is unchanged.
-    pub fn add(&mut self, data: &[f32]) -> Result<()> {
+    pub fn add(&self, data: &[f32]) -> Result<()> {
         let n = self.rows(data, "add")?;
         self.add_raw(data, n, core::ptr::null())
     }
 
     /// Adds vectors with caller ids, one per vector (any value except [`NO_ID`]).
-    pub fn add_with_ids(&mut self, data: &[f32], ids: &[i64]) -> Result<()> {
+    pub fn add_with_ids(&self, data: &[f32], ids: &[i64]) -> Result<()> {
         let n = self.rows(data, "add_with_ids")?;
         if ids.len() != n {
             return Err(Error::invalid_argument(format!(
@@ -187,7 +195,7 @@ impl Index {
         self.add_raw(data, n, ids.as_ptr())
     }
 
-    fn add_raw(&mut self, data: &[f32], n: usize, ids: *const i64) -> Result<()> {
+    fn add_raw(&self, data: &[f32], n: usize, ids: *const i64) -> Result<()> {
         check(unsafe {
             sys::ivf_add(
                 self.handle.as_ptr(),
@@ -201,8 +209,178 @@ impl Index {
     }
 
     /// Removes every vector, keeping the trained centroids.
-    pub fn reset(&mut self) -> Result<()> {
+    pub fn reset(&self) -> Result<()> {
         check(unsafe { sys::ivf_reset(self.handle.as_ptr()) })
+    }
+
+    /// [`train`](Index::train) on `n` vectors in CUDA device memory (a CUDA index only; the
+    /// library refuses others with `InvalidArgument`). When `stream` (a `cudaStream_t`) is not
+    /// null the library waits for the work queued on it before reading `data`. Synchronous.
+    ///
+    /// # Safety
+    /// `data` must be a device pointer on the index's device to `n * dim()` readable `f32`s,
+    /// valid until the call returns; `stream` must be null or a live stream of that device.
+    pub unsafe fn train_device(
+        &self,
+        data: *const f32,
+        n: usize,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        let raw = RawParams::device(stream)?;
+        check(unsafe {
+            sys::ivf_train_ex(
+                self.handle.as_ptr(),
+                RawParams::ptr(&raw),
+                data.cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+            )
+        })
+    }
+
+    /// [`add`](Index::add) / [`add_with_ids`](Index::add_with_ids) of `n` vectors in CUDA
+    /// device memory, as [`train_device`](Index::train_device) reads them. `ids` is null
+    /// (sequential ids) or a device pointer to `n` ids.
+    ///
+    /// # Safety
+    /// As for [`train_device`](Index::train_device); `ids`, when not null, must be a device
+    /// pointer to `n` readable `i64`s on the index's device.
+    pub unsafe fn add_device(
+        &self,
+        data: *const f32,
+        n: usize,
+        ids: *const i64,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        let raw = RawParams::device(stream)?;
+        check(unsafe {
+            sys::ivf_add_ex(
+                self.handle.as_ptr(),
+                RawParams::ptr(&raw),
+                data.cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+                ids,
+            )
+        })
+    }
+
+    /// Removes every vector whose id is in `ids` (absent ids are no error; repeats are
+    /// harmless) and returns how many vectors were removed. A mutation: searches that started
+    /// before it may still return the removed vectors, those that start after it never do.
+    /// Removed rows are skipped by every scan and reclaimed when their list is compacted.
+    pub fn remove(&self, ids: &[i64]) -> Result<usize> {
+        let mut removed = 0;
+        check(unsafe {
+            sys::ivf_remove(
+                self.handle.as_ptr(),
+                core::ptr::null(),
+                ids.as_ptr(),
+                to_i64(ids.len()),
+                &mut removed,
+            )
+        })?;
+        Ok(removed as usize)
+    }
+
+    /// Upsert: for each id, the vectors held with that id (all of them, where ids repeat) are
+    /// replaced by the matching row of `data`, so the id then has one vector; an id the index
+    /// does not hold is added. `ids` must not repeat nor contain
+    /// [`NO_ID`]. All or nothing, published as one state.
+    pub fn update(&self, data: &[f32], ids: &[i64]) -> Result<()> {
+        let n = self.rows(data, "update")?;
+        if ids.len() != n {
+            return Err(Error::invalid_argument(format!(
+                "update: {} ids for {n} vectors",
+                ids.len()
+            )));
+        }
+        check(unsafe {
+            sys::ivf_update(
+                self.handle.as_ptr(),
+                core::ptr::null(),
+                data.as_ptr().cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+                ids.as_ptr(),
+            )
+        })
+    }
+
+    /// [`update`](Index::update) of `n` vectors and ids in CUDA device memory, read as
+    /// [`add_device`](Index::add_device) reads them.
+    ///
+    /// # Safety
+    /// `data` and `ids` must be device pointers on the index's device to `n * dim()` `f32`s
+    /// and `n` `i64`s, valid until the call returns; `stream` must be null or a live stream
+    /// of that device.
+    pub unsafe fn update_device(
+        &self,
+        data: *const f32,
+        n: usize,
+        ids: *const i64,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        let raw = RawParams::device(stream)?;
+        check(unsafe {
+            sys::ivf_update(
+                self.handle.as_ptr(),
+                RawParams::ptr(&raw),
+                data.cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(n),
+                to_i64(self.dim),
+                ids,
+            )
+        })
+    }
+
+    /// The stored vector of each id (the index's own copy: unit length for the cosine
+    /// metric), from one published state. An id with several vectors gives the first in list
+    /// order ([`count_ids`](Index::count_ids) tells how many there are); an absent id gives
+    /// `None` in [`StoredVectors::get`].
+    pub fn get(&self, ids: &[i64]) -> Result<StoredVectors> {
+        let total = ids
+            .len()
+            .checked_mul(self.dim)
+            .filter(|&t| t <= isize::MAX as usize / core::mem::size_of::<f32>())
+            .ok_or_else(|| Error::invalid_argument(format!("get: {} ids overflow", ids.len())))?;
+        let mut data = vec![0.0f32; total];
+        let mut found = vec![0u8; ids.len()];
+        check(unsafe {
+            sys::ivf_get(
+                self.handle.as_ptr(),
+                core::ptr::null(),
+                ids.as_ptr(),
+                to_i64(ids.len()),
+                data.as_mut_ptr().cast(),
+                sys::IVF_DTYPE_F32,
+                to_i64(self.dim),
+                found.as_mut_ptr(),
+            )
+        })?;
+        Ok(StoredVectors {
+            data,
+            found: found.into_iter().map(|f| f != 0).collect(),
+            dim: self.dim,
+        })
+    }
+
+    /// The number of vectors held with each id (0: absent), from one published state.
+    pub fn count_ids(&self, ids: &[i64]) -> Result<Vec<usize>> {
+        let mut counts = vec![0i64; ids.len()];
+        check(unsafe {
+            sys::ivf_count_ids(
+                self.handle.as_ptr(),
+                ids.as_ptr(),
+                to_i64(ids.len()),
+                counts.as_mut_ptr(),
+            )
+        })?;
+        Ok(counts.into_iter().map(|c| c as usize).collect())
     }
 
     /// The `k` nearest neighbours of each query, with the index's default parameters.
@@ -319,6 +497,29 @@ impl Index {
     /// Host memory held by the index, in bytes.
     pub fn host_memory_bytes(&self) -> Result<u64> {
         self.info(sys::IVF_INFO_HOST_MEMORY_BYTES).map(|v| v as u64)
+    }
+    /// Number of the published state a call starting now reads: 0 for a new index, +1 per
+    /// successful mutation (train, add, reset, ...). A failed mutation leaves it unchanged.
+    pub fn state_version(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_STATE_VERSION).map(|v| v as u64)
+    }
+    /// Whether ids are unique ([`IndexParams::unique_ids`]).
+    pub fn unique_ids(&self) -> Result<bool> {
+        self.info(sys::IVF_INFO_UNIQUE_IDS).map(|v| v != 0)
+    }
+    /// Removed rows still held, awaiting compaction (they are skipped by every scan).
+    pub fn removed_rows(&self) -> Result<usize> {
+        self.info(sys::IVF_INFO_REMOVED_ROWS).map(|v| v as usize)
+    }
+    /// Memory of the id map, in bytes (device memory on CUDA, else host memory).
+    pub fn id_map_bytes(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_ID_MAP_BYTES).map(|v| v as u64)
+    }
+    /// Device memory the index's memory pool keeps cached for later searches, in bytes (not
+    /// in [`device_memory_bytes`](Index::device_memory_bytes); 0 on the CPU). `reset` and
+    /// dropping the index give it back to the driver.
+    pub fn pool_bytes(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_POOL_BYTES).map(|v| v as u64)
     }
 
     /// Writes the index to `path` atomically (the file is replaced only on success).
@@ -443,5 +644,50 @@ impl SearchResult {
     /// The ids and distances, row-major.
     pub fn into_parts(self) -> (Vec<i64>, Vec<f32>) {
         (self.ids, self.distances)
+    }
+}
+
+/// Stored vectors read back by [`Index::get`]: one row of [`dim`](StoredVectors::dim) values
+/// per requested id, in request order; the row of an absent id is all zeros.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredVectors {
+    data: Vec<f32>,
+    found: Vec<bool>,
+    dim: usize,
+}
+
+impl StoredVectors {
+    /// Number of requested ids.
+    pub fn len(&self) -> usize {
+        self.found.len()
+    }
+    /// True when no ids were requested.
+    pub fn is_empty(&self) -> bool {
+        self.found.is_empty()
+    }
+    /// Dimension of the rows.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// The vector of the `i`-th requested id, `None` when the index does not hold it. Panics
+    /// when `i >= len()`.
+    pub fn get(&self, i: usize) -> Option<&[f32]> {
+        self.found[i].then(|| &self.data[i * self.dim..(i + 1) * self.dim])
+    }
+    /// The rows in request order, `None` for absent ids.
+    pub fn iter(&self) -> impl Iterator<Item = Option<&[f32]>> {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+    /// Whether each requested id was found.
+    pub fn found(&self) -> &[bool] {
+        &self.found
+    }
+    /// All rows, row-major (`len() * dim()`), zeros for absent ids.
+    pub fn data(&self) -> &[f32] {
+        &self.data
+    }
+    /// The rows (row-major) and the found flags.
+    pub fn into_parts(self) -> (Vec<f32>, Vec<bool>) {
+        (self.data, self.found)
     }
 }

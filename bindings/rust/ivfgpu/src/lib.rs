@@ -14,7 +14,7 @@
 //!     })
 //!     .collect();
 //!
-//! let mut index = Index::new(dim, &IndexParams::new().nlist(16).backend(Backend::CPU))?;
+//! let index = Index::new(dim, &IndexParams::new().nlist(16).backend(Backend::CPU))?;
 //! index.train(&data)?;
 //! index.add(&data)?;
 //!
@@ -31,18 +31,22 @@
 //!   ([`ErrorKind`], non-exhaustive), the C status [`code`](Error::code) and the library's
 //!   [`message`](Error::message), copied right after the failing call.
 //! * Threads: [`Index`] is `Send` and `Sync`; searches and queries take `&self` and may run
-//!   concurrently from many threads, train/add/reset take `&mut self`.
+//!   concurrently from many threads; so do train/add/reset, which never block searches
+//!   (the library publishes each mutation as a new immutable state), so an `Arc<Index>` can
+//!   ingest while it serves.
 //! * Linking: the `ivfgpu-sys` build script finds `libivfgpu.so` through `IVFGPU_LIB_DIR` or
 //!   `pkg-config`; at run time the dynamic loader must find it too (install it, or set
 //!   `LD_LIBRARY_PATH`).
 #![warn(missing_docs)]
 
 mod error;
+mod filter;
 mod index;
 mod params;
 
 pub use error::{status_string, Error, ErrorKind, Result};
-pub use index::{Index, SearchResult, NO_ID};
+pub use filter::{Filter, FilterMode};
+pub use index::{Index, SearchResult, StoredVectors, NO_ID};
 pub use params::{Backend, IndexParams, Metric, SearchParams};
 
 /// The raw bindings, for calls this crate does not wrap.

@@ -1,11 +1,13 @@
 //! Builder-style parameters, turned into a C `ivf_params` object only for the call that reads
 //! them (so they are plain Rust values: `Clone`, `Send`, `Sync`, no handle to free).
 
+use core::ffi::c_void;
 use core::ptr::NonNull;
 
 use ivfgpu_sys as sys;
 
 use crate::error::{check, Error, Result};
+use crate::filter::Filter;
 
 /// Distance measure. An integer newtype rather than an enum, so that a value reported by a
 /// newer library is representable.
@@ -145,28 +147,16 @@ impl IndexParams {
         set(&mut self.entries, sys::IVF_PARAM_NPROBE, int(nprobe));
         self
     }
-
-    pub(crate) fn to_raw(&self) -> Result<Option<RawParams>> {
-        RawParams::from_entries(&self.entries)
-    }
-}
-
-/// Search parameters, given to [`Index::search_with`](crate::Index::search_with) and
-/// [`Index::search_into_with`](crate::Index::search_into_with). Queries and results are
-/// always host memory in this API.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SearchParams {
-    entries: Vec<Entry>,
-}
-
-impl SearchParams {
-    /// The index's defaults.
-    pub fn new() -> SearchParams {
-        SearchParams::default()
-    }
-    /// Lists probed per query (>= 1, clamped to nlist). nprobe = nlist is an exact search.
-    pub fn nprobe(mut self, nprobe: usize) -> Self {
-        set(&mut self.entries, sys::IVF_PARAM_NPROBE, int(nprobe));
+    /// Unique ids (default false, as FAISS): every id names at most one vector, and an add
+    /// or update that would repeat an id is refused. Otherwise ids may repeat, and
+    /// [`remove`](crate::Index::remove) / [`update`](crate::Index::update) act on every
+    /// vector with the id.
+    pub fn unique_ids(mut self, unique: bool) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_UNIQUE_IDS,
+            Some(i64::from(unique)),
+        );
         self
     }
 
@@ -175,13 +165,74 @@ impl SearchParams {
     }
 }
 
+/// Search parameters, given to [`Index::search_with`](crate::Index::search_with) and
+/// [`Index::search_into_with`](crate::Index::search_into_with). Queries and results are
+/// always host memory in this API. The lifetime is that of the [`Filter`] the parameters
+/// borrow, if any: it cannot be dropped while they exist.
+#[derive(Debug, Clone, Default)]
+pub struct SearchParams<'a> {
+    entries: Vec<Entry>,
+    filter: Option<&'a Filter>,
+}
+
+impl<'a> SearchParams<'a> {
+    /// The index's defaults.
+    pub fn new() -> SearchParams<'a> {
+        SearchParams::default()
+    }
+    /// Lists probed per query (>= 1, clamped to nlist). nprobe = nlist is an exact search.
+    pub fn nprobe(mut self, nprobe: usize) -> Self {
+        set(&mut self.entries, sys::IVF_PARAM_NPROBE, int(nprobe));
+        self
+    }
+    /// Restricts the search to the vectors `filter` permits (replacing an earlier filter).
+    pub fn filter(mut self, filter: &'a Filter) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    pub(crate) fn to_raw(&self) -> Result<Option<RawParams>> {
+        match self.filter {
+            None => RawParams::build(&self.entries, &[]),
+            Some(filter) => RawParams::build(
+                &self.entries,
+                // The library only reads the filter; the C key takes a non-const pointer.
+                &[(sys::IVF_PARAM_FILTER, filter.as_raw() as *mut c_void)],
+            ),
+        }
+    }
+}
+
+/// Equal when the same keys are set and the same filter (by identity) is borrowed.
+impl PartialEq for SearchParams<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+            && match (self.filter, other.filter) {
+                (None, None) => true,
+                (Some(a), Some(b)) => core::ptr::eq(a, b),
+                _ => false,
+            }
+    }
+}
+
+impl Eq for SearchParams<'_> {}
+
 /// An owned C parameter object, alive for one call.
 pub(crate) struct RawParams(NonNull<sys::ivf_params>);
+
+/// A pointer key and its value (`IVF_PARAM_CUDA_STREAM`, `IVF_PARAM_FILTER`). The library
+/// does not own the pointer.
+pub(crate) type PtrEntry = (sys::ivf_param_key, *mut c_void);
 
 impl RawParams {
     /// `None` (C: NULL, all defaults) when nothing was set.
     fn from_entries(entries: &[Entry]) -> Result<Option<RawParams>> {
-        if entries.is_empty() {
+        RawParams::build(entries, &[])
+    }
+
+    /// Integer keys and pointer keys; `None` (C: NULL) when there are none.
+    pub(crate) fn build(entries: &[Entry], ptrs: &[PtrEntry]) -> Result<Option<RawParams>> {
+        if entries.is_empty() && ptrs.is_empty() {
             return Ok(None);
         }
         let mut ptr = core::ptr::null_mut();
@@ -194,7 +245,24 @@ impl RawParams {
             })?;
             check(unsafe { sys::ivf_params_set_int(params.0.as_ptr(), key, value) })?;
         }
+        for &(key, value) in ptrs {
+            check(unsafe { sys::ivf_params_set_ptr(params.0.as_ptr(), key, value) })?;
+        }
         Ok(Some(params))
+    }
+
+    /// Parameters of a call whose input is CUDA device memory, waiting for `stream` (a
+    /// `cudaStream_t`; NULL: none) before reading it.
+    pub(crate) fn device(stream: *mut c_void) -> Result<Option<RawParams>> {
+        let memory = [(
+            sys::IVF_PARAM_MEMORY_KIND,
+            Some(i64::from(sys::IVF_MEMORY_DEVICE)),
+        )];
+        if stream.is_null() {
+            RawParams::build(&memory, &[])
+        } else {
+            RawParams::build(&memory, &[(sys::IVF_PARAM_CUDA_STREAM, stream)])
+        }
     }
 
     pub(crate) fn ptr(this: &Option<RawParams>) -> *const sys::ivf_params {

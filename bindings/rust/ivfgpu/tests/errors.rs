@@ -8,7 +8,7 @@ use ivfgpu_sys as sys;
 
 #[test]
 fn wrong_lengths_are_refused_before_the_call() {
-    let (mut index, data) = filled_index();
+    let (index, data) = filled_index();
     for err in [
         index.search(&data[..DIM - 1], 1).unwrap_err(),
         index.search(&[], 1).unwrap_err(),
@@ -34,7 +34,7 @@ fn wrong_lengths_are_refused_before_the_call() {
 
 #[test]
 fn library_errors_carry_kind_code_and_message() {
-    let mut index = Index::new(DIM, &test_params()).unwrap();
+    let index = Index::new(DIM, &test_params()).unwrap();
     let data = generate(N, DIM, 1);
 
     let err = index.search(&data[..DIM], 1).unwrap_err();

@@ -68,7 +68,7 @@ fn search_into_fills_caller_slices_like_search() {
 fn caller_ids_come_back() {
     let data = generate(N, DIM, 1);
     let ids: Vec<i64> = (0..N as i64).map(|i| 1_000_000 + 3 * i).collect();
-    let mut index = Index::new(DIM, &test_params()).unwrap();
+    let index = Index::new(DIM, &test_params()).unwrap();
     index.train(&data).unwrap();
     index.add_with_ids(&data, &ids).unwrap();
     let result = index.search(&data[10 * DIM..11 * DIM], 1).unwrap();
@@ -78,7 +78,7 @@ fn caller_ids_come_back() {
 #[test]
 fn short_rows_are_padded() {
     let data = generate(64, 4, 3);
-    let mut index = Index::new(
+    let index = Index::new(
         4,
         &IndexParams::new()
             .nlist(2)
@@ -102,7 +102,7 @@ fn inner_product_ranks_largest_first() {
         .nlist(8)
         .metric(Metric::INNER_PRODUCT)
         .backend(test_backend());
-    let mut index = Index::new(8, &params).unwrap();
+    let index = Index::new(8, &params).unwrap();
     index.train(&data).unwrap();
     index.add(&data).unwrap();
     assert_eq!(index.metric().unwrap(), Metric::INNER_PRODUCT);
@@ -122,7 +122,7 @@ fn inner_product_ranks_largest_first() {
 
 #[test]
 fn reset_empties_and_keeps_training() {
-    let (mut index, data) = filled_index();
+    let (index, data) = filled_index();
     index.reset().unwrap();
     assert_eq!(index.ntotal().unwrap(), 0);
     assert!(index.is_trained().unwrap());
@@ -199,7 +199,7 @@ fn faiss_has_no_cosine_index() {
         .nlist(4)
         .metric(Metric::COSINE)
         .backend(test_backend());
-    let mut index = Index::new(4, &params).unwrap();
+    let index = Index::new(4, &params).unwrap();
     index.train(&data).unwrap();
     let path = std::env::temp_dir().join(format!("ivfgpu-rs-cos-{}.faiss", std::process::id()));
     let err = index.save_faiss(&path).unwrap_err();
@@ -244,4 +244,55 @@ fn cuda_backend_matches_cpu_when_a_gpu_exists() {
             assert!((x - y).abs() <= 1e-3 * (1.0 + x.abs()), "{x} vs {y}");
         }
     }
+}
+
+/// Each successful mutation publishes one new state; a refused one publishes nothing. The
+/// CPU backend keeps no device pool.
+#[test]
+fn state_version_counts_successful_mutations() {
+    let data = generate(N, DIM, 1);
+    let index = Index::new(DIM, &test_params()).unwrap();
+    assert_eq!(index.state_version().unwrap(), 0);
+    index.train(&data).unwrap();
+    assert_eq!(index.state_version().unwrap(), 1);
+    index.add(&data[..10 * DIM]).unwrap();
+    assert_eq!(index.state_version().unwrap(), 2);
+    let mut bad = data[..DIM].to_vec();
+    bad[0] = f32::NAN;
+    index.add(&bad).unwrap_err();
+    index.train(&data).unwrap_err(); // holds vectors
+    assert_eq!(
+        index.state_version().unwrap(),
+        2,
+        "failed mutations publish nothing"
+    );
+    index.search(&data[..DIM], 1).unwrap();
+    assert_eq!(index.state_version().unwrap(), 2, "a search is no mutation");
+    index.reset().unwrap();
+    assert_eq!(index.state_version().unwrap(), 3);
+    if resolved_backend() == Backend::CPU {
+        assert_eq!(index.pool_bytes().unwrap(), 0);
+    } else {
+        index.pool_bytes().unwrap();
+    }
+}
+
+/// Device-memory input is for CUDA indexes: a CPU index refuses it before reading the pointer.
+#[test]
+fn device_memory_input_needs_a_cuda_index() {
+    if resolved_backend() != Backend::CPU {
+        return;
+    }
+    let data = generate(N, DIM, 1);
+    let index = Index::new(DIM, &test_params()).unwrap();
+    // SAFETY: a CPU index refuses device memory in its argument checks, before any read; the
+    // pointer is a valid host pointer anyway.
+    let err = unsafe { index.train_device(data.as_ptr(), N, core::ptr::null_mut()) }.unwrap_err();
+    assert_eq!(err.kind(), ivfgpu::ErrorKind::InvalidArgument, "{err}");
+    index.train(&data).unwrap();
+    let err =
+        unsafe { index.add_device(data.as_ptr(), N, core::ptr::null(), core::ptr::null_mut()) }
+            .unwrap_err();
+    assert_eq!(err.kind(), ivfgpu::ErrorKind::InvalidArgument, "{err}");
+    assert_eq!(index.ntotal().unwrap(), 0);
 }

@@ -52,7 +52,7 @@ pub fn test_params() -> IndexParams {
 /// A trained index (on the test backend) holding `generate(N, DIM, 1)` with sequential ids.
 pub fn filled_index() -> (Index, Vec<f32>) {
     let data = generate(N, DIM, 1);
-    let mut index = Index::new(DIM, &test_params()).expect("create");
+    let index = Index::new(DIM, &test_params()).expect("create");
     index.train(&data).expect("train");
     index.add(&data).expect("add");
     (index, data)
@@ -72,4 +72,41 @@ pub fn brute_force(data: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<(i6
     all.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
     all.truncate(k);
     all
+}
+
+/// Exact k nearest neighbours (L2) of `query` among the rows of `data` whose id (row `i` has
+/// id `ids[i]`) passes `keep`: (id, distance), padded with (NO_ID, +inf) to `k`.
+pub fn brute_force_where(
+    data: &[f32],
+    ids: &[i64],
+    dim: usize,
+    query: &[f32],
+    k: usize,
+    keep: impl Fn(i64) -> bool,
+) -> Vec<(i64, f32)> {
+    let mut all: Vec<(i64, f32)> = data
+        .chunks_exact(dim)
+        .zip(ids)
+        .filter(|(_, &id)| keep(id))
+        .map(|(row, &id)| (id, l2(row, query)))
+        .collect();
+    all.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    all.resize(k, (ivfgpu::NO_ID, f32::INFINITY));
+    all
+}
+
+/// Checks a search result against expected (id, distance) rows.
+pub fn assert_rows(result: &ivfgpu::SearchResult, expected: &[Vec<(i64, f32)>]) {
+    assert_eq!(result.len(), expected.len());
+    for (q, ((ids, dists), want)) in result.rows().zip(expected).enumerate() {
+        let want_ids: Vec<i64> = want.iter().map(|e| e.0).collect();
+        assert_eq!(ids, &want_ids[..], "query {q}");
+        for (d, e) in dists.iter().zip(want) {
+            assert!(
+                d == &e.1 || (d - e.1).abs() <= 1e-4 * (1.0 + e.1.abs()),
+                "query {q}: distance {d} vs {}",
+                e.1
+            );
+        }
+    }
 }
