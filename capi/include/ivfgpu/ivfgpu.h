@@ -282,10 +282,11 @@ IVF_API IVF_NODISCARD ivf_status ivf_ntotal(const ivf_index* index, int64_t* nto
 IVF_API IVF_NODISCARD ivf_status ivf_remove(ivf_index* index, const ivf_params* params,
                                             const int64_t* ids, int64_t n, int64_t* removed);
 
-/** Upsert: for each of the n ids, every vector the index holds with that id is replaced by row i
- *  of data (an id the index does not hold is added). All or nothing, one published state. ids
- *  must not repeat within one call (IVF_ERR_INVALID_ARGUMENT) and must not be -1. data and ids
- *  are read as ivf_add_ex reads them (params: memory kind and stream; NULL = host). */
+/** Upsert: for each of the n ids, all the vectors the index holds with that id (none, one, or
+ *  several in a duplicate-ids index) are removed and row i of data is added with the id, so the
+ *  id then names exactly that one vector. All or nothing, one published state. ids must not
+ *  repeat within one call (IVF_ERR_INVALID_ARGUMENT) and must not be -1. data and ids are read
+ *  as ivf_add_ex reads them (params: memory kind and stream; NULL = host). */
 IVF_API IVF_NODISCARD ivf_status ivf_update(ivf_index* index, const ivf_params* params,
                                             const void* data, ivf_dtype dtype, int64_t n,
                                             int64_t dim, const int64_t* ids);

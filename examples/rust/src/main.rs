@@ -24,7 +24,7 @@ fn generate(n: usize, dim: usize, seed: u64) -> Vec<f32> {
 
 fn run() -> Result<bool, ivfgpu::Error> {
     let data = generate(N, DIM, 1);
-    let mut index = Index::new(DIM, &IndexParams::new().nlist(32).nprobe(4))?;
+    let index = Index::new(DIM, &IndexParams::new().nlist(32).nprobe(4))?;
     index.train(&data)?;
     index.add(&data)?;
 
