@@ -277,10 +277,11 @@ extern "C" {
     ) -> ivf_status;
 }
 extern "C" {
-    #[doc = " Upsert: for each of the n ids, every vector the index holds with that id is replaced by row i"]
-    #[doc = "  of data (an id the index does not hold is added). All or nothing, one published state. ids"]
-    #[doc = "  must not repeat within one call (IVF_ERR_INVALID_ARGUMENT) and must not be -1. data and ids"]
-    #[doc = "  are read as ivf_add_ex reads them (params: memory kind and stream; NULL = host)."]
+    #[doc = " Upsert: for each of the n ids, all the vectors the index holds with that id (none, one, or"]
+    #[doc = "  several in a duplicate-ids index) are removed and row i of data is added with the id, so the"]
+    #[doc = "  id then names exactly that one vector. All or nothing, one published state. ids must not"]
+    #[doc = "  repeat within one call (IVF_ERR_INVALID_ARGUMENT) and must not be -1. data and ids are read"]
+    #[doc = "  as ivf_add_ex reads them (params: memory kind and stream; NULL = host)."]
     pub fn ivf_update(
         index: *mut ivf_index,
         params: *const ivf_params,
