@@ -5,7 +5,9 @@
 //
 //   concurrency_bench [--n 1000000] [--dim 128] [--nlist 1024] [--nprobe 16] [--batch 1]
 //                     [--k 10] [--threads 32] [--seconds 5] [--add-rows 10000]
-//                     [--backend auto|cpu|cuda] [--json FILE]
+//                     [--writer add|mixed] [--backend auto|cpu|cuda] [--json FILE]
+// --writer mixed cycles add, update and remove batches of --add-rows (the last two on ids
+// the index holds), reporting each operation's latency.
 #include <ivfgpu/ivfgpu.h>
 
 #include <algorithm>
@@ -43,6 +45,7 @@ double percentile(std::vector<double> v, double p) {
 struct Options {
   int64_t n = 1000000, dim = 128, nlist = 1024, nprobe = 16, batch = 1, k = 10, threads = 32, add_rows = 10000;
   double seconds = 5;
+  bool mixed = false;
   int32_t backend = IVF_BACKEND_AUTO;
   std::string json;
 };
@@ -79,6 +82,10 @@ Options parse(int argc, char** argv) {
       const std::string b = v;
       o.backend = b == "cpu" ? IVF_BACKEND_CPU : b == "cuda" || b == "gpu" ? IVF_BACKEND_CUDA : b == "auto" ? IVF_BACKEND_AUTO : -1;
       if (o.backend < 0) usage(2);
+    } else if (a == "--writer") {
+      const std::string w = v;
+      if (w != "add" && w != "mixed") usage(2);
+      o.mixed = w == "mixed";
     } else if (a == "--json") {
       o.json = v;
     } else {
@@ -90,7 +97,7 @@ Options parse(int argc, char** argv) {
 }
 
 struct Phase {
-  std::vector<double> search_ms, add_ms;
+  std::vector<double> search_ms, add_ms, update_ms, remove_ms;
   double seconds = 0;
   int64_t queries = 0;
 };
@@ -121,11 +128,24 @@ Phase run_phase(ivf_index* idx, const Options& o, const ivftools::Matrix& q, con
   std::thread w;
   if (writer)
     w = std::thread([&] {
-      int64_t at = 0;
-      while (!stop.load()) {
+      int64_t at = 0, first_id = 0;
+      std::vector<int64_t> ids(static_cast<std::size_t>(o.add_rows));
+      for (int64_t op = 0; !stop.load(); ++op) {
+        const float* rows = extra.data.data() + at * extra.dim;
+        const int kind = o.mixed ? static_cast<int>(op % 3) : 0;
+        for (int64_t i = 0; i < o.add_rows; ++i) ids[i] = first_id + i;  // ids the index holds
         const auto a0 = Clock::now();
-        check(ivf_add(idx, extra.data.data() + at * extra.dim, IVF_DTYPE_F32, o.add_rows, extra.dim, nullptr), "add");
-        ph.add_ms.push_back(ms_since(a0));
+        if (kind == 0) {
+          check(ivf_add(idx, rows, IVF_DTYPE_F32, o.add_rows, extra.dim, nullptr), "add");
+          ph.add_ms.push_back(ms_since(a0));
+        } else if (kind == 1) {
+          check(ivf_update(idx, nullptr, rows, IVF_DTYPE_F32, o.add_rows, extra.dim, ids.data()), "update");
+          ph.update_ms.push_back(ms_since(a0));
+        } else {
+          check(ivf_remove(idx, nullptr, ids.data(), o.add_rows, nullptr), "remove");
+          ph.remove_ms.push_back(ms_since(a0));
+          first_id += o.add_rows;
+        }
         at = (at + o.add_rows) % (extra.n - o.add_rows + 1);
       }
     });
@@ -182,8 +202,14 @@ int main(int argc, char** argv) {
               "p50 ms", "p99 ms", "max ms");
   std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", "idle index", idle_add.size(), percentile(idle_add, 0.5),
               percentile(idle_add, 0.99), percentile(idle_add, 1.0));
-  std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", "under search load", loaded.add_ms.size(),
-              percentile(loaded.add_ms, 0.5), percentile(loaded.add_ms, 0.99), percentile(loaded.add_ms, 1.0));
+  auto row = [](const char* name, const std::vector<double>& v) {
+    if (!v.empty())
+      std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", name, v.size(), percentile(v, 0.5), percentile(v, 0.99),
+                  percentile(v, 1.0));
+  };
+  row("under search load", loaded.add_ms);
+  row("updates under load", loaded.update_ms);
+  row("removes under load", loaded.remove_ms);
   if (!o.json.empty()) {
     std::ofstream j(o.json);
     j << "{\"n\":" << o.n << ",\"dim\":" << o.dim << ",\"nlist\":" << o.nlist << ",\"nprobe\":" << o.nprobe
@@ -193,7 +219,8 @@ int main(int argc, char** argv) {
       << ",\"qps_alone\":" << alone.queries / alone.seconds << ",\"qps_writer\":" << loaded.queries / loaded.seconds
       << ",\"adds_under_load\":" << loaded.add_ms.size() << ",\"add_p50_ms_load\":" << percentile(loaded.add_ms, 0.5)
       << ",\"add_p99_ms_load\":" << percentile(loaded.add_ms, 0.99) << ",\"add_p50_ms_idle\":" << percentile(idle_add, 0.5)
-      << "}\n";
+      << ",\"update_p50_ms_load\":" << percentile(loaded.update_ms, 0.5)
+      << ",\"remove_p50_ms_load\":" << percentile(loaded.remove_ms, 0.5) << "}\n";
   }
   ivf_free(idx);
   ivf_params_free(p);

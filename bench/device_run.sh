@@ -69,6 +69,16 @@ if has concurrency "$@"; then
       --threads 32 --seconds 6 --add-rows 10000 --json "$OUT/concurrency_b$b.json" 2>&1 | tee "$OUT/concurrency_b$b.log" | tail -9
   done
 fi
+if has ids "$@"; then
+  stamp "id map lookups (1M and 100M keys)"
+  timeout 300 "$B/bench/idmap_bench" > "$OUT/idmap_bench.log" 2>&1; echo "idmap_bench exit $?"
+  tail -40 "$OUT/idmap_bench.log"
+  stamp "filtered search and id mutations, 1M x 128"
+  timeout 200 "$B/bench/filter_bench" --json "$OUT/filter_bench.json" 2>&1 | tee "$OUT/filter_bench.log" | tail -12
+  stamp "32 searchers with adds, updates and removes"
+  timeout 120 "$B/bench/concurrency_bench" --n 1000000 --dim 128 --nlist 1024 --nprobe 16 --batch 100 --threads 32 \
+    --seconds 6 --add-rows 1000 --writer mixed --json "$OUT/concurrency_mixed.json" 2>&1 | tee "$OUT/concurrency_mixed.log" | tail -12
+fi
 PB=/tmp/ivfgpu-prev-build
 if has prev "$@"; then
   stamp "build previous tree ${PREV_SRC:-.prev}"
@@ -86,3 +96,5 @@ if has ab "$@"; then
   python3 bench/ab.py "$OUT" | tee "$OUT/ab_summary.txt"
 fi
 stamp end
+# Everything in one archive as well: the device tool brings back only a few files.
+(cd "$OUT" && tar czf /tmp/logs.tgz --exclude=logs.tgz . && mv /tmp/logs.tgz "$OUT/logs.tgz")

@@ -89,3 +89,8 @@ TEST(Concurrency, AddsCompleteUnderSearchLoadAndSearchesSeeOneState) {
   c.searchers = 8;
   ivftest::run_mutation_stress(c);
 }
+
+// Searches during adds, removes, updates and saves: 4 searchers (CI's 2 cores), 3 seconds.
+TEST(Concurrency, IdMutationsUnderSearchLoad) {
+  ivftest::run_ids_stress(IVF_BACKEND_CPU, 4, std::chrono::milliseconds(3000));
+}

@@ -11,7 +11,11 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -208,6 +212,172 @@ inline void run_mutation_stress(const StressConfig& c) {
   std::printf("[stress] %d searchers: %lld searches (%lld during adds), %lld serialisations, %d adds\n", c.searchers,
               static_cast<long long>(searches.load()), static_cast<long long>(searches_during_adds.load()),
               static_cast<long long>(serialisations.load()), adds);
+}
+
+}  // namespace ivftest
+
+namespace ivftest {
+
+// The ids stress: searchers run back to back while one thread adds, one removes, one updates
+// and one saves, for a fixed time. Every mutation completes; every search row is the exact
+// answer of one published state between the call's start and end; the final index equals a
+// serial replay of the same mutations. The test's own log of states (version -> content) is
+// written by the mutators, which the test serialises among themselves (as the library does);
+// searchers never wait for them.
+inline void run_ids_stress(int32_t backend, int searchers, std::chrono::milliseconds run_for) {
+  using namespace stress_detail;
+  const int64_t dim = 12, nlist = 8, k = 5, nq = 2;
+  const std::vector<float> pool = clustered_vectors(6000, dim, 32, 21);
+  auto params = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_NPROBE, nlist}});
+  IndexPtr idx = make_index(dim, params.get());
+  ASSERT_TRUE(idx);
+  ASSERT_EQ(ivf_train(idx.get(), pool.data(), IVF_DTYPE_F32, 6000, dim), IVF_OK);
+
+  struct Content {
+    std::vector<int64_t> ids;
+    std::vector<float> rows;
+  };
+  using ContentPtr = std::shared_ptr<const Content>;
+  std::mutex mutators, log_mutex;
+  std::map<int64_t, ContentPtr> log;
+  std::map<int64_t, std::vector<float>> model;  // id -> vector (unique ids by construction)
+  struct Op {
+    int kind;  // 0 add, 1 remove, 2 update
+    std::vector<int64_t> ids;
+    std::vector<float> rows;
+  };
+  std::vector<Op> replay;
+  auto record = [&] {
+    auto c = std::make_shared<Content>();
+    for (const auto& [id, v] : model) {
+      c->ids.push_back(id);
+      c->rows.insert(c->rows.end(), v.begin(), v.end());
+    }
+    const int64_t v = version_of(idx.get());
+    std::lock_guard<std::mutex> lock(log_mutex);
+    log[v] = std::move(c);
+  };
+  record();
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> bad{0}, failures{0}, searches{0}, ops_done[3] = {0, 0, 0}, saves{0};
+  std::string first_why;
+  std::atomic<int64_t> next_id{0};
+  auto mutator = [&](int kind) {
+    std::mt19937_64 rng(100 + kind);
+    while (!stop.load()) {
+      std::lock_guard<std::mutex> serial(mutators);
+      Op op{kind, {}, {}};
+      const int64_t n = 1 + static_cast<int64_t>(rng() % 20);
+      if (kind == 1) {
+        for (int64_t i = 0; i < n && !model.empty(); ++i) op.ids.push_back(std::next(model.begin(), rng() % model.size())->first);
+        if (op.ids.empty()) continue;
+      } else {
+        std::set<int64_t> taken;
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t id = (kind == 2 && !model.empty() && rng() % 2) ? std::next(model.begin(), rng() % model.size())->first
+                                                                   : next_id++;
+          if (!taken.insert(id).second) continue;
+          op.ids.push_back(id);
+          const int64_t r = static_cast<int64_t>(rng() % 6000);
+          op.rows.insert(op.rows.end(), pool.begin() + r * dim, pool.begin() + (r + 1) * dim);
+        }
+      }
+      const int64_t m = static_cast<int64_t>(op.ids.size());
+      ivf_status s = IVF_OK;
+      if (kind == 0) s = ivf_add(idx.get(), op.rows.data(), IVF_DTYPE_F32, m, dim, op.ids.data());
+      if (kind == 1) s = ivf_remove(idx.get(), nullptr, op.ids.data(), m, nullptr);
+      if (kind == 2) s = ivf_update(idx.get(), nullptr, op.rows.data(), IVF_DTYPE_F32, m, dim, op.ids.data());
+      if (s != IVF_OK) {
+        ++failures;
+        continue;
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        if (kind == 1) model.erase(op.ids[i]);
+        else model[op.ids[i]] = std::vector<float>(op.rows.begin() + i * dim, op.rows.begin() + (i + 1) * dim);
+      }
+      replay.push_back(std::move(op));
+      record();
+      ++ops_done[kind];
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < searchers; ++t)
+    threads.emplace_back([&, t] {
+      const std::vector<float> queries = clustered_vectors(nq, dim, 32, 500 + t);
+      std::vector<int64_t> ids(static_cast<std::size_t>(nq * k));
+      std::vector<float> dists(ids.size());
+      while (!stop.load()) {
+        const int64_t v0 = version_of(idx.get());
+        if (ivf_search(idx.get(), nullptr, queries.data(), IVF_DTYPE_F32, nq, dim, k, ids.data(), dists.data()) != IVF_OK) {
+          ++failures;
+          continue;
+        }
+        const int64_t v1 = version_of(idx.get());
+        ++searches;
+        bool ok = false;
+        std::string why;
+        for (int64_t v = v0; v <= v1 && !ok; ++v) {
+          ContentPtr c;
+          for (int spin = 0; !c; ++spin) {  // the mutator logs right after its call returns
+            {
+              std::lock_guard<std::mutex> lock(log_mutex);
+              auto it = log.find(v);
+              if (it != log.end()) c = it->second;
+            }
+            if (!c) std::this_thread::sleep_for(std::chrono::microseconds(50));
+            if (spin > 200000) break;
+          }
+          if (!c) break;
+          // Renumber: matches_state wants ids 0..rows-1; map the returned ids to positions.
+          std::map<int64_t, int64_t> pos;
+          for (std::size_t i = 0; i < c->ids.size(); ++i) pos[c->ids[i]] = static_cast<int64_t>(i);
+          std::vector<int64_t> local(ids.size());
+          for (std::size_t i = 0; i < ids.size(); ++i) {
+            auto it = pos.find(ids[i]);
+            local[i] = ids[i] == -1 ? -1 : it == pos.end() ? -2 : it->second;
+          }
+          ok = matches_state(c->rows, static_cast<int64_t>(c->ids.size()), queries.data(), nq, dim, k, local.data(),
+                             dists.data(), &why);
+        }
+        if (!ok) {
+          if (bad++ == 0) first_why = "versions " + std::to_string(v0) + ".." + std::to_string(v1) + ": " + why;
+        }
+      }
+    });
+  threads.emplace_back(mutator, 0);
+  threads.emplace_back(mutator, 1);
+  threads.emplace_back(mutator, 2);
+  threads.emplace_back([&] {
+    while (!stop.load()) {
+      const std::vector<unsigned char> b = serialized(idx.get());
+      ivf_index* copy = nullptr;
+      if (ivf_deserialize(b.data(), b.size(), nullptr, &copy) != IVF_OK) ++failures;
+      ivf_free(copy);
+      ++saves;
+    }
+  });
+  std::this_thread::sleep_for(run_for);
+  stop = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(bad.load(), 0) << first_why;
+  EXPECT_GT(ops_done[0].load(), 0);
+  EXPECT_GT(ops_done[1].load(), 0);
+  EXPECT_GT(ops_done[2].load(), 0);
+  EXPECT_GT(saves.load(), 0);
+  // A serial replay of the same mutations gives the same index, search for search.
+  IndexPtr serial = make_index(dim, params.get());
+  ASSERT_EQ(ivf_train(serial.get(), pool.data(), IVF_DTYPE_F32, 6000, dim), IVF_OK);
+  for (const Op& op : replay) {
+    const int64_t m = static_cast<int64_t>(op.ids.size());
+    if (op.kind == 0) ASSERT_EQ(ivf_add(serial.get(), op.rows.data(), IVF_DTYPE_F32, m, dim, op.ids.data()), IVF_OK);
+    if (op.kind == 1) ASSERT_EQ(ivf_remove(serial.get(), nullptr, op.ids.data(), m, nullptr), IVF_OK);
+    if (op.kind == 2) ASSERT_EQ(ivf_update(serial.get(), nullptr, op.rows.data(), IVF_DTYPE_F32, m, dim, op.ids.data()), IVF_OK);
+  }
+  EXPECT_TRUE(serialized(idx.get()) == serialized(serial.get())) << "final index differs from a serial replay";
+  std::printf("[ids stress] %d searchers: %lld searches; %lld adds, %lld removes, %lld updates, %lld saves\n", searchers,
+              (long long)searches.load(), (long long)ops_done[0].load(), (long long)ops_done[1].load(),
+              (long long)ops_done[2].load(), (long long)saves.load());
 }
 
 }  // namespace ivftest
