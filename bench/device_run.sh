@@ -39,6 +39,18 @@ if has sanitize "$@"; then
     echo "$tool exit $?"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/sanitizer_$tool.log" | tail -4
   done
+  # The ids, filters and the id map (memcheck; the stress tests are too slow under it).
+  stamp "compute-sanitizer memcheck: ids, filters, id map, asynchronous searches"
+  IVFGPU_DISABLE_MEMPOOL=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$B/tests/gpu/gpu_ids_test" --gtest_filter='GpuIds.*:GpuFilters.HugeSparse*' > "$OUT/sanitizer_ids.log" 2>&1
+  echo "ids memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer_ids.log" | tail -3
+  IVFGPU_DISABLE_MEMPOOL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$B/tests/gpu/gpu_id_map_test" --gtest_filter='-*OutOfMemory*:*100M*' > "$OUT/sanitizer_idmap.log" 2>&1
+  echo "id map memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer_idmap.log" | tail -3
+  IVFGPU_DISABLE_MEMPOOL=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$B/tests/gpu/gpu_concurrency_test" --gtest_filter='GpuConcurrency.Asynchronous*:GpuMutationsEx.*' \
+    > "$OUT/sanitizer_async.log" 2>&1
+  echo "async memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer_async.log" | tail -3
 fi
 if has profile "$@"; then
   stamp "ncu: per-kernel times and two kernels in detail, nq 10000 nprobe 64 k 10"

@@ -92,7 +92,7 @@ class CudaBackend final : public Backend {
   CudaBackend(int64_t dim, const BuildParams& params)
       : params_(params), dim_(dim), ctx_(static_cast<int>(params.device)), main_([&] {
           DeviceGuard guard(ctx_.device());
-          return make_stream();
+          return make_priority_stream();
         }()) {}
 
   ~CudaBackend() override {
@@ -436,7 +436,7 @@ class CudaBackend final : public Backend {
   BuildParams params_;
   int64_t dim_;
   DeviceContext ctx_;
-  UniqueStream main_;  // mutations; serialised by the Index
+  UniqueStream main_;  // mutations (high priority); serialised by the Index
   mutable std::mutex pending_mutex_;
   mutable std::vector<PendingRelease> pending_;
   mutable std::atomic<bool> lost_{false};

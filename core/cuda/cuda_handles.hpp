@@ -59,6 +59,16 @@ inline UniqueStream make_stream() {
   return UniqueStream(s);
 }
 
+// A stream whose blocks the scheduler prefers to those of default-priority streams: mutations
+// run on one, so their short kernels are not queued behind a load of searches.
+inline UniqueStream make_priority_stream() {
+  int least = 0, greatest = 0;
+  IVF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t s = nullptr;
+  IVF_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
+  return UniqueStream(s);
+}
+
 // Timing off: the event only orders work and tells when it is done.
 inline UniqueEvent make_event() {
   cudaEvent_t e = nullptr;

@@ -262,10 +262,20 @@ inline void run_ids_stress(int32_t backend, int searchers, std::chrono::millisec
   std::atomic<int64_t> bad{0}, failures{0}, searches{0}, ops_done[3] = {0, 0, 0}, saves{0};
   std::string first_why;
   std::atomic<int64_t> next_id{0};
+  std::atomic<int> turn{0};  // the three mutators take turns (a plain mutex starves two of them)
   auto mutator = [&](int kind) {
     std::mt19937_64 rng(100 + kind);
     while (!stop.load()) {
+      if (turn.load() != kind) {
+        std::this_thread::yield();
+        continue;
+      }
       std::lock_guard<std::mutex> serial(mutators);
+      struct Pass {
+        std::atomic<int>& t;
+        int next;
+        ~Pass() { t.store(next); }
+      } pass{turn, (kind + 1) % 3};
       Op op{kind, {}, {}};
       const int64_t n = 1 + static_cast<int64_t>(rng() % 20);
       if (kind == 1) {
