@@ -1,4 +1,4 @@
-// The host-side index model shared by every backend and by the file formats (seed 002 §1):
+// The host-side index model shared by every backend and by the file formats (docs/architecture.md §2):
 // centroids with their squared norms, then all list vectors in one contiguous row-major array,
 // list by list, with list_offsets[nlist + 1] and ids parallel to the vectors.
 #pragma once

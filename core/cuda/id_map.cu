@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(kThreads) find_warp_kernel(IdMapView v, const 
   }
 }
 
-// High load (seed 003): a warp takes a tile of 32 keys (lane l loads key l and hashes it), then
+// High load (docs/architecture.md §6): a warp takes a tile of 32 keys (lane l loads key l and hashes it), then
 // probes them one after another with all 32 lanes. Two stages, double-buffered in registers:
 //   stage 1  digest prefetch: lane l loads byte l of both candidate buckets of key k+1;
 //   stage 2  for key k (its digests arrived during the previous step): ballot the digest

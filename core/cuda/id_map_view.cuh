@@ -2,7 +2,7 @@
 // trivially copyable view whose lookups other kernels (scan, filters) can call. Device code
 // only; no host API is pulled in.
 //
-// Layout and design (after seed 003, HierarchicalKV PR 251):
+// Layout and design (docs/architecture.md §6; after NVIDIA HierarchicalKV PR 251):
 //   * Buckets of 32 slots, one per warp lane. Three flat arrays, bucket b owning slots
 //     [32b, 32b + 32) of each: digests (uint8, 32 bytes = one sector per bucket), keys (int64,
 //     256 bytes), values (int64, 256 bytes). Keys are never used as markers: digest 0 = empty,
@@ -16,7 +16,7 @@
 //   * Two-choice buckets: a key lives in the less loaded of b1(key), b2(key) (b1 != b2). A
 //     lookup reads both digest sectors at once, so hits and misses cost the same two sectors
 //     at any load. No empty-slot early exit, hence no cliff when buckets are full (the HKV
-//     cliff of seed 003 came from a serial scan that relied on empty slots to stop).
+//     cliff of HierarchicalKV came from a serial scan that relied on empty slots to stop).
 //   * Load factor 1.0 (keys = 32 * nbuckets) cannot be met by two choices alone: greedy
 //     two-choice with 32-slot buckets overflows 0.004% of keys at load 0.95 and 1.0% at load
 //     1.0 (simulated, 4M slots; 1.5-3.6% for tiny tables filled by one wave of concurrent

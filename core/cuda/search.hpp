@@ -1,4 +1,4 @@
-// The search pipeline (seed 002 §2): coarse GEMM (A), top-nprobe (B), list scan (C), final
+// The search pipeline (docs/architecture.md §5): coarse GEMM (A), top-nprobe (B), list scan (C), final
 // top-k (D), in query chunks sized from a memory budget, all stream-ordered.
 #pragma once
 

@@ -118,7 +118,7 @@ impl IndexParams {
         );
         self
     }
-    /// k-means iterations (default 20).
+    /// k-means iterations (default 10, as FAISS IVF).
     pub fn kmeans_iters(mut self, iters: usize) -> Self {
         set(&mut self.entries, sys::IVF_PARAM_KMEANS_ITERS, int(iters));
         self
