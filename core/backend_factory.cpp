@@ -31,11 +31,15 @@ void wait_for_stream(void* stream) {
 std::unique_ptr<Backend> make_backend(int64_t dim, const BuildParams& params) {
   const bool want_cuda = params.backend == BackendKind::Cuda;
   if (params.backend == BackendKind::Cpu) return cpu::make_cpu_backend(dim, params);
-  const int devices = cuda_device_count();
+  std::string why = "the library was built without CUDA";
+#ifdef IVFGPU_HAVE_CUDA
+  const int devices = cuda::usable_device_count(&why);
+#else
+  const int devices = 0;
+#endif
   if (params.device >= devices) {
     if (want_cuda)
-      fail(Errc::Unsupported, devices == 0 ? std::string("CUDA backend requested but no usable CUDA device "
-                                                         "(or the library was built without CUDA)")
+      fail(Errc::Unsupported, devices == 0 ? "CUDA backend requested but unusable: " + why
                                            : "CUDA device " + std::to_string(params.device) +
                                                  " does not exist (" + std::to_string(devices) + " usable)");
     return cpu::make_cpu_backend(dim, params);

@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "check.hpp"
+#include "cublas_loader.hpp"
 #include "device_buffer.hpp"
 
 namespace ivfgpu::cuda {
@@ -46,7 +47,7 @@ void coarse_gemm(cublasHandle_t blas, const float* x, int64_t n, const float* ce
   // Row-major scores (n x nc) is column-major (nc x n) = C (nc x dim) * X^T.
   const float alpha = metric == Metric::L2 ? -2.0f : -1.0f;
   const float beta = 0.0f;
-  IVF_CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nc), static_cast<int>(n),
+  IVF_CUBLAS_CHECK(blas::sgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nc), static_cast<int>(n),
                                static_cast<int>(dim), &alpha, centroids, static_cast<int>(dim), x,
                                static_cast<int>(dim), &beta, scores, static_cast<int>(nc)));
 }

@@ -1,5 +1,7 @@
 #include "check.hpp"
 
+#include "cublas_loader.hpp"
+
 #include <string>
 
 namespace ivfgpu::cuda {
@@ -40,7 +42,7 @@ void throw_cuda(cudaError_t e, const char* expr, const char* file, int line) {
 
 void throw_cublas(cublasStatus_t s, const char* expr, const char* file, int line) {
   std::string where = std::string(expr) + " (" + file + ":" + std::to_string(line) + "): " +
-                      cublasGetStatusName(s);
+                      blas::status_name(s);
   if (s == CUBLAS_STATUS_ALLOC_FAILED) {
     (void)cudaGetLastError();
     throw Error(Errc::OutOfDeviceMemory, "cuBLAS could not allocate device memory in " + where);

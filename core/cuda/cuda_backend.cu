@@ -17,6 +17,7 @@
 #include "../vector_ops.hpp"
 #include "assign.hpp"
 #include "check.hpp"
+#include "cublas_loader.hpp"
 #include "cuda_handles.hpp"
 #include "device_buffer.hpp"
 #include "device_context.hpp"
@@ -30,10 +31,21 @@
 
 namespace ivfgpu::cuda {
 
-int usable_device_count() {
+int usable_device_count(std::string* why) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
     (void)cudaGetLastError();
+    if (why) *why = std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
+    return 0;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device";
+    return 0;
+  }
+  std::string blas_why;
+  if (!blas::available(&blas_why)) {
+    if (why) *why = blas_why;
     return 0;
   }
   return n;

@@ -3,13 +3,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "../backend.hpp"
 
 namespace ivfgpu::cuda {
 
-// CUDA devices this process can use (0 when the driver or runtime is missing).
-int usable_device_count();
+// CUDA devices this process can use: 0 when the driver is missing, no device exists, or cuBLAS
+// (loaded on first use) cannot be loaded; *why (optional) then says which.
+int usable_device_count(std::string* why = nullptr);
 
 std::unique_ptr<Backend> make_cuda_backend(int64_t dim, const BuildParams& params);
 // Blocks until a caller's cudaStream_t (given as void*) has drained.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "check.hpp"
+#include "cublas_loader.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -46,7 +47,7 @@ struct EventTraits {
   static void destroy(cudaEvent_t e) noexcept { (void)cudaEventDestroy(e); }
 };
 struct BlasTraits {
-  static void destroy(cublasHandle_t h) noexcept { (void)cublasDestroy(h); }
+  static void destroy(cublasHandle_t h) noexcept { (void)blas::destroy(h); }
 };
 
 using UniqueStream = UniqueHandle<cudaStream_t, StreamTraits>;
@@ -78,7 +79,7 @@ inline UniqueEvent make_event() {
 
 inline UniqueBlas make_blas() {
   cublasHandle_t h = nullptr;
-  IVF_CUBLAS_CHECK(cublasCreate(&h));
+  IVF_CUBLAS_CHECK(blas::create(&h));
   return UniqueBlas(h);
 }
 

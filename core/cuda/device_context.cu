@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "check.hpp"
+#include "cublas_loader.hpp"
 #include "cuda_backend.hpp"
 
 namespace ivfgpu::cuda {
@@ -98,8 +99,8 @@ Worker* DeviceContext::acquire() const {
   w->stream = make_stream();
   w->blas = make_blas();  // a failure here releases the stream (RAII)
   // Exact fp32 GEMMs: no TF32 (coarse ranking must agree with the CPU reference).
-  IVF_CUBLAS_CHECK(cublasSetMathMode(w->blas.get(), CUBLAS_PEDANTIC_MATH));
-  IVF_CUBLAS_CHECK(cublasSetStream(w->blas.get(), w->stream.get()));
+  IVF_CUBLAS_CHECK(blas::set_math_mode(w->blas.get(), CUBLAS_PEDANTIC_MATH));
+  IVF_CUBLAS_CHECK(blas::set_stream(w->blas.get(), w->stream.get()));
   std::lock_guard<std::mutex> lock(mutex_);
   workers_.push_back(std::move(w));
   return workers_.back().get();
@@ -112,11 +113,11 @@ void DeviceContext::release(Worker* w) const noexcept {
 
 DeviceContext::Lease::Lease(const DeviceContext& ctx, cudaStream_t caller)
     : ctx_(ctx), worker_(ctx.acquire()), stream_(caller ? caller : worker_->stream.get()) {
-  if (caller) (void)cublasSetStream(worker_->blas.get(), caller);
+  if (caller) (void)blas::set_stream(worker_->blas.get(), caller);
 }
 
 DeviceContext::Lease::~Lease() {
-  if (stream_ != worker_->stream.get()) (void)cublasSetStream(worker_->blas.get(), worker_->stream.get());
+  if (stream_ != worker_->stream.get()) (void)blas::set_stream(worker_->blas.get(), worker_->stream.get());
   ctx_.release(worker_);
 }
 
