@@ -91,6 +91,20 @@ if has ids "$@"; then
   timeout 120 "$B/bench/concurrency_bench" --n 1000000 --dim 128 --nlist 1024 --nprobe 16 --batch 100 --threads 32 \
     --seconds 6 --add-rows 1000 --writer mixed --json "$OUT/concurrency_mixed.json" 2>&1 | tee "$OUT/concurrency_mixed.log" | tail -12
 fi
+if has load "$@"; then
+  stamp "peak device memory of loading 1M x 128 (nvidia-smi every 10 ms)"
+  "$B/bench/load_bench" --phase save > /dev/null || echo "save failed"
+  peak_of() {  # peak MiB used on the device while "$@" runs
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 10 > /tmp/mem.log 2>/dev/null &
+    local smi=$!; sleep 0.5; "$@" >> "$OUT/load_bench.log" 2>&1; sleep 0.2; kill $smi 2>/dev/null; wait $smi 2>/dev/null
+    awk 'NF { if ($1 + 0 > p) p = $1 + 0 } END { print p + 0 }' /tmp/mem.log
+  }
+  empty=$(peak_of "$B/bench/load_bench" --phase empty)
+  loaded=$(peak_of "$B/bench/load_bench" --phase load)
+  index=$(awk '/^index_mib/ { print $2 }' "$OUT/load_bench.log")
+  grep "load end" "$OUT/load_bench.log"
+  awk -v e="$empty" -v l="$loaded" -v i="$index" 'BEGIN { printf "load peak %d MiB, empty-index baseline %d MiB, index %.1f MiB: peak = %.3f x the index\n", l, e, i, (l - e) / i }'
+fi
 PB=/tmp/ivfgpu-prev-build
 if has prev "$@"; then
   stamp "build previous tree ${PREV_SRC:-.prev}"

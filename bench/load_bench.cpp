@@ -1,0 +1,91 @@
+// load_bench: the device memory a load needs, sampled from outside (bench/device_run.sh `load`:
+// nvidia-smi every 10 ms) over three processes: `--phase save` builds an index of the synthetic
+// mixture and saves it; `--phase empty` holds an empty CUDA index for a second (the CUDA
+// context and pool baseline); `--phase load` loads the file, holds it a second and searches
+// once. Peak of `load` less peak of `empty`, over the index's device bytes, is the load's peak
+// as a multiple of the index's size. Public C API only.
+//   load_bench --phase save|empty|load [--n 1000000] [--dim 128] [--nlist 1024] [--file PATH]
+#include <ivfgpu/ivfgpu.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "datasets.hpp"
+
+namespace {
+void check(ivf_status s, const char* what) {
+  if (s != IVF_OK) {
+    std::fprintf(stderr, "%s failed: %s (%s)\n", what, ivf_status_string(s), ivf_last_error_message());
+    std::exit(1);
+  }
+}
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t n = 1000000, dim = 128, nlist = 1024;
+  std::string file = "/tmp/load_bench.ivf", phase;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--n") n = std::atoll(argv[i + 1]);
+    else if (a == "--dim") dim = std::atoll(argv[i + 1]);
+    else if (a == "--nlist") nlist = std::atoll(argv[i + 1]);
+    else if (a == "--file") file = argv[i + 1];
+    else if (a == "--phase") phase = argv[i + 1];
+    else {
+      std::fprintf(stderr, "usage: load_bench --phase save|empty|load [--n N] [--dim D] [--nlist L] [--file PATH]\n");
+      return 2;
+    }
+  }
+  if (phase == "empty") {
+    ivf_index* idx = nullptr;
+    check(ivf_create(&idx, dim, nullptr), "create");
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    ivf_free(idx);
+    return 0;
+  }
+  if (phase == "save") {
+    const ivftools::Matrix base = ivftools::gaussian_mixture(n, dim, nlist, 1, 2);
+    ivf_params* p = nullptr;
+    check(ivf_params_create(&p), "params");
+    check(ivf_params_set_int(p, IVF_PARAM_NLIST, nlist), "nlist");
+    ivf_index* idx = nullptr;
+    check(ivf_create(&idx, dim, p), "create");
+    check(ivf_train(idx, base.data.data(), IVF_DTYPE_F32, n, dim), "train");
+    check(ivf_add(idx, base.data.data(), IVF_DTYPE_F32, n, dim, nullptr), "add");
+    check(ivf_save(idx, file.c_str()), "save");
+    ivf_free(idx);
+    ivf_params_free(p);
+    return 0;
+  }
+  if (phase != "load") {
+    std::fprintf(stderr, "--phase must be save, empty or load\n");
+    return 2;
+  }
+  const double t0 = now_s();
+  std::printf("load start %.3f\n", t0);
+  std::fflush(stdout);
+  ivf_index* idx = nullptr;
+  check(ivf_load(file.c_str(), nullptr, &idx), "load");
+  const double t1 = now_s();
+  int64_t bytes = 0, backend = 0;
+  check(ivf_index_info(idx, IVF_INFO_DEVICE_MEMORY_BYTES, &bytes), "info");
+  check(ivf_index_info(idx, IVF_INFO_BACKEND, &backend), "info");
+  std::printf("load end %.3f: %.2f s, %s, index device memory %.1f MiB\nindex_mib %.1f\n", t1, t1 - t0,
+              backend == IVF_BACKEND_CUDA ? "CUDA" : "CPU", bytes / 1048576.0, bytes / 1048576.0);
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::vector<float> q(static_cast<std::size_t>(dim), 0.5f);
+  int64_t id = 0;
+  float d = 0;
+  check(ivf_search(idx, nullptr, q.data(), IVF_DTYPE_F32, 1, dim, 1, &id, &d), "search");
+  ivf_free(idx);
+  std::remove(file.c_str());
+  return 0;
+}
