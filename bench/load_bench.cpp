@@ -44,10 +44,22 @@ int main(int argc, char** argv) {
     }
   }
   if (phase == "empty") {
+    // The same fixed costs as the load phase (CUDA context, pool, cuBLAS handle and workspace
+    // from a search), with almost no index.
+    const ivftools::Matrix tiny = ivftools::gaussian_mixture(4 * 64, dim, 64, 1, 2);
+    ivf_params* p = nullptr;
+    check(ivf_params_create(&p), "params");
+    check(ivf_params_set_int(p, IVF_PARAM_NLIST, 64), "nlist");
     ivf_index* idx = nullptr;
-    check(ivf_create(&idx, dim, nullptr), "create");
+    check(ivf_create(&idx, dim, p), "create");
+    check(ivf_train(idx, tiny.data.data(), IVF_DTYPE_F32, tiny.n, dim), "train");
+    check(ivf_add(idx, tiny.data.data(), IVF_DTYPE_F32, tiny.n, dim, nullptr), "add");
+    int64_t id = 0;
+    float d = 0;
+    check(ivf_search(idx, nullptr, tiny.data.data(), IVF_DTYPE_F32, 1, dim, 1, &id, &d), "search");
     std::this_thread::sleep_for(std::chrono::seconds(1));
     ivf_free(idx);
+    ivf_params_free(p);
     return 0;
   }
   if (phase == "save") {

@@ -64,13 +64,41 @@ __global__ void iota64_kernel(int64_t* v, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += thread_stride()) v[i] = i;
 }
 
+// rev[i] = ids[first + count - 1 - i], slots[i] = first + count - 1 - i.
+__global__ void reversed_chunk_kernel(const int64_t* ids, int64_t first, int64_t count, int64_t* rev, int64_t* slots) {
+  for (int64_t i = global_thread(); i < count; i += thread_stride()) {
+    const int64_t s = first + count - 1 - i;
+    rev[i] = ids[s];
+    slots[i] = s;
+  }
+}
+
 }  // namespace
 
 IdMapPtr build_id_map(const DeviceContext& ctx, cudaStream_t stream, const DeviceListStore& store) {
+  const ListView v = store.view();
+  auto map = std::make_shared<IdMap>(ctx, std::max<int64_t>(v.ntotal, 1024), kIdMapMaxLoad, stream);
+  if (v.ntotal == 0) return map;
+  if (v.removed == nullptr && v.ntotal == store.capacity()) {
+    // Every slot is a live row (a packed layout, as a load builds): insert straight from the
+    // store's ids, last chunk first and each chunk reversed, so that of equal ids the one first
+    // in list order is inserted last and kept; the scratch is one chunk, not the whole index.
+    constexpr int64_t kChunk = int64_t{1} << 20;
+    const int64_t rows = std::min<int64_t>(kChunk, v.ntotal);
+    DeviceBuffer<int64_t> keys(ctx, rows, stream), slots(ctx, rows, stream);
+    for (int64_t end = v.ntotal; end > 0;) {
+      const int64_t count = std::min<int64_t>(kChunk, end), first = end - count;
+      reversed_chunk_kernel<<<grid_for(count), kDefaultThreads, 0, stream>>>(v.ids, first, count, keys.data(),
+                                                                             slots.data());
+      IVF_CUDA_CHECK_LAUNCH();
+      map->insert(keys.data(), slots.data(), count, stream);
+      end = first;
+    }
+    return map;
+  }
   const int64_t cap = std::max<int64_t>(store.capacity(), 1);
   DeviceBuffer<int64_t> ids(ctx, cap, stream), slots(ctx, cap, stream);
   const int64_t n = store.live_pairs(ctx, stream, ids.data(), slots.data());
-  auto map = std::make_shared<IdMap>(ctx, std::max<int64_t>(n, 1024), kIdMapMaxLoad, stream);
   if (n > 0) map->insert(ids.data(), slots.data(), n, stream);
   return map;
 }

@@ -238,6 +238,21 @@ inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t se
   const Searched a = search_all(idx.get(), queries, nq, dim, k, nlist);
   const Searched c = search_all(loaded.get(), queries, nq, dim, k, nlist);
   EXPECT_EQ(same_results(a.ids, a.dists, c.ids, c.dists, nq, k), "");
+  // The loaded index finds every id (its id map is built from the file).
+  std::vector<int64_t> all;
+  for (auto it = model.begin(); it != model.end(); it = model.upper_bound(it->first)) all.push_back(it->first);
+  if (!all.empty()) {
+    const int64_t m = static_cast<int64_t>(all.size());
+    std::vector<float> out(static_cast<std::size_t>(m * dim));
+    std::vector<uint8_t> found(static_cast<std::size_t>(m));
+    std::vector<int64_t> counts(static_cast<std::size_t>(m));
+    ASSERT_EQ(ivf_get(loaded.get(), nullptr, all.data(), m, out.data(), IVF_DTYPE_F32, dim, found.data()), IVF_OK);
+    ASSERT_EQ(ivf_count_ids(loaded.get(), all.data(), m, counts.data()), IVF_OK);
+    for (int64_t i = 0; i < m; ++i) {
+      EXPECT_EQ(found[i], 1) << "id " << all[i] << " lost by the round trip";
+      EXPECT_EQ(counts[i], static_cast<int64_t>(model.count(all[i])));
+    }
+  }
 }
 
 // A filtered search equals an unfiltered search of an index holding only the permitted
