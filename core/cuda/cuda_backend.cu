@@ -409,8 +409,8 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<const DeviceCentroids> upload_centroids(const HostCentroids& host) {
     auto d = std::make_shared<DeviceCentroids>();
-    d->centroids = DeviceBuffer<float>(ctx_, host.centroids.size(), main());
-    d->norms = DeviceBuffer<float>(ctx_, host.norms.size(), main());
+    d->centroids = DeviceBuffer<float>(ctx_, host.centroids.size(), main(), MemoryUse::State);
+    d->norms = DeviceBuffer<float>(ctx_, host.norms.size(), main(), MemoryUse::State);
     IVF_CUDA_CHECK(cudaMemcpyAsync(d->centroids.data(), host.centroids.data(), d->centroids.bytes(),
                                    cudaMemcpyHostToDevice, main()));
     IVF_CUDA_CHECK(cudaMemcpyAsync(d->norms.data(), host.norms.data(), d->norms.bytes(), cudaMemcpyHostToDevice,

@@ -15,9 +15,9 @@ template <typename T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(const DeviceContext& ctx, std::size_t n, cudaStream_t stream)
+  DeviceBuffer(const DeviceContext& ctx, std::size_t n, cudaStream_t stream, MemoryUse use = MemoryUse::Scratch)
       : ctx_(&ctx), stream_(stream), n_(n),
-        data_(static_cast<T*>(ctx.allocate(n * sizeof(T), stream))) {}
+        data_(static_cast<T*>(ctx.allocate(n * sizeof(T), stream, use))) {}
   ~DeviceBuffer() { reset(); }
   DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {

@@ -37,9 +37,12 @@ DeviceContext::DeviceContext(int device) {
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = device;
     IVF_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
-    // Keep freed blocks for the next search instead of returning them at every sync.
-    uint64_t threshold = UINT64_MAX;
+    IVF_CUDA_CHECK(cudaMemPoolCreate(&state_pool_, &props));
+    // Scratch: keep freed blocks for the next search instead of returning them at every sync.
+    // State: return them (threshold 0).
+    uint64_t threshold = UINT64_MAX, none = 0;
     IVF_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold));
+    IVF_CUDA_CHECK(cudaMemPoolSetAttribute(state_pool_, cudaMemPoolAttrReleaseThreshold, &none));
     // Never let an allocation on one stream reuse a block whose free is still pending on another
     // by making the first stream wait for the second: that wait would chain a mutation (or one
     // search) behind unrelated searches still in flight, which the concurrency contract forbids.
@@ -47,6 +50,7 @@ DeviceContext::DeviceContext(int device) {
     // event dependencies; otherwise the pool grows.
     int no = 0;
     IVF_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolReuseAllowInternalDependencies, &no));
+    IVF_CUDA_CHECK(cudaMemPoolSetAttribute(state_pool_, cudaMemPoolReuseAllowInternalDependencies, &no));
   }
 }
 
@@ -59,20 +63,23 @@ DeviceContext::~DeviceContext() {
   if (pool_) {
     (void)cudaDeviceSynchronize();
     (void)cudaMemPoolDestroy(pool_);
+    (void)cudaMemPoolDestroy(state_pool_);
   }
   if (previous >= 0) (void)cudaSetDevice(previous);
 }
 
-void* DeviceContext::allocate(std::size_t bytes, cudaStream_t stream) const {
+void* DeviceContext::allocate(std::size_t bytes, cudaStream_t stream, MemoryUse use) const {
   if (bytes == 0) bytes = 1;
   void* p = nullptr;
-  cudaError_t e = use_pool_ ? cudaMallocFromPoolAsync(&p, bytes, pool_, stream) : cudaMalloc(&p, bytes);
+  cudaMemPool_t pool = use == MemoryUse::State ? state_pool_ : pool_;
+  cudaError_t e = use_pool_ ? cudaMallocFromPoolAsync(&p, bytes, pool, stream) : cudaMalloc(&p, bytes);
   if (e == cudaErrorMemoryAllocation && use_pool_) {
     (void)cudaGetLastError();
-    // Blocks freed on other streams may still be held by the pool: give them back and retry.
+    // Blocks freed on other streams may still be held by the pools: give them back and retry.
     (void)cudaStreamSynchronize(stream);
     (void)cudaMemPoolTrimTo(pool_, 0);
-    e = cudaMallocFromPoolAsync(&p, bytes, pool_, stream);
+    (void)cudaMemPoolTrimTo(state_pool_, 0);
+    e = cudaMallocFromPoolAsync(&p, bytes, pool, stream);
   }
   IVF_CUDA_CHECK(e);
   return p;
@@ -133,7 +140,10 @@ std::size_t DeviceContext::pool_cached_bytes() const noexcept {
 }
 
 void DeviceContext::trim_pool() const noexcept {
-  if (use_pool_) (void)cudaMemPoolTrimTo(pool_, 0);
+  if (use_pool_) {
+    (void)cudaMemPoolTrimTo(pool_, 0);
+    (void)cudaMemPoolTrimTo(state_pool_, 0);
+  }
 }
 
 int DeviceContext::blocks_per_sm(const void* kernel, int threads, std::size_t smem) const {

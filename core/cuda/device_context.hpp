@@ -37,6 +37,12 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+// What an allocation is for. Scratch (a call's temporaries) comes from a pool that keeps freed
+// blocks for the next call; State (what a published state holds: lists, centroids, id map)
+// from a pool that returns freed memory to the driver, so a smaller index or a reset really
+// gives memory back and the scratch pool's chunks are never pinned by long-lived arrays.
+enum class MemoryUse { Scratch, State };
+
 // A stream and its cuBLAS handle, checked out of the pool for one call.
 struct Worker {
   UniqueStream stream;
@@ -56,7 +62,7 @@ class DeviceContext {
   // Stream-ordered allocation from this backend's pool (or plain cudaMalloc when the pool is
   // disabled with IVFGPU_DISABLE_MEMPOOL=1, e.g. under compute-sanitizer). On failure the pool
   // is trimmed and the allocation retried once; then Errc::OutOfDeviceMemory.
-  void* allocate(std::size_t bytes, cudaStream_t stream) const;
+  void* allocate(std::size_t bytes, cudaStream_t stream, MemoryUse use = MemoryUse::Scratch) const;
   void deallocate(void* p, cudaStream_t stream) const noexcept;
   // Pool blocks kept for reuse (reserved but not in use), and giving them back to the driver.
   std::size_t pool_cached_bytes() const noexcept;
@@ -91,7 +97,8 @@ class DeviceContext {
   void release(Worker* w) const noexcept;
 
   DeviceLimits limits_;
-  cudaMemPool_t pool_ = nullptr;
+  cudaMemPool_t pool_ = nullptr;        // scratch
+  cudaMemPool_t state_pool_ = nullptr;  // state
   bool use_pool_ = true;
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<Worker>> workers_;

@@ -110,9 +110,9 @@ void upload(cudaStream_t stream, int64_t* dst, const std::vector<int64_t>& src) 
 std::shared_ptr<DeviceListStorage> make_storage(const DeviceContext& ctx, cudaStream_t stream, ListLayout layout,
                                                 int64_t dim) {
   auto s = std::make_shared<DeviceListStorage>();
-  s->vectors = DeviceBuffer<float>(ctx, static_cast<std::size_t>(layout.capacity * dim), stream);
-  s->ids = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(layout.capacity), stream);
-  s->start = DeviceBuffer<int64_t>(ctx, layout.start.size(), stream);
+  s->vectors = DeviceBuffer<float>(ctx, static_cast<std::size_t>(layout.capacity * dim), stream, MemoryUse::State);
+  s->ids = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(layout.capacity), stream, MemoryUse::State);
+  s->start = DeviceBuffer<int64_t>(ctx, layout.start.size(), stream, MemoryUse::State);
   upload(stream, s->start.data(), layout.start);
   s->layout = std::move(layout);
   return s;
@@ -124,7 +124,8 @@ DeviceListStore::DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, 
                                  std::shared_ptr<DeviceListStorage> storage, std::vector<int64_t> sizes,
                                  std::shared_ptr<const DeviceRemovedRows> removed)
     : ctx_(&ctx), dim_(dim), storage_(std::move(storage)), sizes_(std::move(sizes)),
-      largest_prefix_(largest_lists_prefix(sizes_)), d_sizes_(ctx, sizes_.size(), stream), removed_(std::move(removed)),
+      largest_prefix_(largest_lists_prefix(sizes_)), d_sizes_(ctx, sizes_.size(), stream, MemoryUse::State),
+      removed_(std::move(removed)),
       ntotal_(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0}) - (removed_ ? removed_->host.count : 0)) {
   upload(stream, d_sizes_.data(), sizes_);
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -217,7 +218,7 @@ std::pair<std::shared_ptr<const DeviceListStore>, int64_t> DeviceListStore::remo
   const int64_t nlist = static_cast<int64_t>(sizes_.size());
   const std::size_t words = RemovedRows::words_for(storage_->layout.capacity);
   auto next = std::make_shared<DeviceRemovedRows>();
-  next->bits = DeviceBuffer<uint64_t>(ctx, std::max<std::size_t>(words, 1), stream);
+  next->bits = DeviceBuffer<uint64_t>(ctx, std::max<std::size_t>(words, 1), stream, MemoryUse::State);
   DeviceBuffer<unsigned long long> count(ctx, 1, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(count.data(), 0, sizeof(unsigned long long), stream));
   if (removed_)

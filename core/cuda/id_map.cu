@@ -352,7 +352,7 @@ int64_t* IdMap::counters() const { return mem_.data() + 2 * Layout(nbuckets_).sl
 // released on `stream` only after the new one exists).
 void IdMap::allocate(uint32_t nbuckets, cudaStream_t stream) {
   const Layout l(nbuckets);
-  DeviceBuffer<int64_t> mem(*ctx_, static_cast<std::size_t>(l.words), stream);
+  DeviceBuffer<int64_t> mem(*ctx_, static_cast<std::size_t>(l.words), stream, MemoryUse::State);
   IVF_CUDA_CHECK(cudaMemsetAsync(mem.data() + 2 * l.slots, 0, (l.words - 2 * l.slots) * sizeof(int64_t), stream));
   mem_.set_stream(stream);
   mem_ = std::move(mem);
@@ -519,7 +519,7 @@ void IdMap::find(const int64_t* keys, int64_t n, int64_t* values_out, uint8_t* f
 IdMap IdMap::clone(cudaStream_t stream) const {
   DeviceGuard guard(ctx_->device());
   IdMap c(*ctx_, max_load_);
-  c.mem_ = DeviceBuffer<int64_t>(*ctx_, mem_.size(), stream);
+  c.mem_ = DeviceBuffer<int64_t>(*ctx_, mem_.size(), stream, MemoryUse::State);
   IVF_CUDA_CHECK(cudaMemcpyAsync(c.mem_.data(), mem_.data(), mem_.bytes(), cudaMemcpyDeviceToDevice, stream));
   c.nbuckets_ = nbuckets_;
   c.noverflow_ = noverflow_;

@@ -134,9 +134,9 @@ TEST(GpuMutationsEx, DeviceInputEqualsHostInput) {
     EXPECT_EQ(ivf_add_ex(dev.get(), dm.get(), dx + 8 * dim, IVF_DTYPE_F32, 10, dim, dids), IVF_ERR_INVALID_ARGUMENT);
     ASSERT_EQ(ivf_index_info(dev.get(), IVF_INFO_STATE_VERSION, &v), IVF_OK);
     EXPECT_EQ(v, 2) << "a refused add published a state";
-    // A reset hands the pool's cached blocks back: after a big add and its search scratch the
-    // pool caches hundreds of MB; afterwards what stays is at most the pool chunk (32 MiB on
-    // current drivers) that the remaining small arrays share.
+    // A reset hands memory back: after a big add the index holds hundreds of MB; afterwards
+    // the scratch pool keeps at most a chunk or two (32 MiB each on current drivers) and the
+    // state's memory has gone back to the driver.
     const int64_t big = 2000000;
     std::vector<float> many(static_cast<std::size_t>(big * dim));
     for (int64_t i = 0; i < big * dim; ++i) many[i] = base[i % (n * dim)] + 1e-3f * static_cast<float>(i % 97);
