@@ -54,6 +54,15 @@ struct ListView {
   }
 };
 
+// Live rows of each list (used rows less removed ones), from a view's host mirrors.
+inline std::vector<int64_t> live_list_sizes(const ListView& v) {
+  std::vector<int64_t> live(v.host_size, v.host_size + v.nlist);
+  if (v.host_removed == nullptr) return live;
+  for (int64_t l = 0; l < v.nlist; ++l)
+    for (int64_t s = v.host_start[l], e = s + v.host_size[l]; s < e; ++s) live[l] -= v.host_removed_at(s) ? 1 : 0;
+  return live;
+}
+
 // Removed rows of one storage: a bitmap over its slots. Immutable once published.
 struct RemovedRows {
   std::vector<uint64_t> bits;  // ceil(capacity / 64) words

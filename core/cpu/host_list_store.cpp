@@ -29,15 +29,6 @@ HostListStore::Ptr HostListStore::from_model(HostModel& model) {
   return Ptr(new HostListStore(model.dim, std::move(storage), std::move(sizes), nullptr));
 }
 
-std::vector<int64_t> HostListStore::live_sizes() const {
-  std::vector<int64_t> live(sizes_);
-  if (!removed_) return live;
-  const ListView v = view();
-  for (std::size_t l = 0; l < sizes_.size(); ++l)
-    for (int64_t s = v.host_start[l], e = s + sizes_[l]; s < e; ++s) live[l] -= v.host_removed_at(s) ? 1 : 0;
-  return live;
-}
-
 std::shared_ptr<HostListStorage> HostListStore::copy_live(const ListLayout& layout) const {
   // Every allocation happens before anything is published, so a failure (bad_alloc) leaves the
   // current state as it was.
@@ -62,7 +53,7 @@ HostListStore::Ptr HostListStore::append(const float* x, const int64_t* ids, con
   std::shared_ptr<const RemovedRows> removed = removed_;
   std::vector<int64_t> next_sizes(sizes_);
   if (!fits(storage_->layout, sizes_, added)) {
-    next_sizes = live_sizes();
+    next_sizes = live_list_sizes(view());
     target = copy_live(grown(ListLayout::empty(nlist), next_sizes, added));
     removed = nullptr;
   }
@@ -93,7 +84,7 @@ std::pair<HostListStore::Ptr, int64_t> HostListStore::remove_if(const std::funct
 }
 
 HostListStore::Ptr HostListStore::compacted() const {
-  const std::vector<int64_t> live = live_sizes();
+  const std::vector<int64_t> live = live_list_sizes(view());
   const int64_t nlist = static_cast<int64_t>(live.size());
   auto storage = copy_live(grown(ListLayout::empty(nlist), live, std::vector<int64_t>(live.size(), 0)));
   return Ptr(new HostListStore(dim_, std::move(storage), live, nullptr));
@@ -130,7 +121,7 @@ std::size_t HostListStore::bytes() const {
 }
 
 void HostListStore::export_lists(HostModel& model) const {
-  const std::vector<int64_t> live = live_sizes();
+  const std::vector<int64_t> live = live_list_sizes(view());
   const int64_t nlist = static_cast<int64_t>(live.size()), dim = dim_;
   model.list_offsets.assign(static_cast<std::size_t>(nlist) + 1, 0);
   for (int64_t l = 0; l < nlist; ++l) model.list_offsets[l + 1] = model.list_offsets[l] + live[l];

@@ -48,7 +48,6 @@ class HostListStore final : public ListStore {
                 std::shared_ptr<const RemovedRows> removed);
   // The live rows of every list copied into a new storage of `layout` (sizes: live counts).
   std::shared_ptr<HostListStorage> copy_live(const ListLayout& layout) const;
-  std::vector<int64_t> live_sizes() const;
 
   int64_t dim_;
   std::shared_ptr<HostListStorage> storage_;  // the mutator may write past sizes_

@@ -154,15 +154,6 @@ std::shared_ptr<const DeviceListStore> DeviceListStore::from_model(const DeviceC
       new DeviceListStore(ctx, stream, model.dim, std::move(storage), std::move(sizes)));
 }
 
-std::vector<int64_t> DeviceListStore::live_sizes() const {
-  std::vector<int64_t> live(sizes_);
-  if (!removed_) return live;
-  const ListView v = view();
-  for (std::size_t l = 0; l < sizes_.size(); ++l)
-    for (int64_t s = v.host_start[l], e = s + sizes_[l]; s < e; ++s) live[l] -= v.host_removed_at(s) ? 1 : 0;
-  return live;
-}
-
 std::shared_ptr<DeviceListStorage> DeviceListStore::copy_live(const DeviceContext& ctx, cudaStream_t stream,
                                                               ListLayout layout) const {
   const int64_t nlist = static_cast<int64_t>(sizes_.size()), dim = dim_;
@@ -206,7 +197,7 @@ std::shared_ptr<DeviceListStorage> DeviceListStore::copy_live(const DeviceContex
 }
 
 std::shared_ptr<const DeviceListStore> DeviceListStore::compacted(const DeviceContext& ctx, cudaStream_t stream) const {
-  const std::vector<int64_t> live = live_sizes();
+  const std::vector<int64_t> live = live_list_sizes(view());
   auto target = copy_live(ctx, stream, grown(ListLayout::empty(static_cast<int64_t>(live.size())), live,
                                              std::vector<int64_t>(live.size(), 0)));
   return std::shared_ptr<const DeviceListStore>(new DeviceListStore(ctx, stream, dim_, std::move(target), live));
@@ -290,7 +281,7 @@ std::shared_ptr<const DeviceListStore> DeviceListStore::append(const DeviceConte
   std::vector<int64_t> added(counts.begin(), counts.end()), first(static_cast<std::size_t>(nlist), 0);
   for (int64_t l = 1; l < nlist; ++l) first[l] = first[l - 1] + added[l - 1];
   const bool grow = !fits(storage_->layout, sizes_, added);
-  std::vector<int64_t> base_sizes = grow ? live_sizes() : sizes_;
+  std::vector<int64_t> base_sizes = grow ? live_list_sizes(view()) : sizes_;
 
   // 3. Every allocation before any write to shared storage: a failure leaves it untouched. (A
   // grown storage is private until the new store is published.)
@@ -352,7 +343,7 @@ std::size_t DeviceListStore::bytes() const {
 }
 
 void DeviceListStore::export_lists(HostModel& model) const {
-  const std::vector<int64_t> live = live_sizes();
+  const std::vector<int64_t> live = live_list_sizes(view());
   const int64_t nlist = static_cast<int64_t>(live.size()), dim = dim_;
   model.list_offsets.assign(static_cast<std::size_t>(nlist) + 1, 0);
   for (int64_t l = 0; l < nlist; ++l) model.list_offsets[l + 1] = model.list_offsets[l] + live[l];

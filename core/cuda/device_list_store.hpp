@@ -69,8 +69,6 @@ class DeviceListStore final : public ListStore {
   DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, int64_t dim,
                   std::shared_ptr<DeviceListStorage> storage, std::vector<int64_t> sizes,
                   std::shared_ptr<const DeviceRemovedRows> removed = nullptr);
-  // Live rows per list (used rows less removed ones).
-  std::vector<int64_t> live_sizes() const;
   // A storage of `layout` holding this store's live rows, list by list, in order.
   std::shared_ptr<DeviceListStorage> copy_live(const DeviceContext& ctx, cudaStream_t stream, ListLayout layout) const;
 
