@@ -8,8 +8,8 @@
 
 using namespace ivftest;
 
-TEST(Ids, RandomWorkloadDuplicateIds) { run_id_workload(IVF_BACKEND_CPU, false, 400, 11); }
-TEST(Ids, RandomWorkloadUniqueIds) { run_id_workload(IVF_BACKEND_CPU, true, 400, 12); }
+TEST(Ids, RandomWorkloadDuplicateIds) { run_id_workload(IVF_BACKEND_CPU, false, 1500, 11); }
+TEST(Ids, RandomWorkloadUniqueIds) { run_id_workload(IVF_BACKEND_CPU, true, 1500, 12); }
 
 TEST(Filters, MatchAnIndexOfThePermittedVectors) {
   run_filter_workload(IVF_BACKEND_CPU, 20000, 24, 32, 50, 10, {0.001, 0.01, 0.1, 0.5, 1.0}, false);
