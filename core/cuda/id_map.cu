@@ -7,6 +7,7 @@
 
 #include "../errors.hpp"
 #include "check.hpp"
+#include "launch.cuh"
 #include "id_map_view.cuh"
 
 namespace ivfgpu::cuda {
@@ -61,10 +62,7 @@ TableRef table_ref(int64_t* base, uint32_t nbuckets) {
   return t;
 }
 
-unsigned grid_for(int64_t threads, const DeviceContext& ctx) {
-  const int64_t blocks = (threads + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t(ctx.limits().sm_count) * 32)));
-}
+unsigned grid_for(int64_t n, const DeviceContext& ctx) { return grid_for_sms(n, kThreads, ctx.limits().sm_count); }
 
 __device__ __forceinline__ void add_counter(int64_t* c, int64_t d) {
   atomicAdd(reinterpret_cast<unsigned long long*>(c), static_cast<unsigned long long>(d));

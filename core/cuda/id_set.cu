@@ -6,6 +6,7 @@
 
 #include "../errors.hpp"
 #include "check.hpp"
+#include "launch.cuh"
 #include "id_bitset.cuh"
 
 namespace ivfgpu::cuda {
@@ -15,10 +16,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr double kHashSetLoad = 0.875;
 
-unsigned grid_for(int64_t n, const DeviceContext& ctx) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t(ctx.limits().sm_count) * 32)));
-}
+unsigned grid_for(int64_t n, const DeviceContext& ctx) { return grid_for_sms(n, kThreads, ctx.limits().sm_count); }
 
 __global__ void min_max_kernel(const int64_t* ids, int64_t n, long long* min_max) {
   long long lo = std::numeric_limits<long long>::max(), hi = std::numeric_limits<long long>::min();

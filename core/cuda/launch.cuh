@@ -19,6 +19,13 @@ inline unsigned grid_for(int64_t work, int threads = kDefaultThreads) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((work + threads - 1) / threads, kMaxGridBlocks)));
 }
 
+// As grid_for, capped at `per_sm` blocks per SM: for grid-stride kernels whose blocks each
+// loop long enough that more blocks than the GPU holds at once only add scheduling.
+inline unsigned grid_for_sms(int64_t work, int threads, int sm_count, int per_sm = 32) {
+  const int64_t blocks = (work + threads - 1) / threads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t(sm_count) * per_sm)));
+}
+
 // Bits a radix sort needs for keys in [0, count).
 inline int radix_end_bit(int64_t count) {
   int bits = 1;
