@@ -71,7 +71,21 @@ _SHARDS_LOCK = threading.Lock()
 
 
 class ShardLostError(_ivf.IvfError):
-    """A shard replica (or every replica of a shard) is gone with its worker."""
+    """A shard has no live replica left: its worker died (status ``IVF_ERR_DEVICE_LOST``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(_ivf._lib.IVF_ERR_DEVICE_LOST, message, "ivfgpu.dask")
+
+    def __reduce__(self):  # travels from workers as itself, not as DeviceLostError
+        return (ShardLostError, (self.message,))
+
+
+def _state_error(message: str) -> Exception:
+    return _ivf.InvalidStateError(_ivf._lib.IVF_ERR_INVALID_STATE, message, "ivfgpu.dask")
+
+
+def _data_error(message: str) -> Exception:
+    return _ivf.CorruptDataError(_ivf._lib.IVF_ERR_CORRUPT_DATA, message, "ivfgpu.dask")
 
 
 def _shard(uid: str):
@@ -390,7 +404,7 @@ class DistributedIndex:
         """Train the centroids once, on a sample gathered to one worker; create every shard."""
         with self._lock:
             if self._trained:
-                raise _ivf.IvfError("DistributedIndex is already trained")
+                raise _state_error("DistributedIndex is already trained")
             nlist = int(self.index_params.get("nlist", 1024))
             cap = nlist * int(self.index_params.get("max_points_per_centroid", 256))
             n = int(x.shape[0])
@@ -436,7 +450,7 @@ class DistributedIndex:
 
     def _check_trained(self):
         if not self._trained:
-            raise _ivf.IvfError("DistributedIndex is not trained")
+            raise _state_error("DistributedIndex is not trained")
 
     def add(self, x, ids=None) -> None:
         """Add rows (numpy or Dask array); ids optional (assigned 0, 1, ... when absent)."""
@@ -689,7 +703,7 @@ class DistributedIndex:
         with open(os.path.join(path, MANIFEST)) as fh:
             m = json.load(fh)
         if m.get("format") != FORMAT:
-            raise _ivf.IvfError(f"unknown manifest format {m.get('format')!r}")
+            raise _data_error(f"unknown manifest format {m.get('format')!r}")
         params = dict(m["index_params"])
         params.update(overrides)
         ws = list(workers) if workers is not None else sorted(client.scheduler_info()["workers"])
@@ -706,7 +720,7 @@ class DistributedIndex:
         infos = self._run(jobs, every_replica=True)
         for s, (nt, _) in enumerate(infos):
             if nt != m["files"][s]["ntotal"]:
-                raise _ivf.IvfError(f"shard {s}: file holds {nt} rows, manifest says {m['files'][s]['ntotal']}")
+                raise _data_error(f"shard {s}: file holds {nt} rows, manifest says {m['files'][s]['ntotal']}")
             self._counts[s] = nt
         self.backends = [i[1] for i in infos]
         self._trained = True
