@@ -144,6 +144,9 @@ def test_bigann10k_dask_array_by_chunks(client):
     di.train(xd)
     di.add(xd)
     assert di.ntotal == x.shape[0]
+    # whole chunks go to a shard on their own worker unless that breaks the balance by > 1 chunk
+    assert di.shard_counts.max() - di.shard_counts.min() <= 2000
+    assert di.last_add_moved_rows < x.shape[0]
     ref = reference(di, x)
     for nprobe in (1, 8):
         assert_same(di.search(q, 10, nprobe=nprobe), ref.search(q, 10, nprobe=nprobe))
@@ -162,6 +165,8 @@ def test_bigann10k_hash_routing_ip(client):
     assert di.routing == "hash"
     di.train(x)
     di.add(xd, ids)
+    # each chunk is split where it lives: only rows owned by shards on other workers move
+    assert 0 < di.last_add_moved_rows < x.shape[0]
     ref = reference(di, x, ids)
     assert_same(di.search(q, 10, nprobe=4), ref.search(q, 10, nprobe=4))
     assert di.count_ids(ids[:50]).tolist() == [1] * 50
