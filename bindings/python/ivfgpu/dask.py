@@ -29,7 +29,7 @@ the least-loaded shard that has a replica on the chunk's worker, unless that sha
 chunk's worth above the least-loaded shard overall (then the chunk moves); in hash mode the chunk
 is split on its own worker and only the pieces owned by shards elsewhere move.
 ``last_add_moved_rows`` says how many rows the last Dask-array add sent off their chunk's worker.
-Numpy adds ship each shard's rows straight to its worker(s) (``scatter`` over 1 MiB).
+Numpy adds ship each shard's rows straight to its worker(s) (``scatter`` over 256 KiB).
 
 Search: queries are cut in blocks (``query_block`` rows, or the Dask array's chunks); every block
 goes to one live replica of every shard, which returns its own top-k; the merge (sort by distance
@@ -136,7 +136,18 @@ def _w_drop(uid) -> None:
         idx.close()
 
 
-def _w_add(uid, x, ids) -> int:
+def _hold_here(hold) -> None:
+    """Test hook: announce this worker on a distributed Queue, then wait for an Event."""
+    if hold is not None:
+        from distributed import Event, Queue, get_worker
+
+        event_name, queue_name = hold
+        Queue(queue_name).put(get_worker().address)
+        Event(event_name).wait()
+
+
+def _w_add(uid, x, ids, hold=None) -> int:
+    _hold_here(hold)
     idx = _shard(uid)
     x = np.ascontiguousarray(x, dtype=np.float32)
     if isinstance(ids, (int, np.integer)):  # first id of a consecutive range
@@ -146,12 +157,7 @@ def _w_add(uid, x, ids) -> int:
 
 
 def _w_search(uid, q, k, nprobe, filt, hold):
-    if hold is not None:  # test hook: announce, then wait for the test's event
-        from distributed import Event, Queue, get_worker
-
-        event_name, queue_name = hold
-        Queue(queue_name).put(get_worker().address)
-        Event(event_name).wait()
+    _hold_here(hold)
     idx = _shard(uid)
     f = _ivf.Filter(filt[0], mode=filt[1]) if filt is not None else None
     try:
@@ -336,11 +342,11 @@ class DistributedIndex:
                                   key=f"{fn.__name__.lstrip('_')}-{uuid.uuid4().hex}")
 
     def _ship(self, args, worker):
-        """Numpy arguments over 1 MiB go straight to the shard's worker (client.scatter) instead
+        """Numpy arguments over 256 KiB go straight to the shard's worker (client.scatter) instead
         of inside the task graph."""
         out = []
         for a in args:
-            if isinstance(a, np.ndarray) and a.nbytes > (1 << 20):
+            if isinstance(a, np.ndarray) and a.nbytes > (1 << 18):
                 a = self.client.scatter(a, workers=[worker], hash=False, direct=True)
             out.append(a)
         return out
@@ -477,12 +483,12 @@ class DistributedIndex:
         if not self._trained:
             raise _state_error("DistributedIndex is not trained")
 
-    def add(self, x, ids=None) -> None:
+    def add(self, x, ids=None, *, _hold=None) -> None:
         """Add rows (numpy or Dask array); ids optional (assigned 0, 1, ... when absent)."""
         self._check_trained()
         with self._lock:
             if _is_dask_array(x):
-                return self._add_dask(x, ids)
+                return self._add_dask(x, ids, _hold)
             x = np.ascontiguousarray(x, dtype=np.float32)
             if x.ndim != 2 or x.shape[1] != self.dim:
                 raise ValueError(f"x must be n x {self.dim}")
@@ -495,7 +501,7 @@ class DistributedIndex:
             jobs = []
             for s, sel in enumerate(parts):
                 if len(sel):
-                    jobs.append((s, _w_add, (x[sel], ids[sel])))
+                    jobs.append((s, _w_add, (x[sel], ids[sel], _hold)))
             self._run_add(jobs, [j[2][1] for j in jobs], auto)
 
     def _balance(self, n):
@@ -549,7 +555,7 @@ class DistributedIndex:
         for (s, _, _), (nt, _) in zip(jobs, infos):
             self._counts[s] = nt
 
-    def _add_dask(self, x, ids):
+    def _add_dask(self, x, ids, hold=None):
         from distributed import futures_of
 
         if x.ndim != 2 or x.shape[1] != self.dim:
@@ -579,7 +585,7 @@ class DistributedIndex:
                     moved += b - a
                 self._counts[s] += b - a  # provisional; corrected from the shard totals
                 arg = int(cid[0]) if auto else cid
-                jobs.append((s, _w_add, (fut, arg)))
+                jobs.append((s, _w_add, (fut, arg, hold)))
                 job_ids.append(cid)
             else:
                 wk = sorted(home)[:1] or None
@@ -592,7 +598,7 @@ class DistributedIndex:
                         moved += int(np.count_nonzero(owner == s))
                     px = self.client.submit(_w_pick, split, s, 0, workers=wk, pure=False)
                     pi = self.client.submit(_w_pick, split, s, 1, workers=wk, pure=False)
-                    jobs.append((s, _w_add, (px, pi)))
+                    jobs.append((s, _w_add, (px, pi, hold)))
                     job_ids.append(cid[owner == s])
         self.last_add_moved_rows = moved  # rows the routing rule sent off their chunk's worker
         self._run_add(jobs, job_ids, auto)

@@ -177,7 +177,7 @@ def test_bigann10k_hash_routing_ip(client):
 
 # ------------------------------------------------------------------------------ faults
 
-def _kill_mid_search(client, replicas):
+def _built(client, replicas):
     x, q = siftsmall()
     x = x[:3000]
     _fresh(client)
@@ -185,21 +185,33 @@ def _kill_mid_search(client, replicas):
                           backend="cpu", kmeans_iters=4, poll_s=0.1)
     di.train(x)
     di.add(x)
+    return di, x, q
+
+
+def _kill_during(client, di, call):
+    """Run call(hold) in a thread; SIGKILL shard 0's first worker once its task waits on the
+    event; set the event after the scheduler saw the worker go. Returns the thread's future."""
     victim = di.placement[0][0]
     tag = uuid.uuid4().hex
     event, queue = distributed.Event(f"go-{tag}"), distributed.Queue(f"in-{tag}")
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fut = pool.submit(di.search, q, 10, _hold=(f"go-{tag}", f"in-{tag}"))
-        entered = set()
-        while victim not in entered:  # the victim's shard task is running and waiting
-            entered.add(queue.get(timeout=30))
-        pid = client.run(os.getpid, workers=[victim])[victim]
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.time() + 30
-        while victim in client.scheduler_info()["workers"] and time.time() < deadline:
-            time.sleep(0.05)
-        event.set()
-        return di, x, q, fut
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    fut = pool.submit(call, (f"go-{tag}", f"in-{tag}"))
+    entered = set()
+    while victim not in entered:  # the victim's shard task is running and waiting
+        entered.add(queue.get(timeout=30))
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 30
+    while victim in client.scheduler_info()["workers"] and time.time() < deadline:
+        time.sleep(0.05)
+    event.set()
+    pool.shutdown(wait=False)
+    return fut
+
+
+def _kill_mid_search(client, replicas):
+    di, x, q = _built(client, replicas)
+    return di, x, q, _kill_during(client, di, lambda hold: di.search(q, 10, _hold=hold))
 
 
 def test_kill_worker_mid_search_without_replica_raises(client):
@@ -228,9 +240,33 @@ def test_kill_worker_mid_search_with_replicas_answers(client):
     di.close()
 
 
+def test_kill_worker_mid_add_without_replica_fails_cleanly(client):
+    di, x, q = _built(client, replicas=1)
+    before = di.shard_counts
+    fut = _kill_during(client, di, lambda hold: di.add(x[:30] + 1.0, _hold=hold))
+    with pytest.raises(ShardLostError, match="removed"):
+        fut.result(timeout=60)
+    # shards 1 and 2 took their rows, then gave them back; shard 0 is gone
+    assert di.shard_counts[1:].tolist() == before[1:].tolist()
+    with pytest.raises(ShardLostError):
+        di.search(q, 10)
+    di.close()
+
+
+def test_kill_worker_mid_add_with_replicas_survives(client):
+    di, x, q = _built(client, replicas=2)
+    extra = x[:30] + 1.0
+    fut = _kill_during(client, di, lambda hold: di.add(extra, _hold=hold))
+    fut.result(timeout=60)
+    assert di.live_replicas(0) == [1] and di.ntotal == x.shape[0] + 30
+    ref = reference(di, np.concatenate([x, extra]))
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    di.close()
+
+
 # ------------------------------------------------------------------------------ save / load
 
-def test_save_on_3_load_on_2(client, tmp_path):
+def test_save_on_3_load_on_2(client, tmp_path):  # last: it retires one of the 3 workers
     x, q = siftsmall()
     _fresh(client)
     di = DistributedIndex(client, x.shape[1], shards=3, nlist=32, backend="cpu", kmeans_iters=5)
