@@ -53,7 +53,9 @@ nothing; with ``replicas >= 2`` the shard's block is resubmitted to a surviving 
 every live replica of the target shards; an add whose target shard lost its last replica raises
 ``ShardLostError`` after the other shards' tasks have finished, and when the ids were assigned by
 this class the rows already added elsewhere are removed again (user-given ids are left: the
-message says so). Nothing ever returns a result computed without a shard.
+message says so). Nothing ever returns a result computed without a shard. A dead replica stays
+dead (no re-replication: save and load to rebuild). A library error on one replica but not on its
+twin is raised as is; the twins may then differ (not expected: both ran the same call).
 """
 from __future__ import annotations
 
@@ -406,10 +408,13 @@ class DistributedIndex:
                 if fut.status in ("error", "cancelled"):
                     del active[fut]
                     exc = fut.exception() if fut.status == "error" else None
-                    if exc is None or isinstance(exc, ShardLostError) or "KilledWorker" in type(exc).__name__:
+                    if isinstance(exc, ShardLostError) or "KilledWorker" in type(exc).__name__:
                         lost_here = True
-                    else:
-                        errors.append(exc)
+                    elif self._placement[s][r] not in self._alive():
+                        lost_here = True  # cancelled or failed because its worker went away
+                    else:  # a real error (bad argument, ...): the replica stays live
+                        errors.append(exc if exc is not None else
+                                      _state_error(f"shard {s}: task {fut.key} was cancelled"))
                         continue
                 elif alive is not None and self._placement[s][r] not in alive:
                     del active[fut]

@@ -112,6 +112,8 @@ def test_siftsmall_equals_single_index(client):
     x, q = siftsmall()
     di = DistributedIndex(_fresh(client), x.shape[1], shards=3, nlist=64, backend="cpu",
                           kmeans_iters=8)
+    with pytest.raises(ivfgpu.InvalidStateError):
+        di.add(x[:10])
     di.train(x)
     di.add(x[:4000])
     di.add(x[4000:])  # two batches: ids continue, counts stay level
@@ -130,6 +132,11 @@ def test_siftsmall_equals_single_index(client):
     assert di.remove(gone) == 100 and ref.remove(gone) == 100
     assert di.ntotal == ref.ntotal
     assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    # a library error in the shards comes back as the package's exception; no shard is lost
+    with pytest.raises(ivfgpu.IvfError) as err:
+        di.search(q, 0)
+    assert not isinstance(err.value, ShardLostError)
+    assert all(di.live_replicas(s) == [0] for s in range(3))
     di.close()
 
 
