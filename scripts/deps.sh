@@ -7,7 +7,9 @@ if [ "${IVFGPU_SKIP_DEPS:-0}" = 1 ]; then exit 0; fi  # machines without a packa
 packages=(build-essential cmake ninja-build pkg-config gzip
           libopenblas-dev libgtest-dev googletest libbenchmark-dev libxxhash-dev
           libcli11-dev nlohmann-json3-dev gnuplot-nox jq
-          dataset-fashion-mnist golang-go bindgen clang libclang-rt-dev)
+          dataset-fashion-mnist golang-go bindgen clang libclang-rt-dev
+          python3 python3-venv python3-setuptools python3-numpy python3-pytest
+          python3-dask python3-distributed)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

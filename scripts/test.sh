@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build, run every CTest test (GPU tests run
-# when a CUDA device is usable and are reported as skipped otherwise).
+# when a CUDA device is usable and are reported as skipped otherwise). The Python bindings'
+# test (python_pytest) makes a venv in the build tree with `/usr/bin/python3 -m venv
+# --system-site-packages`, installs bindings/python into it with `pip install
+# --no-build-isolation` (offline) and runs pytest there.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 "$root/scripts/deps.sh"

@@ -1,0 +1,83 @@
+"""ivfgpu: IVF-Flat vector search on the GPU (libivfgpu), from Python.
+
+A pure-Python package over the C ABI of ``libivfgpu.so`` (ctypes, no compiled extension).
+The library is found through ``$IVFGPU_LIBRARY`` (the file) or ``$IVFGPU_LIB_DIR`` (its
+directory), then the prefix recorded when this package was installed, then the Python prefix's
+``lib/``, then the dynamic loader's path; ``library_path()`` says which one was used.
+
+    >>> import numpy as np, ivfgpu
+    >>> index = ivfgpu.Index(64, nlist=16, backend="cpu")
+    >>> x = np.random.default_rng(0).random((1000, 64), dtype=np.float32)
+    >>> index.train(x); index.add(x)
+    >>> distances, ids = index.search(x[:2], 3)
+"""
+from __future__ import annotations
+
+from ctypes import byref, c_int32
+
+from . import _lib
+from ._errors import (BufferTooSmallError, CorruptDataError, CudaError, DeviceLostError,
+                      InternalError, InvalidArgumentError, InvalidStateError, IOError_, IvfError,
+                      IvfIOError, OutOfDeviceMemoryError, OutOfHostMemoryError, UnsupportedError,
+                      VersionMismatchError, check as _check)
+from ._index import Backend, Filter, Index, Metric, SearchResult
+from ._lib import LibraryNotFoundError
+
+__version__ = "0.2.0"
+
+METRIC_L2 = Metric.L2
+METRIC_INNER_PRODUCT = Metric.INNER_PRODUCT
+METRIC_COSINE = Metric.COSINE
+BACKEND_AUTO = Backend.AUTO
+BACKEND_CPU = Backend.CPU
+BACKEND_CUDA = Backend.CUDA
+
+# Keys of Index.info().
+INFO_DIM = _lib.IVF_INFO_DIM
+INFO_NLIST = _lib.IVF_INFO_NLIST
+INFO_METRIC = _lib.IVF_INFO_METRIC
+INFO_BACKEND = _lib.IVF_INFO_BACKEND
+INFO_DEVICE = _lib.IVF_INFO_DEVICE
+INFO_NTOTAL = _lib.IVF_INFO_NTOTAL
+INFO_IS_TRAINED = _lib.IVF_INFO_IS_TRAINED
+INFO_NPROBE = _lib.IVF_INFO_NPROBE
+INFO_DEVICE_MEMORY_BYTES = _lib.IVF_INFO_DEVICE_MEMORY_BYTES
+INFO_HOST_MEMORY_BYTES = _lib.IVF_INFO_HOST_MEMORY_BYTES
+INFO_STATE_VERSION = _lib.IVF_INFO_STATE_VERSION
+INFO_POOL_BYTES = _lib.IVF_INFO_POOL_BYTES
+INFO_UNIQUE_IDS = _lib.IVF_INFO_UNIQUE_IDS
+INFO_REMOVED_ROWS = _lib.IVF_INFO_REMOVED_ROWS
+INFO_ID_MAP_BYTES = _lib.IVF_INFO_ID_MAP_BYTES
+
+
+def library_path() -> str:
+    """Where libivfgpu was loaded from (loading it if needed; LibraryNotFoundError lists every
+    place tried when none works)."""
+    return _lib.library_path()
+
+
+def version() -> str:
+    """The loaded library's version, "MAJOR.MINOR.PATCH"."""
+    return _lib.load().ivf_version().decode()
+
+
+def abi_version() -> int:
+    """The loaded library's ABI version (1)."""
+    return int(_lib.load().ivf_abi_version())
+
+
+def cuda_device_count() -> int:
+    """Usable CUDA devices (0 when the library was built without CUDA or none is usable)."""
+    n = c_int32()
+    _check(_lib.load().ivf_cuda_device_count(byref(n)), "ivf_cuda_device_count")
+    return n.value
+
+
+__all__ = [
+    "Index", "Filter", "SearchResult", "Metric", "Backend", "IvfError", "InvalidArgumentError",
+    "OutOfDeviceMemoryError", "OutOfHostMemoryError", "CudaError", "UnsupportedError",
+    "InvalidStateError", "BufferTooSmallError", "IvfIOError", "IOError_", "CorruptDataError",
+    "VersionMismatchError", "DeviceLostError", "InternalError", "LibraryNotFoundError",
+    "METRIC_L2", "METRIC_INNER_PRODUCT", "METRIC_COSINE", "BACKEND_AUTO", "BACKEND_CPU",
+    "BACKEND_CUDA", "library_path", "version", "abi_version", "cuda_device_count",
+]

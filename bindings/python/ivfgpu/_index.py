@@ -1,0 +1,595 @@
+"""Index and Filter: the Python face of ivf_index and ivf_filter."""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from contextlib import contextmanager
+from ctypes import byref, c_int32, c_int64, c_size_t, c_void_p
+from enum import IntEnum
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _arrays
+from . import _lib
+from ._errors import InvalidStateError, check
+
+
+class Metric(IntEnum):
+    """ivf_metric. Compares equal to its int value and to its short name ("l2", "ip", "cosine")."""
+    L2 = _lib.IVF_METRIC_L2
+    INNER_PRODUCT = _lib.IVF_METRIC_INNER_PRODUCT
+    COSINE = _lib.IVF_METRIC_COSINE
+
+    @property
+    def label(self) -> str:
+        return ("l2", "ip", "cosine")[int(self)]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return _METRIC_NAMES.get(other.lower()) == int(self)
+        return int(self) == other
+
+    __hash__ = IntEnum.__hash__
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class Backend(IntEnum):
+    """ivf_backend. Compares equal to its int value and to its name ("auto", "cpu", "cuda")."""
+    AUTO = _lib.IVF_BACKEND_AUTO
+    CPU = _lib.IVF_BACKEND_CPU
+    CUDA = _lib.IVF_BACKEND_CUDA
+
+    @property
+    def label(self) -> str:
+        return ("auto", "cpu", "cuda")[int(self)]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return _BACKEND_NAMES.get(other.lower()) == int(self)
+        return int(self) == other
+
+    __hash__ = IntEnum.__hash__
+
+    def __str__(self) -> str:
+        return self.label
+
+
+_METRIC_NAMES = {"l2": 0, "inner_product": 1, "ip": 1, "cosine": 2}
+_BACKEND_NAMES = {"auto": 0, "cpu": 1, "cuda": 2, "gpu": 2}
+
+MetricLike = Union[str, int]
+BackendLike = Union[str, int]
+
+
+def _enum_value(value: Any, names: dict, what: str) -> int:
+    if isinstance(value, str):
+        try:
+            return names[value.lower()]
+        except KeyError:
+            raise ValueError(f"{what}: unknown name {value!r} (one of {sorted(names)})") from None
+    return int(value)
+
+
+class SearchResult(NamedTuple):
+    """Result of Index.search, row-major (n, k), best first. Unpacks like FAISS:
+    ``distances, ids = index.search(q, k)``. Padding: id -1, distance +inf (L2) or -inf."""
+    distances: Any
+    ids: Any
+
+
+class _Handle:
+    """An owned C handle with an idempotent, locked close: close waits for the calls in flight
+    (ivf_free must not race with any other call on the handle) and later calls fail cleanly."""
+
+    def __init__(self, ptr: int, free: Callable[[int], None], kind: str) -> None:
+        self._ptr: Optional[int] = ptr
+        self._free = free
+        self._kind = kind
+        self._cv = threading.Condition(threading.Lock())
+        self._users = 0
+
+    @contextmanager
+    def use(self, function: str) -> Iterator[int]:
+        with self._cv:
+            if self._ptr is None:
+                raise InvalidStateError(_lib.IVF_ERR_INVALID_STATE, f"the {self._kind} is closed",
+                                        function)
+            self._users += 1
+            ptr = self._ptr
+        try:
+            yield ptr
+        finally:
+            with self._cv:
+                self._users -= 1
+                if self._users == 0:
+                    self._cv.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def close(self) -> None:
+        with self._cv:
+            while self._users:
+                self._cv.wait()
+            ptr, self._ptr = self._ptr, None
+        if ptr is not None:
+            self._free(ptr)
+
+    def __del__(self) -> None:  # a safety net; close() is the way
+        ptr = getattr(self, "_ptr", None)
+        if ptr is not None:
+            try:
+                self._free(ptr)
+            except Exception:
+                pass
+
+
+class _Params:
+    """A short-lived ivf_params."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self._lib = lib
+        p = c_void_p()
+        check(lib.ivf_params_create(byref(p)), "ivf_params_create")
+        self.ptr: int = p.value  # type: ignore[assignment]
+
+    def set_int(self, key: int, value: int, name: str) -> None:
+        check(self._lib.ivf_params_set_int(self.ptr, key, int(value)), f"ivf_params_set_int({name})")
+
+    def set_ptr(self, key: int, value: Optional[int], name: str) -> None:
+        check(self._lib.ivf_params_set_ptr(self.ptr, key, value), f"ivf_params_set_ptr({name})")
+
+    def __enter__(self) -> "_Params":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._lib.ivf_params_free(self.ptr)
+
+
+class Filter:
+    """A reusable, immutable set of ids restricting searches (``Index.search(filter=...)``).
+
+    ``mode="allow"``: only vectors whose id is in the set may be returned; ``"deny"``: they never
+    are. Shareable between threads and indexes; ``close()`` (idempotent) waits for searches using it.
+    ids: any int64 values (one copy unless a C-contiguous int64 array).
+    """
+
+    def __init__(self, ids: Any, mode: Union[str, int] = "allow") -> None:
+        lib = _lib.load()
+        m = _enum_value(mode, {"allow": _lib.IVF_FILTER_ALLOW, "deny": _lib.IVF_FILTER_DENY},
+                        "mode")
+        a = _arrays.id_array(ids, None)
+        out = c_void_p()
+        check(lib.ivf_filter_create(byref(out), a.ctypes.data if a.size else None, a.shape[0], m),
+              "ivf_filter_create")
+        self.mode = "allow" if m == _lib.IVF_FILTER_ALLOW else "deny"
+        self.size = int(a.shape[0])
+        self._h = _Handle(out.value, lib.ivf_filter_free, "filter")  # type: ignore[arg-type]
+
+    def _bytes(self) -> Tuple[int, int]:
+        h, d = c_int64(), c_int64()
+        with self._h.use("ivf_filter_bytes") as p:
+            check(_lib.load().ivf_filter_bytes(p, byref(h), byref(d)), "ivf_filter_bytes")
+        return h.value, d.value
+
+    @property
+    def host_bytes(self) -> int:
+        """Bytes the filter holds on the host."""
+        return self._bytes()[0]
+
+    @property
+    def device_bytes(self) -> int:
+        """Bytes held on devices it was uploaded to (summed)."""
+        return self._bytes()[1]
+
+    def close(self) -> None:
+        """Free the filter (idempotent); waits for searches using it."""
+        self._h.close()
+
+    def __enter__(self) -> "Filter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._h.closed else f"{self.size} ids"
+        return f"Filter({self.mode}, {state})"
+
+
+class Index:
+    """An IVF-Flat index (ivf_index).
+
+    Every method may be called from any number of threads at once (the library publishes each
+    mutation as a new immutable state; searches never wait for mutations), and the GIL is
+    released during every C call. ``close()`` (idempotent; also the context manager's exit)
+    waits for calls in flight, then frees the index.
+
+    Host data: a C-contiguous float32 numpy array goes to C by its own pointer; any other dtype,
+    layout or sequence is converted with one copy to float32 (ids: to int64). Device data
+    (``__cuda_array_interface__`` or DLPack: CuPy, PyTorch) goes as device memory on its stream
+    and needs a CUDA index; it must be C-contiguous float32 (ids int64).
+    """
+
+    def __init__(self, dim: int, *, nlist: int = 1024, metric: MetricLike = "l2",
+                 backend: BackendLike = "auto", device: int = 0, nprobe: int = 8,
+                 kmeans_iters: int = 10, max_points_per_centroid: int = 256, seed: int = 1234,
+                 num_threads: int = 0, unique_ids: bool = False) -> None:
+        lib = _lib.load()
+        with _Params(lib) as p:
+            p.set_int(_lib.IVF_PARAM_NLIST, nlist, "nlist")
+            p.set_int(_lib.IVF_PARAM_METRIC, _enum_value(metric, _METRIC_NAMES, "metric"), "metric")
+            p.set_int(_lib.IVF_PARAM_BACKEND, _enum_value(backend, _BACKEND_NAMES, "backend"),
+                      "backend")
+            p.set_int(_lib.IVF_PARAM_DEVICE, device, "device")
+            p.set_int(_lib.IVF_PARAM_NPROBE, nprobe, "nprobe")
+            p.set_int(_lib.IVF_PARAM_KMEANS_ITERS, kmeans_iters, "kmeans_iters")
+            p.set_int(_lib.IVF_PARAM_MAX_POINTS_PER_CENTROID, max_points_per_centroid,
+                      "max_points_per_centroid")
+            p.set_int(_lib.IVF_PARAM_SEED, seed, "seed")
+            p.set_int(_lib.IVF_PARAM_NUM_THREADS, num_threads, "num_threads")
+            p.set_int(_lib.IVF_PARAM_UNIQUE_IDS, 1 if unique_ids else 0, "unique_ids")
+            out = c_void_p()
+            check(lib.ivf_create(byref(out), int(dim), p.ptr), "ivf_create")
+        self._adopt(out.value, num_threads)  # type: ignore[arg-type]
+
+    def _adopt(self, ptr: int, num_threads: int) -> None:
+        self._h = _Handle(ptr, _lib.load().ivf_free, "index")
+        self._num_threads = num_threads
+
+    @classmethod
+    def _from_handle(cls, ptr: int, num_threads: int) -> "Index":
+        self = cls.__new__(cls)
+        self._adopt(ptr, num_threads)
+        return self
+
+    # --- properties -----------------------------------------------------------------------
+
+    def info(self, key: int) -> int:
+        """ivf_index_info: one property by its IVF_INFO_* key (see ``ivfgpu.INFO_*``)."""
+        v = c_int64()
+        with self._h.use("ivf_index_info") as h:
+            check(_lib.load().ivf_index_info(h, int(key), byref(v)), "ivf_index_info")
+        return v.value
+
+    @property
+    def dim(self) -> int:
+        return self.info(_lib.IVF_INFO_DIM)
+
+    @property
+    def nlist(self) -> int:
+        return self.info(_lib.IVF_INFO_NLIST)
+
+    @property
+    def ntotal(self) -> int:
+        """Number of vectors held."""
+        return self.info(_lib.IVF_INFO_NTOTAL)
+
+    def __len__(self) -> int:
+        return self.ntotal
+
+    @property
+    def metric(self) -> Metric:
+        return Metric(self.info(_lib.IVF_INFO_METRIC))
+
+    @property
+    def backend(self) -> Backend:
+        """The resolved backend: Backend.CPU or Backend.CUDA (== "cpu" / "cuda")."""
+        return Backend(self.info(_lib.IVF_INFO_BACKEND))
+
+    @property
+    def device(self) -> int:
+        """CUDA ordinal, -1 on the CPU backend."""
+        return self.info(_lib.IVF_INFO_DEVICE)
+
+    @property
+    def is_trained(self) -> bool:
+        return bool(self.info(_lib.IVF_INFO_IS_TRAINED))
+
+    @property
+    def nprobe(self) -> int:
+        """The default nprobe of searches."""
+        return self.info(_lib.IVF_INFO_NPROBE)
+
+    @property
+    def state_version(self) -> int:
+        """Number of the published state (+1 per successful mutation)."""
+        return self.info(_lib.IVF_INFO_STATE_VERSION)
+
+    @property
+    def unique_ids(self) -> bool:
+        return bool(self.info(_lib.IVF_INFO_UNIQUE_IDS))
+
+    @property
+    def closed(self) -> bool:
+        return self._h.closed
+
+    # --- mutations ------------------------------------------------------------------------
+
+    def _device_params(self, lib: ctypes.CDLL, stream: Optional[int]) -> _Params:
+        p = _Params(lib)
+        try:
+            p.set_int(_lib.IVF_PARAM_MEMORY_KIND, _lib.IVF_MEMORY_DEVICE, "memory_kind")
+            if stream:
+                p.set_ptr(_lib.IVF_PARAM_CUDA_STREAM, stream, "cuda_stream")
+        except BaseException:
+            lib.ivf_params_free(p.ptr)
+            raise
+        return p
+
+    def _dev_rows(self, x: Any, what: str, stream: Optional[int]) -> _arrays.DeviceArray:
+        v = _arrays.device_view(x, stream)
+        if v.typestr != "<f4":
+            raise TypeError(f"{what}: device arrays must be float32 ('<f4'), got {v.typestr}")
+        dim = self.dim
+        if len(v.shape) != 2 or v.shape[1] != dim:
+            raise ValueError(f"{what}: expected shape (n, {dim}), got {v.shape}")
+        return v
+
+    def _dev_ids(self, ids: Any, n: int, stream: Optional[int]) -> _arrays.DeviceArray:
+        v = _arrays.device_view(ids, stream)
+        if v.typestr != "<i8" or v.shape != (n,):
+            raise TypeError(f"ids: device ids must be int64 of shape ({n},), got {v.typestr} {v.shape}")
+        return v
+
+    def train(self, x: Any, *, stream: Optional[int] = None) -> None:
+        """Train the coarse quantizer on x (n, dim), n >= nlist. Device arrays go through
+        ivf_train_ex on their stream (``stream=`` overrides it, a cudaStream_t address)."""
+        lib = _lib.load()
+        if _arrays.is_device_array(x):
+            v = self._dev_rows(x, "train", stream)
+            s = stream if stream is not None else v.stream
+            with self._device_params(lib, s) as p, self._h.use("ivf_train_ex") as h:
+                check(lib.ivf_train_ex(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0], v.shape[1]),
+                      "ivf_train_ex")
+            return
+        a = _arrays.rows(_arrays.host_array(x, np.float32, "train"), self.dim, "train")
+        with self._h.use("ivf_train") as h:
+            check(lib.ivf_train(h, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0], a.shape[1]),
+                  "ivf_train")
+
+    def add(self, x: Any, ids: Any = None, *, stream: Optional[int] = None) -> None:
+        """Add vectors x (n, dim), with ids (n int64 values, -1 excepted) or sequential ids.
+        All or nothing. Device x (and ids) go through ivf_add_ex."""
+        lib = _lib.load()
+        if _arrays.is_device_array(x):
+            v = self._dev_rows(x, "add", stream)
+            s = stream if stream is not None else v.stream
+            iv = None if ids is None else self._dev_ids(ids, v.shape[0], s)
+            with self._device_params(lib, s) as p, self._h.use("ivf_add_ex") as h:
+                check(lib.ivf_add_ex(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0], v.shape[1],
+                                     None if iv is None else iv.ptr), "ivf_add_ex")
+            return
+        a = _arrays.rows(_arrays.host_array(x, np.float32, "add"), self.dim, "add")
+        i = None if ids is None else _arrays.id_array(ids, a.shape[0])
+        with self._h.use("ivf_add") as h:
+            check(lib.ivf_add(h, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0], a.shape[1],
+                              None if i is None else i.ctypes.data), "ivf_add")
+
+    def reset(self) -> None:
+        """Remove every vector, keeping the centroids."""
+        with self._h.use("ivf_reset") as h:
+            check(_lib.load().ivf_reset(h), "ivf_reset")
+
+    def remove(self, ids: Any) -> int:
+        """Remove every vector whose id is in ids; returns how many were removed."""
+        i = _arrays.id_array(ids, None)
+        removed = c_int64()
+        with self._h.use("ivf_remove") as h:
+            check(_lib.load().ivf_remove(h, None, i.ctypes.data if i.size else None, i.shape[0],
+                                         byref(removed)), "ivf_remove")
+        return removed.value
+
+    def update(self, x: Any, ids: Any, *, stream: Optional[int] = None) -> None:
+        """Upsert: each id then names exactly its row of x. ids must not repeat; all or nothing."""
+        lib = _lib.load()
+        if _arrays.is_device_array(x):
+            v = self._dev_rows(x, "update", stream)
+            s = stream if stream is not None else v.stream
+            iv = self._dev_ids(ids, v.shape[0], s)
+            with self._device_params(lib, s) as p, self._h.use("ivf_update") as h:
+                check(lib.ivf_update(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0], v.shape[1],
+                                     iv.ptr), "ivf_update")
+            return
+        a = _arrays.rows(_arrays.host_array(x, np.float32, "update"), self.dim, "update")
+        i = _arrays.id_array(ids, a.shape[0])
+        with self._h.use("ivf_update") as h:
+            check(lib.ivf_update(h, None, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0], a.shape[1],
+                                 i.ctypes.data), "ivf_update")
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def get(self, ids: Any) -> Tuple[np.ndarray, np.ndarray]:
+        """The stored vector of each id: ``(vectors (n, dim) float32, found (n,) bool)``; rows
+        of absent ids are zeros. Cosine indexes store unit vectors."""
+        i = _arrays.id_array(ids, None)
+        dim = self.dim
+        out = np.zeros((i.shape[0], dim), dtype=np.float32)
+        found = np.zeros(i.shape[0], dtype=np.uint8)
+        with self._h.use("ivf_get") as h:
+            check(_lib.load().ivf_get(h, None, i.ctypes.data, i.shape[0], out.ctypes.data,
+                                      _lib.IVF_DTYPE_F32, dim, found.ctypes.data), "ivf_get")
+        return out, found.astype(bool)
+
+    def count_ids(self, ids: Any) -> np.ndarray:
+        """Number of vectors held under each id (int64 array)."""
+        i = _arrays.id_array(ids, None)
+        counts = np.zeros(i.shape[0], dtype=np.int64)
+        with self._h.use("ivf_count_ids") as h:
+            check(_lib.load().ivf_count_ids(h, i.ctypes.data, i.shape[0], counts.ctypes.data),
+                  "ivf_count_ids")
+        return counts
+
+    def search(self, q: Any, k: int, *, nprobe: Optional[int] = None,
+               filter: Optional[Filter] = None, out: Optional[Tuple[Any, Any]] = None,
+               stream: Optional[int] = None) -> SearchResult:
+        """The k nearest neighbours of each query row: ``SearchResult(distances, ids)``, both
+        (n, k), best first; ``distances, ids = index.search(q, k)`` as with FAISS.
+
+        nprobe: lists probed (default: the index's). filter: a Filter. out: (distances, ids)
+        arrays to write into (float32 and int64, C-contiguous, shape (n, k)); host results are
+        new numpy arrays otherwise. Device queries (CUDA index): results are device arrays of the
+        queries' library (CuPy or PyTorch) unless out= is given; the call runs on the queries'
+        stream (or ``stream=``, a cudaStream_t address) and may return before the results are
+        ready on that stream; with no stream known it returns with results ready.
+        """
+        lib = _lib.load()
+        k = int(k)
+        device = _arrays.is_device_array(q)
+        s: Optional[int] = None
+        if device:
+            v = self._dev_rows(q, "search", stream)
+            n, dim, qptr = v.shape[0], v.shape[1], v.ptr
+            s = stream if stream is not None else (v.stream or _arrays.current_stream(q))
+            if out is None:
+                out = (_arrays.device_empty_like(q, (n, k), "<f4"),
+                       _arrays.device_empty_like(q, (n, k), "<i8"))
+            dv = _arrays.device_view(out[0], s)
+            iv = _arrays.device_view(out[1], s)
+            if dv.typestr != "<f4" or iv.typestr != "<i8" or dv.shape != (n, k) or iv.shape != (n, k):
+                raise ValueError(f"out: expected float32 and int64 device arrays of shape ({n}, {k})")
+            dptr, iptr = dv.ptr, iv.ptr
+            keep: Any = (v, dv, iv)
+        else:
+            a = _arrays.rows(_arrays.host_array(q, np.float32, "search"), self.dim, "search")
+            n, dim, qptr = a.shape[0], a.shape[1], a.ctypes.data
+            if out is None:
+                out = (np.empty((n, k), dtype=np.float32), np.empty((n, k), dtype=np.int64))
+            d, i = out
+            for arr, dt, name in ((d, np.float32, "distances"), (i, np.int64, "ids")):
+                if not (isinstance(arr, np.ndarray) and arr.dtype == dt and arr.flags.c_contiguous
+                        and arr.flags.writeable and arr.shape == (n, k)):
+                    raise ValueError(f"out {name}: expected a writeable C-contiguous "
+                                     f"{np.dtype(dt).name} array of shape ({n}, {k})")
+            dptr, iptr = d.ctypes.data, i.ctypes.data
+            keep = a
+        params = None
+        if nprobe is not None or filter is not None or device:
+            params = _Params(lib)
+        try:
+            if params is not None:
+                if nprobe is not None:
+                    params.set_int(_lib.IVF_PARAM_NPROBE, nprobe, "nprobe")
+                if device:
+                    params.set_int(_lib.IVF_PARAM_MEMORY_KIND, _lib.IVF_MEMORY_DEVICE, "memory_kind")
+                    if s:
+                        params.set_ptr(_lib.IVF_PARAM_CUDA_STREAM, s, "cuda_stream")
+            with self._h.use("ivf_search") as h:
+                if filter is not None:
+                    with filter._h.use("ivf_search") as fp:
+                        assert params is not None
+                        params.set_ptr(_lib.IVF_PARAM_FILTER, fp, "filter")
+                        st = lib.ivf_search(h, params.ptr, qptr, _lib.IVF_DTYPE_F32, n, dim, k,
+                                            iptr, dptr)
+                        check(st, "ivf_search")
+                else:
+                    st = lib.ivf_search(h, None if params is None else params.ptr, qptr,
+                                        _lib.IVF_DTYPE_F32, n, dim, k, iptr, dptr)
+                    check(st, "ivf_search")
+        finally:
+            if params is not None:
+                lib.ivf_params_free(params.ptr)
+        del keep
+        return SearchResult(out[0], out[1])
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Write the index to path atomically (ivf_save)."""
+        with self._h.use("ivf_save") as h:
+            check(_lib.load().ivf_save(h, os.fsencode(path)), "ivf_save")
+
+    def save_faiss(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Write a FAISS IndexIVFFlat file (L2 and inner product)."""
+        with self._h.use("ivf_save_faiss") as h:
+            check(_lib.load().ivf_save_faiss(h, os.fsencode(path)), "ivf_save_faiss")
+
+    @staticmethod
+    def _load_params(lib: ctypes.CDLL, backend: BackendLike, device: int, num_threads: int) -> _Params:
+        p = _Params(lib)
+        try:
+            p.set_int(_lib.IVF_PARAM_BACKEND, _enum_value(backend, _BACKEND_NAMES, "backend"),
+                      "backend")
+            p.set_int(_lib.IVF_PARAM_DEVICE, device, "device")
+            p.set_int(_lib.IVF_PARAM_NUM_THREADS, num_threads, "num_threads")
+        except BaseException:
+            lib.ivf_params_free(p.ptr)
+            raise
+        return p
+
+    @classmethod
+    def load(cls, path: Union[str, "os.PathLike[str]"], *, backend: BackendLike = "auto",
+             device: int = 0, num_threads: int = 0) -> "Index":
+        """Read a file written by save() or a FAISS IndexIVFFlat file."""
+        lib = _lib.load()
+        out = c_void_p()
+        with cls._load_params(lib, backend, device, num_threads) as p:
+            check(lib.ivf_load(os.fsencode(path), p.ptr, byref(out)), "ivf_load")
+        return cls._from_handle(out.value, num_threads)  # type: ignore[arg-type]
+
+    def serialize(self) -> bytes:
+        """The index as bytes (ivf_serialize), readable by deserialize() and by load()."""
+        lib = _lib.load()
+        size = c_size_t()
+        with self._h.use("ivf_serialize") as h:
+            check(lib.ivf_serialize(h, None, 0, byref(size)), "ivf_serialize")
+            while True:  # a concurrent mutation may grow it between the two calls
+                buf = ctypes.create_string_buffer(size.value)
+                st = lib.ivf_serialize(h, ctypes.addressof(buf), size.value, byref(size))
+                if st == _lib.IVF_ERR_BUFFER_TOO_SMALL:
+                    continue
+                check(st, "ivf_serialize")
+                return buf.raw[: size.value]
+
+    @classmethod
+    def deserialize(cls, data: Union[bytes, bytearray, memoryview], *, backend: BackendLike = "auto",
+                    device: int = 0, num_threads: int = 0) -> "Index":
+        """Build an index from serialize()'s bytes (or a FAISS IndexIVFFlat file image)."""
+        lib = _lib.load()
+        buf = np.frombuffer(data, dtype=np.uint8)  # no copy
+        out = c_void_p()
+        with cls._load_params(lib, backend, device, num_threads) as p:
+            check(lib.ivf_deserialize(buf.ctypes.data if buf.size else None, buf.size, p.ptr,
+                                      byref(out)), "ivf_deserialize")
+        return cls._from_handle(out.value, num_threads)  # type: ignore[arg-type]
+
+    def __getstate__(self) -> dict:
+        return {"data": self.serialize(), "num_threads": self._num_threads}
+
+    def __setstate__(self, state: dict) -> None:
+        # The receiving process picks its own backend ("auto": its first GPU, else the CPU).
+        other = Index.deserialize(state["data"], num_threads=state.get("num_threads", 0))
+        h, other._h = other._h, None  # type: ignore[assignment]
+        self._h = h
+        self._num_threads = state.get("num_threads", 0)
+
+    # --- lifetime -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the index (idempotent). Waits for calls in flight; later calls raise
+        InvalidStateError."""
+        h = getattr(self, "_h", None)
+        if h is not None:
+            h.close()
+
+    def __enter__(self) -> "Index":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._h.closed:
+            return "<ivfgpu.Index closed>"
+        try:
+            return (f"<ivfgpu.Index dim={self.dim} nlist={self.nlist} ntotal={self.ntotal} "
+                    f"metric={self.metric.label} backend={self.backend.label}"
+                    f"{'' if self.backend != Backend.CUDA else f' device={self.device}'}"
+                    f" trained={self.is_trained}>")
+        except Exception as e:  # never fail in repr
+            return f"<ivfgpu.Index ({e})>"
