@@ -24,6 +24,14 @@ struct ParamsDeleter {
 using IndexPtr = std::unique_ptr<ivf_index, IndexDeleter>;
 using ParamsPtr = std::unique_ptr<ivf_params, ParamsDeleter>;
 
+// Skips (visibly) a test that needs a usable CUDA device, through the public API.
+inline bool have_gpu() {
+  int32_t n = 0;
+  return ivf_cuda_device_count(&n) == IVF_OK && n > 0;
+}
+#define IVFTEST_REQUIRE_GPU() \
+  if (!::ivftest::have_gpu()) GTEST_SKIP() << "no usable CUDA device: GPU test skipped"
+
 inline ParamsPtr make_params(std::initializer_list<std::pair<ivf_param_key, int64_t>> kv) {
   ivf_params* p = nullptr;
   EXPECT_EQ(ivf_params_create(&p), IVF_OK);

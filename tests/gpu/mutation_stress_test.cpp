@@ -13,20 +13,9 @@
 
 using namespace ivftest;
 
-namespace {
-
-bool have_gpu() {
-  int32_t n = 0;
-  return ivf_cuda_device_count(&n) == IVF_OK && n > 0;
-}
-
-#define REQUIRE_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no usable CUDA device: GPU test skipped"
-
-}  // namespace
 
 TEST(GpuConcurrency, AddsCompleteUnderThirtyTwoSearchers) {
-  REQUIRE_GPU();
+  IVFTEST_REQUIRE_GPU();
   StressConfig c;
   c.backend = IVF_BACKEND_CUDA;
   c.searchers = 32;
@@ -39,7 +28,7 @@ TEST(GpuConcurrency, AddsCompleteUnderThirtyTwoSearchers) {
 // An asynchronous search on a caller's stream reads the state it started on, even when a
 // reset and a growing add replace that state (and free its buffers) before the stream runs.
 TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
-  REQUIRE_GPU();
+  IVFTEST_REQUIRE_GPU();
   const int64_t dim = 32, n = 20000, nq = 500, k = 10;
   const std::vector<float> base = clustered_vectors(n, dim, 64, 3);
   const std::vector<float> q = clustered_vectors(nq, dim, 64, 4);
@@ -100,7 +89,7 @@ TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
 // ivf_train_ex / ivf_add_ex with device memory give the same index as host input, and the
 // published state's number and the pool's cache are reported.
 TEST(GpuMutationsEx, DeviceInputEqualsHostInput) {
-  REQUIRE_GPU();
+  IVFTEST_REQUIRE_GPU();
   const int64_t dim = 24, n = 6000;
   const std::vector<float> base = clustered_vectors(n, dim, 40, 8);
   std::vector<int64_t> ids(n);
