@@ -6,7 +6,8 @@
 # cpu: every test but tests/test_cuda.py (CTest python_pytest); a skipped test is reported by
 # pytest -rs and so by scripts/skip_report.sh. gpu: tests/test_cuda.py only (python_pytest_gpu,
 # label gpu), exit 77 when it skipped as a whole (no CuPy or no CUDA device).
-# Exit 77 (CTest: skipped) otherwise only where /usr/bin/python3 is absent; a missing numpy,
+# Exit 77 (CTest: skipped) otherwise only where /usr/bin/python3 is absent (gpu: also where it
+# lacks numpy or pytest); for cpu a missing numpy,
 # pytest or venv module is a failure (scripts/deps.sh installs them), and so is "no tests ran".
 set -eu
 mode=$1
@@ -21,6 +22,12 @@ if [ ! -x "$py" ]; then
   exit 77
 fi
 if ! "$py" -c 'import numpy, pytest' 2>/dev/null; then
+  if [ "$mode" = gpu ]; then
+    # The device-array tests also need CuPy in this interpreter: a GPU machine whose Debian
+    # python has neither numpy nor pytest cannot run them (CI, which installs both, has no GPU).
+    echo "SKIPPED: $py lacks numpy or pytest (and CuPy): the Python device-array tests cannot run here"
+    exit 77
+  fi
   echo "FAILED: $py lacks numpy or pytest: install python3-numpy python3-pytest (scripts/deps.sh)"
   exit 1
 fi
