@@ -20,6 +20,7 @@
 #include "cublas_loader.hpp"
 #include "cuda_handles.hpp"
 #include "device_buffer.hpp"
+#include "device_centroids.hpp"
 #include "device_context.hpp"
 #include "device_list_store.hpp"
 #include "id_ops.hpp"
@@ -52,10 +53,6 @@ int usable_device_count(std::string* why) {
 }
 
 namespace {
-
-struct DeviceCentroids {
-  DeviceBuffer<float> centroids, norms;
-};
 
 struct CudaState final : IndexState {
   CentroidsPtr host;                               // null until trained
@@ -131,24 +128,9 @@ class CudaBackend final : public Backend {
 
   NewState train(const IndexState&, const MatrixView& sample) override {
     return guarded([&] {
-      // The sample is on the host (the Index draws it there); cosine trains on unit vectors.
-      std::vector<float> unit;
-      const float* x = sample.as<float>();
-      if (params_.metric == Metric::Cosine) {
-        unit = normalized_copy(x, sample.rows, dim_);
-        x = unit.data();
-      }
-      auto host = std::make_shared<HostCentroids>();
-      host->centroids.resize(static_cast<std::size_t>(params_.nlist * dim_));
-      {
-        DeviceContext::Lease lease(ctx_, main());
-        kmeans_train(ctx_, main(), lease.blas(), x, sample.rows, dim_, params_.nlist, params_.metric,
-                     params_.kmeans_iters, static_cast<uint64_t>(params_.seed), host->centroids.data());
-      }
-      squared_norms(host->centroids.data(), params_.nlist, dim_, host->norms);
       auto s = std::make_shared<CudaState>();
-      s->device = upload_centroids(*host);
-      s->host = std::move(host);
+      s->host = train_centroids(ctx_, main(), params_, dim_, sample);
+      s->device = upload_centroids(ctx_, main(), *s->host);
       s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
       s->ids = empty_map();
       return s;
@@ -285,7 +267,7 @@ class CudaBackend final : public Backend {
         auto host = std::make_shared<HostCentroids>();
         host->centroids = std::move(model.centroids);
         host->norms = std::move(model.centroid_norms);
-        s->device = upload_centroids(*host);
+        s->device = upload_centroids(ctx_, main(), *host);
         s->host = std::move(host);
       }
       return s;
@@ -372,6 +354,10 @@ class CudaBackend final : public Backend {
     info.pool_cached_bytes = ctx_.pool_cached_bytes();
     info.id_map_bytes = st.ids ? st.ids->bytes() : 0;
     info.device_memory_bytes += info.id_map_bytes;
+    // Without a budget every list is on the device.
+    const ListView v = st.store->view();
+    for (int64_t l = 0; l < v.nlist; ++l) info.resident_lists += v.host_size[l] > 0 ? 1 : 0;
+    info.resident_bytes = st.store->bytes();
     return info;
   }
 
@@ -404,18 +390,6 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int64_t> upload_ids(cudaStream_t stream, const int64_t* ids, int64_t n) const {
     DeviceBuffer<int64_t> d(ctx_, static_cast<std::size_t>(std::max<int64_t>(n, 1)), stream);
     if (n > 0) IVF_CUDA_CHECK(cudaMemcpyAsync(d.data(), ids, sizeof(int64_t) * n, cudaMemcpyHostToDevice, stream));
-    return d;
-  }
-
-  std::shared_ptr<const DeviceCentroids> upload_centroids(const HostCentroids& host) {
-    auto d = std::make_shared<DeviceCentroids>();
-    d->centroids = DeviceBuffer<float>(ctx_, host.centroids.size(), main(), MemoryUse::State);
-    d->norms = DeviceBuffer<float>(ctx_, host.norms.size(), main(), MemoryUse::State);
-    IVF_CUDA_CHECK(cudaMemcpyAsync(d->centroids.data(), host.centroids.data(), d->centroids.bytes(),
-                                   cudaMemcpyHostToDevice, main()));
-    IVF_CUDA_CHECK(cudaMemcpyAsync(d->norms.data(), host.norms.data(), d->norms.bytes(), cudaMemcpyHostToDevice,
-                                   main()));
-    IVF_CUDA_CHECK(cudaStreamSynchronize(main()));
     return d;
   }
 
@@ -457,6 +431,7 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(int64_t dim, const BuildParams& params) {
+  if (params.device_budget > 0) return make_tiered_backend(dim, params);
   return std::make_unique<CudaBackend>(dim, params);
 }
 

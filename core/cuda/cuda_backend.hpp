@@ -14,6 +14,8 @@ namespace ivfgpu::cuda {
 int usable_device_count(std::string* why = nullptr);
 
 std::unique_ptr<Backend> make_cuda_backend(int64_t dim, const BuildParams& params);
+// The backend of an index with a device budget: lists in the host tier (tiered_backend.cu).
+std::unique_ptr<Backend> make_tiered_backend(int64_t dim, const BuildParams& params);
 // Blocks until a caller's cudaStream_t (given as void*) has drained.
 void wait_for_stream(void* stream);
 

@@ -20,7 +20,7 @@ DeviceGuard::~DeviceGuard() {
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_ && previous_ >= 0) (void)cudaSetDevice(previous_);
 }
 
-DeviceContext::DeviceContext(int device) {
+DeviceContext::DeviceContext(int device, std::size_t pool_limit) : pool_limit_(pool_limit) {
   DeviceGuard guard(device);
   cudaDeviceProp prop{};
   IVF_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -36,13 +36,18 @@ DeviceContext::DeviceContext(int device) {
     props.handleTypes = cudaMemHandleTypeNone;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = device;
+    props.maxSize = pool_limit;  // 0: the driver's default (no cap)
     IVF_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
-    IVF_CUDA_CHECK(cudaMemPoolCreate(&state_pool_, &props));
     // Scratch: keep freed blocks for the next search instead of returning them at every sync.
-    // State: return them (threshold 0).
+    // State: return them (threshold 0). Under a cap, one pool holds both: the cap covers all.
     uint64_t threshold = UINT64_MAX, none = 0;
     IVF_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold));
-    IVF_CUDA_CHECK(cudaMemPoolSetAttribute(state_pool_, cudaMemPoolAttrReleaseThreshold, &none));
+    if (pool_limit == 0) {
+      IVF_CUDA_CHECK(cudaMemPoolCreate(&state_pool_, &props));
+      IVF_CUDA_CHECK(cudaMemPoolSetAttribute(state_pool_, cudaMemPoolAttrReleaseThreshold, &none));
+    } else {
+      state_pool_ = pool_;
+    }
     // Never let an allocation on one stream reuse a block whose free is still pending on another
     // by making the first stream wait for the second: that wait would chain a mutation (or one
     // search) behind unrelated searches still in flight, which the concurrency contract forbids.
@@ -50,7 +55,8 @@ DeviceContext::DeviceContext(int device) {
     // event dependencies; otherwise the pool grows.
     int no = 0;
     IVF_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolReuseAllowInternalDependencies, &no));
-    IVF_CUDA_CHECK(cudaMemPoolSetAttribute(state_pool_, cudaMemPoolReuseAllowInternalDependencies, &no));
+    if (state_pool_ != pool_)
+      IVF_CUDA_CHECK(cudaMemPoolSetAttribute(state_pool_, cudaMemPoolReuseAllowInternalDependencies, &no));
   }
 }
 
@@ -62,8 +68,8 @@ DeviceContext::~DeviceContext() {
   workers_.clear();  // RAII: handles and streams
   if (pool_) {
     (void)cudaDeviceSynchronize();
+    if (state_pool_ != pool_) (void)cudaMemPoolDestroy(state_pool_);
     (void)cudaMemPoolDestroy(pool_);
-    (void)cudaMemPoolDestroy(state_pool_);
   }
   if (previous >= 0) (void)cudaSetDevice(previous);
 }
@@ -78,7 +84,7 @@ void* DeviceContext::allocate(std::size_t bytes, cudaStream_t stream, MemoryUse 
     // Blocks freed on other streams may still be held by the pools: give them back and retry.
     (void)cudaStreamSynchronize(stream);
     (void)cudaMemPoolTrimTo(pool_, 0);
-    (void)cudaMemPoolTrimTo(state_pool_, 0);
+    if (state_pool_ != pool_) (void)cudaMemPoolTrimTo(state_pool_, 0);
     e = cudaMallocFromPoolAsync(&p, bytes, pool, stream);
   }
   IVF_CUDA_CHECK(e);
@@ -142,8 +148,23 @@ std::size_t DeviceContext::pool_cached_bytes() const noexcept {
 void DeviceContext::trim_pool() const noexcept {
   if (use_pool_) {
     (void)cudaMemPoolTrimTo(pool_, 0);
-    (void)cudaMemPoolTrimTo(state_pool_, 0);
+    if (state_pool_ != pool_) (void)cudaMemPoolTrimTo(state_pool_, 0);
   }
+}
+
+std::size_t DeviceContext::pool_reserved_bytes() const noexcept {
+  if (!use_pool_) return 0;
+  uint64_t total = 0;
+  for (cudaMemPool_t p : {pool_, state_pool_}) {
+    uint64_t reserved = 0;
+    if (cudaMemPoolGetAttribute(p, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    total += reserved;
+    if (state_pool_ == pool_) break;
+  }
+  return static_cast<std::size_t>(total);
 }
 
 int DeviceContext::blocks_per_sm(const void* kernel, int threads, std::size_t smem) const {

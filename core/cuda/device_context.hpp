@@ -51,7 +51,10 @@ struct Worker {
 
 class DeviceContext {
  public:
-  explicit DeviceContext(int device);
+  // pool_limit > 0 (an index with a device budget): one pool for scratch and state whose size
+  // the driver caps at pool_limit bytes, so nothing the index allocates through this context
+  // can pass it (an allocation beyond it fails as out of memory).
+  explicit DeviceContext(int device, std::size_t pool_limit = 0);
   ~DeviceContext();
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
@@ -66,6 +69,8 @@ class DeviceContext {
   void deallocate(void* p, cudaStream_t stream) const noexcept;
   // Pool blocks kept for reuse (reserved but not in use), and giving them back to the driver.
   std::size_t pool_cached_bytes() const noexcept;
+  // Pool bytes held from the driver (in use or cached); 0 without a pool.
+  std::size_t pool_reserved_bytes() const noexcept;
   void trim_pool() const noexcept;
 
   // Resident blocks per SM of `kernel` at `threads` per block and `smem` dynamic bytes, asked
@@ -100,6 +105,7 @@ class DeviceContext {
   cudaMemPool_t pool_ = nullptr;        // scratch
   cudaMemPool_t state_pool_ = nullptr;  // state
   bool use_pool_ = true;
+  std::size_t pool_limit_ = 0;
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<Worker>> workers_;
   mutable std::vector<Worker*> free_;

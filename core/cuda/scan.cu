@@ -71,6 +71,8 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
 
 template <class T>
 struct TileArgs {
+  const ScanSegment* segments;  // null: one unit per list, rows at vectors + list_start
+  int64_t nseg;
   const float* queries;
   int64_t dim, nlist, nprobe;
   const T* vectors;
@@ -132,19 +134,35 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
   __shared__ int64_t q_row[TQ];
   __shared__ bool keep[kTileV];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-  const int64_t total = a.tile_off[a.nlist];
+  const int64_t units = a.segments != nullptr ? a.nseg : a.nlist;
+  const int64_t total = a.tile_off[units];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
-    // The list whose tile range holds t: the last l with tile_off[l] <= t.
-    int64_t lo = 0, hi = a.nlist;  // invariant: tile_off[lo] <= t < tile_off[hi]
+    // The unit (list or segment) whose tile range holds t: the last u with tile_off[u] <= t.
+    int64_t lo = 0, hi = units;  // invariant: tile_off[lo] <= t < tile_off[hi]
     while (hi - lo > 1) {
       const int64_t mid = (lo + hi) / 2;
       if (a.tile_off[mid] <= t) lo = mid; else hi = mid;
     }
-    const int64_t l = lo;
-    const int64_t size = a.list_size[l];
+    int64_t l, row0, size;
+    const T* rows;
+    const int64_t* row_ids;
+    if (a.segments != nullptr) {
+      const ScanSegment& sg = a.segments[lo];
+      l = sg.list;
+      row0 = sg.row0;
+      size = sg.count;
+      rows = static_cast<const T*>(sg.rows);
+      row_ids = sg.ids;
+    } else {
+      l = lo;
+      row0 = 0;
+      size = a.list_size[l];
+      rows = a.vectors + a.list_start[l] * a.dim;
+      row_ids = a.ids + a.list_start[l];
+    }
     const int64_t nvt = (size + kTileV - 1) / kTileV;
     const int64_t nunits = (nvt + kUnitTiles - 1) / kUnitTiles;
-    const int64_t local = t - a.tile_off[l];
+    const int64_t local = t - a.tile_off[lo];
     const int64_t qt = local / nunits, unit = local % nunits;
     const int64_t prem = a.pair_count[l] - qt * TQ;
     const int pcount = static_cast<int>(prem < TQ ? prem : TQ);
@@ -154,7 +172,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
         const int64_t pr = a.grouped[a.pair_begin[l] + qt * TQ + tid];
         const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
         q_row[tid] = q;
-        out_base[tid] = a.cand.slot(q, p, 0);
+        out_base[tid] = a.cand.slot(q, p, row0);
       } else {
         q_row[tid] = -1;
       }
@@ -164,16 +182,16 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
     for (int64_t vt = unit * kUnitTiles; vt < vt_end; ++vt) {
       const int64_t v0 = vt * kTileV;
       const int vcount = static_cast<int>(size - v0 < kTileV ? size - v0 : kTileV);
-      const T* x = a.vectors + (a.list_start[l] + v0) * a.dim;
+      const T* x = rows + v0 * a.dim;
       if (a.check_rows) {
         __syncthreads();  // the previous tile's results are written: keep[] may change
         if (tid < kTileV) {
           bool ok = tid < vcount;
-          if (ok) {
-            const int64_t slot = a.list_start[l] + v0 + tid;
-            if (a.removed != nullptr && ((a.removed[slot >> 6] >> (slot & 63)) & 1u)) ok = false;
-            if (ok && a.filter != 0) ok = a.filter_set.contains(a.ids[slot]) == (a.filter == 1);
+          if (ok && a.removed != nullptr) {
+            const int64_t slot = a.list_start[l] + row0 + v0 + tid;
+            if ((a.removed[slot >> 6] >> (slot & 63)) & 1u) ok = false;
           }
+          if (ok && a.filter != 0) ok = a.filter_set.contains(row_ids[v0 + tid]) == (a.filter == 1);
           keep[tid] = ok;
         }
       }
@@ -256,55 +274,87 @@ void launch_scan(const DeviceContext& ctx, cudaStream_t stream, int tile_q, bool
 
 }  // namespace
 
-void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
+ScanGroups group_scan_pairs(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
   const int64_t npairs = p.nq * p.nprobe;
   const int64_t nlist = p.lists.nlist;
   candidate_offsets_kernel<<<static_cast<unsigned>(std::min<int64_t>(p.nq, kMaxGridBlocks)), kThreads, 0, stream>>>(
       p.probes, p.nq, p.nprobe, p.lists.size, p.cand);
   IVF_CUDA_CHECK_LAUNCH();
 
+  ScanGroups g;
   // Dispatch: the query tile follows the expected number of queries per probed list.
   const double per_list = static_cast<double>(npairs) / static_cast<double>(nlist);
-  const int tile_q = per_list >= 24.0 ? 64 : 16;
-
-  DeviceBuffer<int32_t> pair_count(ctx, nlist, stream), pair_begin(ctx, nlist, stream), cursor(ctx, nlist, stream);
-  DeviceBuffer<int32_t> grouped(ctx, npairs, stream);
-  DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
-  std::size_t b1 = 0, b2 = 0;
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, b1, pair_count.data(), pair_begin.data(),
+  g.tile_q = per_list >= 24.0 ? 64 : 16;
+  g.pair_count = DeviceBuffer<int32_t>(ctx, nlist, stream);
+  g.pair_begin = DeviceBuffer<int32_t>(ctx, nlist, stream);
+  g.grouped = DeviceBuffer<int32_t>(ctx, npairs, stream);
+  DeviceBuffer<int32_t> cursor(ctx, nlist, stream);
+  std::size_t bytes = 0;
+  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, g.pair_count.data(), g.pair_begin.data(),
                                                static_cast<int>(nlist), stream));
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, b2, tiles.data(), tile_off.data(),
-                                               static_cast<int>(nlist + 1), stream));
-  DeviceBuffer<unsigned char> tmp(ctx, std::max(b1, b2), stream);
-
-  IVF_CUDA_CHECK(cudaMemsetAsync(pair_count.data(), 0, pair_count.bytes(), stream));
-  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, pair_count.data());
+  DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
+  IVF_CUDA_CHECK(cudaMemsetAsync(g.pair_count.data(), 0, g.pair_count.bytes(), stream));
+  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, g.pair_count.data());
   IVF_CUDA_CHECK_LAUNCH();
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), b1, pair_count.data(), pair_begin.data(),
+  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, g.pair_count.data(), g.pair_begin.data(),
                                                static_cast<int>(nlist), stream));
-  IVF_CUDA_CHECK(cudaMemcpyAsync(cursor.data(), pair_begin.data(), pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
-  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, cursor.data(), grouped.data());
+  IVF_CUDA_CHECK(
+      cudaMemcpyAsync(cursor.data(), g.pair_begin.data(), g.pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
+  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, cursor.data(), g.grouped.data());
   IVF_CUDA_CHECK_LAUNCH();
-  tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(pair_count.data(), p.lists.size, nlist, tile_q,
-                                                                      tiles.data());
-  IVF_CUDA_CHECK_LAUNCH();
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), b2, tiles.data(), tile_off.data(),
-                                               static_cast<int>(nlist + 1), stream));
+  return g;
+}
 
+int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q) {
+  const int64_t qt = (pairs + tile_q - 1) / tile_q;
+  const int64_t vt = (rows + kTileV - 1) / kTileV;
+  return qt * ((vt + kUnitTiles - 1) / kUnitTiles);
+}
+
+namespace {
+
+// Builds the kernel arguments for one pass and launches it.
+void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
+               const ScanSegment* segments, int64_t nseg, const int64_t* tile_off) {
   const bool ip = p.metric != Metric::L2;
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // 16-byte loads need whole loads per row and 16-byte aligned bases (pool allocations are).
+    // 16-byte loads need whole loads per row and 16-byte aligned bases (pool allocations are;
+    // segments are placed on 256-byte boundaries).
     const bool vec4 = p.lists.dim % DeviceElement<T>::kPerLoad == 0 && p.lists.dim % 4 == 0 &&
                       reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0;
+                      (segments != nullptr || reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0);
     const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
-    TileArgs<T> args{p.queries, p.lists.dim, nlist, p.nprobe, p.lists.rows<T>(), p.lists.start, p.lists.size,
-                     grouped.data(), pair_begin.data(), pair_count.data(), tile_off.data(), p.cand, vec4,
-                     p.lists.removed != nullptr || filter != 0, p.lists.removed, p.lists.ids, filter, p.filter_set,
-                     p.excluded};
-    launch_scan<T>(ctx, stream, tile_q, ip, args);
+    const uint64_t* removed = segments != nullptr ? nullptr : p.lists.removed;
+    TileArgs<T> args{segments, nseg, p.queries, p.lists.dim, p.lists.nlist, p.nprobe, p.lists.rows<T>(),
+                     p.lists.start, p.lists.size, g.grouped.data(), g.pair_begin.data(), g.pair_count.data(),
+                     tile_off, p.cand, vec4, removed != nullptr || filter != 0, removed, p.lists.ids, filter,
+                     p.filter_set, p.excluded};
+    launch_scan<T>(ctx, stream, g.tile_q, ip, args);
   });
+}
+
+}  // namespace
+
+void scan_segments(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& groups,
+                   const ScanSegment* segments, const int64_t* tile_off, int64_t nseg) {
+  if (nseg > 0) scan_pass(ctx, stream, p, groups, segments, nseg, tile_off);
+}
+
+void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
+  const int64_t nlist = p.lists.nlist;
+  ScanGroups g = group_scan_pairs(ctx, stream, p);
+  DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
+  std::size_t bytes = 0;
+  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, tiles.data(), tile_off.data(),
+                                               static_cast<int>(nlist + 1), stream));
+  DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
+  tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(g.pair_count.data(), p.lists.size, nlist,
+                                                                      g.tile_q, tiles.data());
+  IVF_CUDA_CHECK_LAUNCH();
+  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, tiles.data(), tile_off.data(),
+                                               static_cast<int>(nlist + 1), stream));
+  scan_pass(ctx, stream, p, g, nullptr, 0, tile_off.data());
 }
 
 }  // namespace ivfgpu::cuda

@@ -13,6 +13,7 @@
 #include "../list_store.hpp"
 #include "../types.hpp"
 #include "candidates.cuh"
+#include "device_buffer.hpp"
 #include "device_context.hpp"
 #include "id_bitset.cuh"
 
@@ -35,5 +36,36 @@ struct ScanProblem {
 
 // Runs the whole stage on `stream`, scratch from ctx's pool. No host synchronisation.
 void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p);
+
+// The stage in parts, for lists that are not all in one device array (the host tier streams
+// some of them through a staging ring): group the pairs once, then scan segments in passes.
+//
+// A segment is rows [row0, row0 + rows) of one list at a device address of its own; every
+// query probing the list is scanned against it and its distances land where the whole list's
+// rows would (candidate position row0 + r), so a list cut into segments, scanned in any
+// order, gives exactly the candidates of the list scanned at once.
+struct ScanSegment {
+  const void* rows = nullptr;    // the segment's first row
+  const int64_t* ids = nullptr;  // its ids (read only under a filter)
+  int64_t list = 0;
+  int64_t row0 = 0;
+  int64_t count = 0;
+};
+
+// The pairs of a batch grouped by list, and the candidate row layout (written to p.cand).
+struct ScanGroups {
+  DeviceBuffer<int32_t> pair_count, pair_begin, grouped;  // nlist, nlist, npairs
+  int tile_q = 16;                                        // the query tile the dispatch chose
+};
+ScanGroups group_scan_pairs(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p);
+
+// Work units of one segment (what tile_off counts): query tiles x vector units.
+int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q);
+
+// Scans nseg segments (device array) whose exclusive prefix of scan_segment_tiles is tile_off
+// (device, nseg + 1 entries). p.lists' removed bits are not consulted (a host-tier list has
+// none); p.lists.size is.
+void scan_segments(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& groups,
+                   const ScanSegment* segments, const int64_t* tile_off, int64_t nseg);
 
 }  // namespace ivfgpu::cuda

@@ -27,7 +27,8 @@ constexpr int64_t kResultBudget = int64_t{1} << 26;
 // Stage D's last step: candidate positions -> ids, padding past the count.
 __global__ void finalize_kernel(const int32_t* sel_pos, const float* sel_key, const int32_t* count, int64_t nq,
                                 int64_t k, CandidateRows cand, const int32_t* probes, const int64_t* list_start,
-                                const int64_t* ids, float pad, int64_t* out_ids, float* out_dists) {
+                                const int64_t* ids, const int64_t* const* list_ids, float pad, int64_t* out_ids,
+                                float* out_dists) {
   const int64_t total = nq * k;
   for (int64_t e = global_thread(); e < total; e += thread_stride()) {
     const int64_t q = e / k, j = e % k;
@@ -40,7 +41,7 @@ __global__ void finalize_kernel(const int32_t* sel_pos, const float* sel_key, co
     int64_t probe, row;
     cand.locate(q, sel_pos[e], probe, row);
     const int64_t list = probes[q * cand.nprobe + probe];
-    out_ids[e] = ids[list_start[list] + row];
+    out_ids[e] = list_ids != nullptr ? list_ids[list][row] : ids[list_start[list] + row];
     out_dists[e] = sel_key[e];
   }
 }
@@ -79,6 +80,12 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   chunk = std::min(chunk, std::max<int64_t>(1, kCoarseBudget / nlist));
   chunk = std::min(chunk, std::max<int64_t>(1, kResultBudget / k));
   chunk = std::min(chunk, std::max<int64_t>(1, (int64_t{1} << 30) / nprobe));
+  if (index.scratch_budget > 0) {
+    // A budgeted index: everything one query's chunk rows take, with room for the selection's
+    // temporaries (the pool's cap catches an underestimate: the chunk halves and retries).
+    const int64_t per_query = 4 * (dim + nlist + bound + 3 * nprobe + 4 * k) + 8 * (nprobe + 2 + k) + 64;
+    chunk = std::min(chunk, std::max<int64_t>(1, static_cast<int64_t>(index.scratch_budget) / (2 * per_query)));
+  }
 
   // Scratch for one chunk, reused by every chunk. Out of memory (e.g. many large searches at
   // once) halves the chunk and tries again; only a single query that cannot fit fails.
@@ -161,7 +168,10 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
       sp.filter = req.filter->allow() ? ScanProblem::Filter::Allow : ScanProblem::Filter::Deny;
       sp.filter_set = *index.filter_set;
     }
-    scan_lists(ctx, stream, sp);
+    if (index.scanner != nullptr)
+      index.scanner->scan(ctx, stream, sp);
+    else
+      scan_lists(ctx, stream, sp);
     // D: the k best candidates of each query, then their ids.
     SelectInput din;
     din.keys = cand.data();
@@ -172,8 +182,8 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     int64_t* oi = host ? out_ids_buf.data() : req.ids + q0 * k;
     float* od = host ? out_dists_buf.data() : req.dists + q0 * k;
     finalize_kernel<<<grid_for(rows * k), kDefaultThreads, 0, stream>>>(
-        sel_pos.data(), sel_key.data(), sel_count.data(), rows, k, sp.cand, probes.data(), lists.start, lists.ids, pad,
-        oi, od);
+        sel_pos.data(), sel_key.data(), sel_count.data(), rows, k, sp.cand, probes.data(), lists.start, lists.ids,
+        index.list_ids, pad, oi, od);
     IVF_CUDA_CHECK_LAUNCH();
     if (host) {
       IVF_CUDA_CHECK(cudaMemcpyAsync(req.ids + q0 * k, oi, sizeof(int64_t) * rows * k, cudaMemcpyDeviceToHost, stream));

@@ -2,6 +2,7 @@
 // top-k (D), in query chunks sized from a memory budget, all stream-ordered.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "../list_store.hpp"
@@ -11,14 +12,30 @@
 
 namespace ivfgpu::cuda {
 
+struct ScanProblem;
+
+// Stage C for an index whose lists are not all in one device array (the host tier): runs the
+// scan of one chunk, however it gets the rows there. Called on the chunk's stream.
+class ListScanner {
+ public:
+  virtual ~ListScanner() = default;
+  virtual void scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& problem) const = 0;
+};
+
 struct SearchIndexView {
   int64_t dim = 0;
   int64_t nlist = 0;
   Metric metric = Metric::L2;
   const float* centroids = nullptr;       // device
   const float* centroid_norms = nullptr;  // device
-  ListView lists;                         // a device-tier view
+  ListView lists;                         // a device-tier view, or sizes only with a scanner
   const IdSetView* filter_set = nullptr;  // the request's filter on this device, or null
+  // The host tier: its scanner (null: scan lists.vectors), each list's ids as the device reads
+  // them (null: lists.ids + lists.start), and the bytes a chunk's scratch may take (0: sized
+  // from the device's memory).
+  const ListScanner* scanner = nullptr;
+  const int64_t* const* list_ids = nullptr;
+  std::size_t scratch_budget = 0;
 };
 
 // Cosine queries are normalised here (rows.hpp). Synchronous unless request.asynchronous().
