@@ -28,6 +28,13 @@ struct BackendInfo {
   std::size_t host_memory_bytes = 0;
   std::size_t pool_cached_bytes = 0;    // device pool blocks kept for reuse
   std::size_t id_map_bytes = 0;         // the id map (device memory on CUDA)
+  // The host tier (BuildParams::device_budget); zeros without one.
+  std::size_t device_budget = 0;
+  int64_t resident_lists = 0;
+  std::size_t resident_bytes = 0;
+  std::size_t host_tier_bytes = 0;
+  int64_t cache_hits = 0, cache_misses = 0;
+  std::size_t streamed_bytes = 0;
 };
 
 class Backend {

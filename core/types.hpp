@@ -25,6 +25,7 @@ struct BuildParams {
   int64_t num_threads = 0;  // 0: all hardware threads
   int64_t nprobe = 8;       // default search nprobe
   bool unique_ids = false;  // every id names at most one vector
+  int64_t device_budget = 0;  // bytes of device memory (CUDA); 0 = unlimited (no host tier)
 };
 
 }  // namespace ivfgpu

@@ -183,6 +183,13 @@ IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int6
       case IVF_INFO_UNIQUE_IDS: *value = p.unique_ids ? 1 : 0; break;
       case IVF_INFO_REMOVED_ROWS: *value = state->lists().view().removed_count; break;
       case IVF_INFO_ID_MAP_BYTES: *value = static_cast<int64_t>(info().id_map_bytes); break;
+      case IVF_INFO_DEVICE_BUDGET: *value = static_cast<int64_t>(info().device_budget); break;
+      case IVF_INFO_RESIDENT_LISTS: *value = info().resident_lists; break;
+      case IVF_INFO_RESIDENT_BYTES: *value = static_cast<int64_t>(info().resident_bytes); break;
+      case IVF_INFO_HOST_TIER_BYTES: *value = static_cast<int64_t>(info().host_tier_bytes); break;
+      case IVF_INFO_CACHE_HITS: *value = info().cache_hits; break;
+      case IVF_INFO_CACHE_MISSES: *value = info().cache_misses; break;
+      case IVF_INFO_STREAMED_BYTES: *value = static_cast<int64_t>(info().streamed_bytes); break;
       default: fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
     }
   });

@@ -32,6 +32,7 @@ constexpr KeySpec kKeys[] = {
     {IVF_PARAM_SEED, "IVF_PARAM_SEED", 0, kMax},
     {IVF_PARAM_NUM_THREADS, "IVF_PARAM_NUM_THREADS", 0, limits::kMaxThreads},
     {IVF_PARAM_UNIQUE_IDS, "IVF_PARAM_UNIQUE_IDS", 0, 1},
+    {IVF_PARAM_DEVICE_BUDGET, "IVF_PARAM_DEVICE_BUDGET", 0, kMax},
     {IVF_PARAM_NPROBE, "IVF_PARAM_NPROBE", 1, limits::kMaxNprobe},
     {IVF_PARAM_MEMORY_KIND, "IVF_PARAM_MEMORY_KIND", IVF_MEMORY_HOST, IVF_MEMORY_DEVICE},
 };
@@ -63,6 +64,7 @@ int64_t* int_field(ivf_params& p, ivf_param_key key) {
     case IVF_PARAM_MAX_POINTS_PER_CENTROID: return &p.build.max_points_per_centroid;
     case IVF_PARAM_SEED: return &p.build.seed;
     case IVF_PARAM_NUM_THREADS: return &p.build.num_threads;
+    case IVF_PARAM_DEVICE_BUDGET: return &p.build.device_budget;
     default: return nullptr;
   }
 }

@@ -30,6 +30,7 @@ BuildParams load_params(const IndexImage& image, const BuildParams& caller) {
   p.backend = caller.backend;
   p.device = caller.device;
   p.num_threads = caller.num_threads;
+  p.device_budget = caller.device_budget;  // a property of the machine, not of the file
   return p;
 }
 

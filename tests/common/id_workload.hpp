@@ -71,8 +71,8 @@ inline Searched search_all(const ivf_index* idx, const std::vector<float>& q, in
 // An index with the centroids of `trained_empty` (serialized bytes of a trained index with no
 // vectors) holding exactly `rows` (id -> vectors).
 inline IndexPtr fresh_index(const std::vector<unsigned char>& trained_empty, int32_t backend,
-                            const std::multimap<int64_t, std::vector<float>>& rows, int64_t dim) {
-  auto p = make_params({{IVF_PARAM_BACKEND, backend}});
+                            const std::multimap<int64_t, std::vector<float>>& rows, int64_t dim, int64_t budget = 0) {
+  auto p = make_params({{IVF_PARAM_BACKEND, backend}, {IVF_PARAM_DEVICE_BUDGET, budget}});
   ivf_index* raw = nullptr;
   EXPECT_EQ(ivf_deserialize(trained_empty.data(), trained_empty.size(), p.get(), &raw), IVF_OK) << ivf_last_error_message();
   IndexPtr idx(raw);
@@ -98,12 +98,12 @@ inline std::vector<unsigned char> bytes_of(const ivf_index* idx) {
 
 // Interleaved add / remove / update / search against a host model (id -> vectors), `steps`
 // operations; after every few steps the index's results equal a fresh index of the survivors.
-inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t seed) {
+inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t seed, int64_t budget = 0) {
   const int64_t dim = 16, nlist = 16, k = 10, nq = 20;
   std::mt19937_64 rng(seed);
   const std::vector<float> pool = clustered_vectors(4000, dim, 40, seed + 1);
   const std::vector<float> queries = clustered_vectors(nq, dim, 40, seed + 2);
-  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_UNIQUE_IDS, unique ? 1 : 0}});
+  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_DEVICE_BUDGET, budget}, {IVF_PARAM_UNIQUE_IDS, unique ? 1 : 0}});
   IndexPtr idx = make_index(dim, p.get());
   ASSERT_EQ(ivf_train(idx.get(), pool.data(), IVF_DTYPE_F32, 4000, dim), IVF_OK);
   const std::vector<unsigned char> trained_empty = bytes_of(idx.get());
@@ -186,7 +186,7 @@ inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t se
     ASSERT_EQ(ivf_ntotal(idx.get(), &ntotal), IVF_OK);
     ASSERT_EQ(ntotal, static_cast<int64_t>(model.size())) << "after step " << step;
     if (step % 25 == 24 || step == steps - 1) {
-      IndexPtr fresh = fresh_index(trained_empty, backend, model, dim);
+      IndexPtr fresh = fresh_index(trained_empty, backend, model, dim, budget);
       for (int64_t nprobe : {int64_t{3}, nlist}) {
         const Searched a = search_all(idx.get(), queries, nq, dim, k, nprobe);
         const Searched b = search_all(fresh.get(), queries, nq, dim, k, nprobe);
@@ -225,7 +225,7 @@ inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t se
   // A round trip through a file keeps exactly the live vectors and the unique-ids flag.
   const std::vector<unsigned char> b = bytes_of(idx.get());
   ivf_index* raw = nullptr;
-  auto lp = make_params({{IVF_PARAM_BACKEND, backend}});
+  auto lp = make_params({{IVF_PARAM_BACKEND, backend}, {IVF_PARAM_DEVICE_BUDGET, budget}});
   ASSERT_EQ(ivf_deserialize(b.data(), b.size(), lp.get(), &raw), IVF_OK);
   IndexPtr loaded(raw);
   int64_t flag = -1, n_loaded = -1, dead = -1;
@@ -258,13 +258,13 @@ inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t se
 // A filtered search equals an unfiltered search of an index holding only the permitted
 // vectors (same centroids), for allow and deny lists at the given selectivities.
 inline void run_filter_workload(int32_t backend, int64_t n, int64_t dim, int64_t nlist, int64_t nq, int64_t k,
-                                const std::vector<double>& selectivities, bool huge_ids) {
+                                const std::vector<double>& selectivities, bool huge_ids, int64_t budget = 0) {
   std::mt19937_64 rng(77);
   const std::vector<float> base = clustered_vectors(n, dim, 4 * nlist, 78);
   const std::vector<float> queries = clustered_vectors(nq, dim, 4 * nlist, 79);
   std::vector<int64_t> ids(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) ids[i] = huge_ids ? (int64_t{1} << 62) - 3 * i : i;
-  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}});
+  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_DEVICE_BUDGET, budget}});
   IndexPtr idx = make_index(dim, p.get());
   ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
   const std::vector<unsigned char> trained_empty = bytes_of(idx.get());
@@ -284,7 +284,7 @@ inline void run_filter_workload(int32_t backend, int64_t n, int64_t dim, int64_t
       for (int64_t i = 0; i < n; ++i)
         if (in[i] == (mode == IVF_FILTER_ALLOW ? 1 : 0))
           permitted.emplace(ids[i], std::vector<float>(base.begin() + i * dim, base.begin() + (i + 1) * dim));
-      IndexPtr only = fresh_index(trained_empty, backend, permitted, dim);
+      IndexPtr only = fresh_index(trained_empty, backend, permitted, dim, budget);
       for (int64_t nprobe : {int64_t{1}, int64_t{4}, nlist}) {
         const Searched a = search_all(idx.get(), queries, nq, dim, k, nprobe, f);
         const Searched b = search_all(only.get(), queries, nq, dim, k, nprobe);

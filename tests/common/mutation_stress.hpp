@@ -224,11 +224,12 @@ namespace ivftest {
 // serial replay of the same mutations. The test's own log of states (version -> content) is
 // written by the mutators, which the test serialises among themselves (as the library does);
 // searchers never wait for them.
-inline void run_ids_stress(int32_t backend, int searchers, std::chrono::milliseconds run_for) {
+inline void run_ids_stress(int32_t backend, int searchers, std::chrono::milliseconds run_for, int64_t budget = 0) {
   using namespace stress_detail;
   const int64_t dim = 12, nlist = 8, k = 5, nq = 2;
   const std::vector<float> pool = clustered_vectors(6000, dim, 32, 21);
-  auto params = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_NPROBE, nlist}});
+  auto params = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_NPROBE, nlist},
+                             {IVF_PARAM_DEVICE_BUDGET, budget}});
   IndexPtr idx = make_index(dim, params.get());
   ASSERT_TRUE(idx);
   ASSERT_EQ(ivf_train(idx.get(), pool.data(), IVF_DTYPE_F32, 6000, dim), IVF_OK);

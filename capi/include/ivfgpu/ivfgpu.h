@@ -159,6 +159,17 @@ typedef int32_t ivf_param_key;
                                            update that would repeat an id is refused); 0
                                            (default, as FAISS): ids may repeat, and remove /
                                            update act on every vector with the id          */
+#define IVF_PARAM_DEVICE_BUDGET   10  /**< bytes of device memory the index may hold (CUDA);
+                                           0 (default): unlimited, every list on the device.
+                                           Set: every list lives in pinned host memory, the
+                                           device holds the centroids, a staging ring, search
+                                           scratch and a cache of the most-probed lists, all
+                                           within the budget (docs/host-tier.md); a search
+                                           streams the probed lists it does not hold. Also
+                                           read by ivf_load / ivf_deserialize ("open"): the
+                                           file's lists become the host tier. Too small for
+                                           the centroids plus the ring and scratch:
+                                           IVF_ERR_INVALID_ARGUMENT naming the minimum       */
 /* search keys (IVF_PARAM_NPROBE given to ivf_create sets the index's default nprobe);
    IVF_PARAM_MEMORY_KIND and IVF_PARAM_CUDA_STREAM are also read by ivf_train_ex / ivf_add_ex */
 #define IVF_PARAM_NPROBE          32  /**< lists probed per query, >= 1, clamped to nlist; default 8 */
@@ -359,6 +370,16 @@ typedef int32_t ivf_info_key;
 #define IVF_INFO_UNIQUE_IDS         13  /**< 1 when ids are unique (IVF_PARAM_UNIQUE_IDS)     */
 #define IVF_INFO_REMOVED_ROWS       14  /**< removed rows still held, awaiting compaction    */
 #define IVF_INFO_ID_MAP_BYTES       15  /**< memory of the id map (device on CUDA, else host) */
+/* the host tier (IVF_PARAM_DEVICE_BUDGET); 0 for an index without a budget */
+#define IVF_INFO_DEVICE_BUDGET      16  /**< the budget in bytes; 0 = unlimited               */
+#define IVF_INFO_RESIDENT_LISTS     17  /**< lists with a device copy now (every non-empty list
+                                             without a budget)                               */
+#define IVF_INFO_RESIDENT_BYTES     18  /**< bytes of list data held on the device now        */
+#define IVF_INFO_HOST_TIER_BYTES    19  /**< pinned host memory of the host tier (arenas)     */
+#define IVF_INFO_CACHE_HITS         20  /**< probed (batch, list) pairs served from the device
+                                             cache, since creation                           */
+#define IVF_INFO_CACHE_MISSES       21  /**< probed (batch, list) pairs streamed from the host */
+#define IVF_INFO_STREAMED_BYTES     22  /**< bytes copied host-to-device by searches          */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,

@@ -1,0 +1,175 @@
+#include "tier_cache.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "../errors.hpp"
+#include "check.hpp"
+
+namespace ivfgpu::cuda {
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+std::string mib(std::size_t b) { return std::to_string((b + kMiB - 1) / kMiB) + " MiB"; }
+
+}  // namespace
+
+TierBudget TierBudget::plan(std::size_t budget, int64_t nlist, int64_t dim) {
+  TierBudget b;
+  b.budget = budget;
+  // Centroids and norms, and each live state's sizes and id pointers (a few states overlap
+  // while mutations publish), plus the pool's rounding and small temporaries.
+  b.fixed = static_cast<std::size_t>(nlist) * (static_cast<std::size_t>(dim) + 1) * sizeof(float) +
+            static_cast<std::size_t>(nlist) * 16 * 4 + 16 * kMiB;
+  const std::size_t min_ring = 4 * kMiB, min_scratch = 32 * kMiB, min_mutation = 16 * kMiB;
+  const std::size_t minimum = b.fixed + 2 * min_ring + min_scratch + min_mutation;
+  if (budget < minimum)
+    fail(Errc::InvalidArgument, "IVF_PARAM_DEVICE_BUDGET = " + std::to_string(budget) + " bytes is too small for " +
+                                    std::to_string(nlist) + " lists of dimension " + std::to_string(dim) +
+                                    ": the centroids, a staging ring and search scratch need at least " +
+                                    std::to_string(minimum) + " bytes (" + mib(minimum) + ")");
+  const std::size_t avail = budget - b.fixed;
+  b.ring_slot = std::clamp(avail / 16, min_ring, 256 * kMiB) / (2 * kMiB) * (2 * kMiB);
+  b.ring_slot = std::max(b.ring_slot, min_ring);
+  b.scratch = std::clamp(avail / 8, min_scratch, std::size_t{2048} * kMiB);
+  b.mutation = std::clamp(avail / 16, min_mutation, 512 * kMiB);
+  const std::size_t used = 2 * b.ring_slot + b.scratch + b.mutation;
+  // What is left holds cached lists, less 2% for the pool's chunk rounding.
+  b.cache = avail > used ? (avail - used) / 50 * 49 : 0;
+  return b;
+}
+
+TierCache::TierCache(const DeviceContext&, const TierBudget& budget, int64_t nlist)
+    : budget_(budget), copy_(make_stream()), plan_ready_(make_event()), copied_{make_event(), make_event()},
+      slot_free_{make_event(), make_event()}, planner_(budget.cache, budget.ring_slot, nlist) {
+  IVF_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_counts_), sizeof(int32_t) * std::max<int64_t>(nlist, 1),
+                               cudaHostAllocPortable));
+}
+
+TierCache::~TierCache() {
+  (void)cudaStreamSynchronize(copy_.get());
+  if (host_counts_) (void)cudaFreeHost(host_counts_);
+  if (staging_) (void)cudaFreeHost(staging_);
+  // The cache and ring buffers are freed on the stream that made them, after its work.
+}
+
+TierStats TierCache::stats() const {
+  TierStats s;
+  s.hits = hits_.load();
+  s.misses = misses_.load();
+  s.streamed_bytes = streamed_.load();
+  s.resident_lists = resident_lists_.load();
+  s.resident_bytes = resident_bytes_.load();
+  return s;
+}
+
+void TierCache::ensure_memory(const DeviceContext& ctx, cudaStream_t stream) {
+  // Made once, on the first search's stream, and kept: part of the budget from then on.
+  if (ring_.data() == nullptr) {
+    ring_ = DeviceBuffer<char>(ctx, 2 * budget_.ring_slot, stream, MemoryUse::State);
+    if (budget_.cache > 0) cache_mem_ = DeviceBuffer<char>(ctx, budget_.cache, stream, MemoryUse::State);
+    // Later searches run on other streams: free these on the copy stream at the end, after it
+    // has waited for every search (the destructor's order).
+    ring_.set_stream(copy_.get());
+    cache_mem_.set_stream(copy_.get());
+  }
+}
+
+void* TierCache::staging(std::size_t bytes) {
+  if (bytes > staging_bytes_) {
+    if (staging_) IVF_CUDA_CHECK(cudaFreeHost(staging_));
+    staging_ = nullptr;
+    staging_bytes_ = 0;
+    const std::size_t want = std::max<std::size_t>(bytes, 64 * 1024) * 2;
+    IVF_CUDA_CHECK(cudaHostAlloc(&staging_, want, cudaHostAllocPortable));
+    staging_bytes_ = want;
+  }
+  return staging_;
+}
+
+void TierCache::scan_chunk(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p,
+                           const tier::TierStore& store) {
+  ensure_memory(ctx, stream);
+  const int64_t nlist = store.nlist();
+  const bool need_ids = p.filter != ScanProblem::Filter::None;
+  ScanGroups groups = group_scan_pairs(ctx, stream, p);
+  IVF_CUDA_CHECK(cudaMemcpyAsync(host_counts_, groups.pair_count.data(), sizeof(int32_t) * nlist,
+                                 cudaMemcpyDeviceToHost, stream));
+  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the one host synchronisation: what is probed
+  const tier::ChunkPlan plan = planner_.plan(host_counts_, store, need_ids);
+  hits_.fetch_add(plan.hit_lists);
+  misses_.fetch_add(plan.missed_lists);
+  streamed_.fetch_add(plan.streamed_bytes);
+  resident_lists_.store(planner_.resident_lists());
+  resident_bytes_.store(planner_.resident_bytes());
+  auto at = [&](tier::Region r, std::size_t off) -> char* {
+    return (r == tier::Region::Cache ? cache_mem_.data() : ring_.data()) + off;
+  };
+  auto segments_of = [&](const std::vector<tier::PlannedSegment>& planned) {
+    std::vector<ScanSegment> out;
+    out.reserve(planned.size());
+    for (const tier::PlannedSegment& s : planned)
+      out.push_back(ScanSegment{at(s.region, s.rows_at),
+                                s.has_ids ? reinterpret_cast<const int64_t*>(at(s.region, s.ids_at)) : nullptr,
+                                s.list, s.row0, s.count});
+    return out;
+  };
+
+  // One table for every pass (hits, then each group): segments, then each pass's tile prefix.
+  struct Pass {
+    std::size_t seg_at, tile_at;
+    int64_t nseg;
+  };
+  std::vector<Pass> passes;
+  std::vector<ScanSegment> all_segments;
+  std::vector<int64_t> all_tiles;
+  auto add_pass = [&](const std::vector<ScanSegment>& segs) {
+    passes.push_back(Pass{all_segments.size(), all_tiles.size(), static_cast<int64_t>(segs.size())});
+    all_segments.insert(all_segments.end(), segs.begin(), segs.end());
+    int64_t acc = 0;
+    for (const ScanSegment& s : segs) {
+      all_tiles.push_back(acc);
+      acc += scan_segment_tiles(host_counts_[s.list], s.count, groups.tile_q);
+    }
+    all_tiles.push_back(acc);
+  };
+  add_pass(segments_of(plan.hits));
+  for (const tier::PlannedGroup& g : plan.groups) add_pass(segments_of(g.segments));
+  const std::size_t seg_bytes = all_segments.size() * sizeof(ScanSegment);
+  const std::size_t tile_at = (seg_bytes + 15) / 16 * 16;
+  const std::size_t table_bytes = tile_at + all_tiles.size() * sizeof(int64_t);
+  char* host_table = static_cast<char*>(staging(table_bytes));
+  if (!all_segments.empty()) std::memcpy(host_table, all_segments.data(), seg_bytes);
+  std::memcpy(host_table + tile_at, all_tiles.data(), all_tiles.size() * sizeof(int64_t));
+  DeviceBuffer<char> table(ctx, table_bytes, stream);
+  IVF_CUDA_CHECK(cudaMemcpyAsync(table.data(), host_table, table_bytes, cudaMemcpyHostToDevice, stream));
+  const auto* d_segments = reinterpret_cast<const ScanSegment*>(table.data());
+  const auto* d_tiles = reinterpret_cast<const int64_t*>(table.data() + tile_at);
+  auto run_pass = [&](const Pass& ps) {
+    scan_segments(ctx, stream, p, groups, d_segments + ps.seg_at, d_tiles + ps.tile_at, ps.nseg);
+  };
+
+  // Copies may start once everything before this chunk on `stream` is done (earlier chunks'
+  // scans read the ring and cache ranges these copies overwrite).
+  IVF_CUDA_CHECK(cudaEventRecord(plan_ready_.get(), stream));
+  IVF_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), plan_ready_.get(), 0));
+  run_pass(passes[0]);
+  for (std::size_t gi = 0; gi < plan.groups.size(); ++gi) {
+    const int s = plan.groups[gi].slot;
+    // Slot s was last read by group gi - 2's scan (groups alternate slots).
+    if (gi >= 2) IVF_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), slot_free_[s].get(), 0));
+    for (const tier::PlannedCopy& c : plan.groups[gi].copies)
+      IVF_CUDA_CHECK(cudaMemcpyAsync(at(c.region, c.at), c.src, c.bytes, cudaMemcpyHostToDevice, copy_.get()));
+    IVF_CUDA_CHECK(cudaEventRecord(copied_[s].get(), copy_.get()));
+    IVF_CUDA_CHECK(cudaStreamWaitEvent(stream, copied_[s].get(), 0));
+    run_pass(passes[gi + 1]);
+    IVF_CUDA_CHECK(cudaEventRecord(slot_free_[s].get(), stream));
+  }
+  // The table and the groups' scratch are freed on `stream`, after the last pass.
+}
+
+}  // namespace ivfgpu::cuda

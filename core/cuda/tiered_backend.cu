@@ -1,0 +1,381 @@
+// The CUDA backend of an index with a device budget (IVF_PARAM_DEVICE_BUDGET, docs/host-tier.md):
+// every list lives in the host tier (pinned host memory, tier/tier_store.hpp); the device holds
+// the centroids, per-state list sizes and id addresses, and the TierCache (cached lists, the
+// staging ring), all from one pool the driver caps at the budget. Mutations run on the host
+// (the tier is host memory) with the nearest-centroid assignment on the device; searches run
+// the usual pipeline with the TierCache as stage C.
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "../cpu/parallel.hpp"
+#include "../errors.hpp"
+#include "../tier/tier_store.hpp"
+#include "../vector_ops.hpp"
+#include "assign.hpp"
+#include "check.hpp"
+#include "cuda_backend.hpp"
+#include "cuda_handles.hpp"
+#include "device_buffer.hpp"
+#include "device_centroids.hpp"
+#include "device_context.hpp"
+#include "id_set.hpp"
+#include "pinned_memory.hpp"
+#include "search.hpp"
+#include "select.hpp"
+#include "tier_cache.hpp"
+
+namespace ivfgpu::cuda {
+
+namespace {
+
+using tier::TierStore;
+
+// Per state: what the device needs to address the host tier's lists.
+struct TierAddressing {
+  DeviceBuffer<int64_t> sizes;               // nlist
+  DeviceBuffer<const int64_t*> list_ids;     // nlist: each list's ids, device-visible host memory
+};
+
+struct TierState final : IndexState {
+  CentroidsPtr host;
+  std::shared_ptr<const DeviceCentroids> device;
+  TierStore::Ptr store;
+  std::shared_ptr<const TierAddressing> addressing;
+
+  bool trained() const override { return host != nullptr; }
+  const ListStore& lists() const override { return *store; }
+};
+
+const TierState& tier_state(const IndexState& s) { return static_cast<const TierState&>(s); }
+
+// The filter's ids on the device (a set the scan can probe), built per search: filters on a
+// budgeted index are uploaded under its budget, not cached beside it.
+class TieredBackend final : public Backend {
+ public:
+  TieredBackend(int64_t dim, const BuildParams& params)
+      : params_(params), dim_(dim),
+        budget_(TierBudget::plan(static_cast<std::size_t>(params.device_budget), params.nlist, dim)),
+        ctx_(static_cast<int>(params.device), budget_.budget), main_([&] {
+          DeviceGuard guard(ctx_.device());
+          return make_priority_stream();
+        }()),
+        arenas_(std::make_shared<tier::HostArenas>(pinned_host_memory())),
+        cache_(ctx_, budget_, params.nlist), threads_(resolve_threads(params.num_threads)) {}
+
+  ~TieredBackend() override {
+    (void)cudaSetDevice(ctx_.device());
+    (void)cudaStreamSynchronize(main_.get());
+  }
+
+  NewState initial_state() override {
+    return guarded([&] { return make_state(nullptr, nullptr, TierStore::empty(arenas_, dim_, ElementType::F32, params_.nlist)); });
+  }
+
+  NewState train(const IndexState&, const MatrixView& sample) override {
+    return guarded([&] {
+      CentroidsPtr host = train_centroids(ctx_, main(), params_, dim_, sample);
+      auto device = upload_centroids(ctx_, main(), *host);
+      return make_state(std::move(host), std::move(device), TierStore::empty(arenas_, dim_, ElementType::F32, params_.nlist));
+    });
+  }
+
+  NewState add(const IndexState& current, const MatrixView& rows, const int64_t* ids, MemoryKind ids_memory) override {
+    return guarded([&] {
+      const TierState& cur = tier_state(current);
+      const int64_t n = rows.rows;
+      // The tier is host memory: rows and ids come to the host first.
+      std::vector<float> host_rows;
+      const float* x = rows.as<float>();
+      if (!rows.on_host()) {
+        host_rows = copy_to_host(x, n * dim_);
+        const int64_t bad = first_non_finite_row(host_rows.data(), n, dim_);
+        if (bad >= 0)
+          fail(Errc::InvalidArgument, "add: data row " + std::to_string(bad) +
+                                          " holds NaN or Inf (rejected: no distance is defined for it)");
+        x = host_rows.data();
+      }
+      std::vector<int64_t> host_ids;
+      if (ids == nullptr) {
+        host_ids.resize(static_cast<std::size_t>(n));
+        std::iota(host_ids.begin(), host_ids.end(), cur.store->ntotal());
+        ids = host_ids.data();
+      } else if (ids_memory == MemoryKind::Device) {
+        host_ids = copy_to_host(ids, n);
+        for (int64_t i = 0; i < n; ++i)
+          if (host_ids[i] == -1)
+            fail(Errc::InvalidArgument, "add: id -1 is reserved for padding (row " + std::to_string(i) + ")");
+        ids = host_ids.data();
+      }
+      std::vector<float> unit;
+      if (params_.metric == Metric::Cosine) {
+        unit = normalized_copy(x, n, dim_);
+        x = unit.data();
+      }
+      const std::vector<int64_t> lists = assign(cur, x, n);
+      return make_state(cur.host, cur.device, cur.store->append(x, ids, lists.data(), n, threads_));
+    });
+  }
+
+  NewState reset(const IndexState& current) override {
+    return guarded([&] {
+      const TierState& cur = tier_state(current);
+      return make_state(cur.host, cur.device, TierStore::empty(arenas_, dim_, ElementType::F32, params_.nlist));
+    });
+  }
+
+  std::pair<NewState, int64_t> remove(const IndexState& current, const int64_t* ids, int64_t n) override {
+    return guarded([&] {
+      const TierState& cur = tier_state(current);
+      const std::unordered_set<int64_t> gone(ids, ids + n);
+      auto [store, count] = cur.store->remove_if([&](int64_t id) { return gone.count(id) != 0; }, threads_);
+      return std::pair<NewState, int64_t>(make_state(cur.host, cur.device, std::move(store)), count);
+    });
+  }
+
+  void get(const IndexState& state, const int64_t* ids, int64_t n, float* out, uint8_t* found) const override {
+    const TierStore& store = *tier_state(state).store;
+    // One pass over the lists in order keeps the first row of each wanted id (list order).
+    std::unordered_map<int64_t, std::vector<int64_t>> wanted;
+    for (int64_t i = 0; i < n; ++i) wanted[ids[i]].push_back(i);
+    std::fill(out, out + n * dim_, 0.0f);
+    if (found) std::fill(found, found + n, uint8_t{0});
+    std::unordered_set<int64_t> done;
+    for (int64_t l = 0; l < store.nlist() && done.size() < wanted.size(); ++l) {
+      const tier::TierList& t = store.list(l);
+      for (int64_t r = 0; r < t.size; ++r) {
+        auto it = wanted.find(t.ids[r]);
+        if (it == wanted.end() || !done.insert(it->first).second) continue;
+        const float* row = reinterpret_cast<const float*>(t.rows) + r * dim_;
+        for (int64_t i : it->second) {
+          std::copy_n(row, dim_, out + i * dim_);
+          if (found) found[i] = 1;
+        }
+      }
+    }
+  }
+
+  void count_ids(const IndexState& state, const int64_t* ids, int64_t n, int64_t* counts) const override {
+    const TierStore& store = *tier_state(state).store;
+    std::unordered_map<int64_t, int64_t> count;
+    for (int64_t i = 0; i < n; ++i) count.emplace(ids[i], 0);
+    for (int64_t l = 0; l < store.nlist(); ++l) {
+      const tier::TierList& t = store.list(l);
+      for (int64_t r = 0; r < t.size; ++r) {
+        auto it = count.find(t.ids[r]);
+        if (it != count.end()) ++it->second;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) counts[i] = count[ids[i]];
+  }
+
+  NewState restore(HostModel model) override {
+    return guarded([&] {
+      CentroidsPtr host;
+      std::shared_ptr<const DeviceCentroids> device;
+      if (model.trained) {
+        auto c = std::make_shared<HostCentroids>();
+        c->centroids = std::move(model.centroids);
+        c->norms = std::move(model.centroid_norms);
+        device = upload_centroids(ctx_, main(), *c);
+        host = std::move(c);
+      }
+      // The file's lists become the tier in place (pinned where they lie: no second copy).
+      return make_state(std::move(host), std::move(device), TierStore::from_model(arenas_, model));
+    });
+  }
+
+  void search(const StatePtr& state, const SearchRequest& req) const override {
+    guarded([&] {
+      const TierState& st = tier_state(*state);
+      std::lock_guard<std::mutex> one_at_a_time(cache_.search_mutex());
+      struct Scanner final : ListScanner {
+        TierCache* cache;
+        const TierStore* store;
+        void scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) const override {
+          cache->scan_chunk(ctx, stream, p, *store);
+        }
+      } scanner;
+      scanner.cache = &cache_;
+      scanner.store = st.store.get();
+      SearchIndexView view;
+      view.dim = dim_;
+      view.nlist = params_.nlist;
+      view.metric = params_.metric;
+      view.centroids = st.device->centroids.data();
+      view.centroid_norms = st.device->norms.data();
+      view.lists = st.store->view();
+      view.lists.size = st.addressing->sizes.data();  // device sizes; host mirrors stay
+      view.scanner = &scanner;
+      view.list_ids = st.addressing->list_ids.data();
+      view.scratch_budget = budget_.scratch;
+      // A filter's device set is built for this search, under the budget.
+      std::unique_ptr<IdSet> filter_set;
+      IdSetView filter_view;
+      DeviceContext::Lease lease(ctx_, static_cast<cudaStream_t>(req.stream));
+      if (req.filter != nullptr) {
+        const std::vector<int64_t>& fids = req.filter->ids();
+        DeviceBuffer<int64_t> d(ctx_, std::max<std::size_t>(fids.size(), 1), lease.stream());
+        if (!fids.empty())
+          IVF_CUDA_CHECK(cudaMemcpyAsync(d.data(), fids.data(), fids.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                         lease.stream()));
+        filter_set = std::make_unique<IdSet>(
+            IdSet::build(ctx_, d.data(), static_cast<int64_t>(fids.size()), lease.stream()));
+        filter_view = filter_set->view();
+        view.filter_set = &filter_view;
+      }
+      SearchRequest r = req;
+      r.stream = lease.stream();
+      run_search(ctx_, view, r);
+      // The copies read this state's host memory: the call returns when they are done.
+      IVF_CUDA_CHECK(cudaStreamSynchronize(lease.stream()));
+    });
+  }
+
+  HostModel export_model(const IndexState& state) const override {
+    const TierState& st = tier_state(state);
+    HostModel m = HostModel::empty(dim_, params_.metric, params_.nlist);
+    if (st.host) {
+      m.trained = true;
+      m.centroids = st.host->centroids;
+      m.centroid_norms = st.host->norms;
+    }
+    st.store->export_lists(m);
+    return m;
+  }
+
+  std::vector<int64_t> host_copy_ids(const int64_t* ids, int64_t n) const override {
+    return guarded([&] { return copy_to_host(ids, n); });
+  }
+  std::vector<float> host_copy(const MatrixView& x) const override {
+    return guarded([&] { return copy_to_host(x.as<float>(), x.rows * x.dim); });
+  }
+
+  BackendKind kind() const override { return BackendKind::Cuda; }
+
+  BackendInfo info(const IndexState& state) const override {
+    const TierState& st = tier_state(state);
+    BackendInfo info;
+    info.kind = BackendKind::Cuda;
+    info.device = ctx_.device();
+    // Everything the index holds on the device comes from the capped pool.
+    info.device_memory_bytes = ctx_.pool_reserved_bytes();
+    info.pool_cached_bytes = ctx_.pool_cached_bytes();
+    info.host_memory_bytes = arenas_->reserved_bytes() + st.store->nlist() * 4 * sizeof(int64_t);
+    if (st.host) info.host_memory_bytes += (st.host->centroids.size() + st.host->norms.size()) * sizeof(float);
+    info.device_budget = budget_.budget;
+    const TierStats s = cache_.stats();
+    info.resident_lists = s.resident_lists;
+    info.resident_bytes = s.resident_bytes;
+    info.host_tier_bytes = arenas_->reserved_bytes();
+    info.cache_hits = s.hits;
+    info.cache_misses = s.misses;
+    info.streamed_bytes = s.streamed_bytes;
+    return info;
+  }
+
+  void trim() noexcept override {
+    (void)cudaStreamSynchronize(main());
+    try {
+      arenas_->trim();
+    } catch (...) {
+    }
+  }
+
+  int64_t max_k() const override { return select_max_k(ctx_.limits()); }
+
+ private:
+  template <typename F>
+  auto guarded(F&& f) const -> decltype(f()) {
+    if (lost_.load()) fail(Errc::DeviceLost, "the CUDA device of this index was lost after an earlier error");
+    try {
+      DeviceGuard guard(ctx_.device());
+      return f();
+    } catch (const Error& e) {
+      if (e.code() == Errc::DeviceLost) lost_.store(true);
+      throw;
+    }
+  }
+
+  cudaStream_t main() const { return main_.get(); }
+
+  template <class T>
+  std::vector<T> copy_to_host(const T* device, int64_t n) const {
+    std::vector<T> host(static_cast<std::size_t>(n));
+    DeviceContext::Lease lease(ctx_, nullptr);
+    if (n > 0)
+      IVF_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, host.size() * sizeof(T), cudaMemcpyDeviceToHost, lease.stream()));
+    IVF_CUDA_CHECK(cudaStreamSynchronize(lease.stream()));
+    return host;
+  }
+
+  // Nearest list of each host row, on the device in blocks that fit the mutation budget.
+  std::vector<int64_t> assign(const TierState& cur, const float* x, int64_t n) const {
+    std::vector<int64_t> lists(static_cast<std::size_t>(n));
+    if (n == 0) return lists;
+    const int64_t per_row = static_cast<int64_t>(sizeof(float)) * (dim_ + params_.nlist + 2);
+    const int64_t block = std::max<int64_t>(1, std::min<int64_t>(n, static_cast<int64_t>(budget_.mutation) / per_row));
+    DeviceContext::Lease lease(ctx_, main());
+    const cudaStream_t stream = main();
+    DeviceBuffer<float> d_x(ctx_, static_cast<std::size_t>(block * dim_), stream);
+    DeviceBuffer<int32_t> d_assign(ctx_, static_cast<std::size_t>(block), stream);
+    std::vector<int32_t> part(static_cast<std::size_t>(block));
+    for (int64_t r0 = 0; r0 < n; r0 += block) {
+      const int64_t rows = std::min(block, n - r0);
+      IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x + r0 * dim_, sizeof(float) * rows * dim_, cudaMemcpyHostToDevice,
+                                     stream));
+      assign_nearest(ctx_, stream, lease.blas(), d_x.data(), rows, dim_, cur.device->centroids.data(),
+                     cur.device->norms.data(), params_.nlist, params_.metric, d_assign.data());
+      IVF_CUDA_CHECK(cudaMemcpyAsync(part.data(), d_assign.data(), sizeof(int32_t) * rows, cudaMemcpyDeviceToHost,
+                                     stream));
+      IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+      std::copy_n(part.data(), rows, lists.data() + r0);
+    }
+    return lists;
+  }
+
+  // A state of these parts, with the device arrays that address its lists.
+  NewState make_state(CentroidsPtr host, std::shared_ptr<const DeviceCentroids> device, TierStore::Ptr store) const {
+    const int64_t nlist = store->nlist();
+    std::vector<const int64_t*> id_addr(static_cast<std::size_t>(nlist));
+    for (int64_t l = 0; l < nlist; ++l) id_addr[l] = store->list(l).device_ids;
+    auto a = std::make_shared<TierAddressing>();
+    a->sizes = DeviceBuffer<int64_t>(ctx_, static_cast<std::size_t>(nlist), main(), MemoryUse::State);
+    a->list_ids = DeviceBuffer<const int64_t*>(ctx_, static_cast<std::size_t>(nlist), main(), MemoryUse::State);
+    IVF_CUDA_CHECK(cudaMemcpyAsync(a->sizes.data(), store->sizes().data(), a->sizes.bytes(), cudaMemcpyHostToDevice,
+                                   main()));
+    IVF_CUDA_CHECK(cudaMemcpyAsync(a->list_ids.data(), id_addr.data(), a->list_ids.bytes(), cudaMemcpyHostToDevice,
+                                   main()));
+    IVF_CUDA_CHECK(cudaStreamSynchronize(main()));
+    auto s = std::make_shared<TierState>();
+    s->host = std::move(host);
+    s->device = std::move(device);
+    s->store = std::move(store);
+    s->addressing = std::move(a);
+    return s;
+  }
+
+  BuildParams params_;
+  int64_t dim_;
+  TierBudget budget_;
+  DeviceContext ctx_;
+  UniqueStream main_;  // mutations; serialised by the Index
+  std::shared_ptr<tier::HostArenas> arenas_;
+  mutable TierCache cache_;
+  int threads_;
+  mutable std::atomic<bool> lost_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_tiered_backend(int64_t dim, const BuildParams& params) {
+  return std::make_unique<TieredBackend>(dim, params);
+}
+
+}  // namespace ivfgpu::cuda
