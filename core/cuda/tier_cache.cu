@@ -106,6 +106,18 @@ void TierCache::scan_chunk(const DeviceContext& ctx, cudaStream_t stream, const 
   streamed_.fetch_add(plan.streamed_bytes);
   resident_lists_.store(planner_.resident_lists());
   resident_bytes_.store(planner_.resident_bytes());
+  try {
+    execute(ctx, stream, p, groups, plan);
+  } catch (...) {
+    planner_.abandon(plan);
+    resident_lists_.store(planner_.resident_lists());
+    resident_bytes_.store(planner_.resident_bytes());
+    throw;
+  }
+}
+
+void TierCache::execute(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& groups,
+                        const tier::ChunkPlan& plan) {
   auto at = [&](tier::Region r, std::size_t off) -> char* {
     return (r == tier::Region::Cache ? cache_mem_.data() : ring_.data()) + off;
   };

@@ -67,6 +67,9 @@ class TierCache {
 
  private:
   void ensure_memory(const DeviceContext& ctx, cudaStream_t stream);
+  // Queues a chunk's table upload, copies and scan passes.
+  void execute(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& groups,
+               const tier::ChunkPlan& plan);
   void* staging(std::size_t bytes);
 
   TierBudget budget_;

@@ -51,6 +51,12 @@ bool StreamPlanner::admit(int64_t l, std::size_t bytes, std::size_t* off) {
   return true;
 }
 
+void StreamPlanner::abandon(const ChunkPlan& plan) {
+  for (const PlannedGroup& g : plan.groups)
+    for (const PlannedSegment& s : g.segments)
+      if (s.region == Region::Cache) evict(s.list);
+}
+
 PlannedGroup& StreamPlanner::group_with_room(ChunkPlan& plan, std::size_t ring_bytes, std::size_t volume) const {
   if (plan.groups.empty() || plan.groups.back().ring_used + ring_bytes > slot_ ||
       (plan.groups.back().volume > 0 && plan.groups.back().volume + volume > slot_)) {

@@ -61,6 +61,10 @@ class StreamPlanner {
   // scan reads ids (a filter), so ring pieces carry them (cached lists always hold them).
   ChunkPlan plan(const int32_t* pair_counts, const TierStore& store, bool need_ids);
 
+  // The plan was not carried out (a failure before its copies were queued): forget the lists it
+  // admitted, so no later chunk takes their unfilled cache space for a hit.
+  void abandon(const ChunkPlan& plan);
+
   int64_t resident_lists() const { return resident_lists_; }
   std::size_t resident_bytes() const { return resident_bytes_; }
   std::size_t ring_slot() const { return slot_; }

@@ -193,3 +193,21 @@ TEST(StreamPlan, ListsLargerThanTheCacheStream) {
   Device d{std::vector<char>(std::size_t{64} << 10), std::vector<char>(std::size_t{256} << 10)};
   EXPECT_EQ(execute(d, *store, plan, counts, true, std::size_t{128} << 10, std::size_t{64} << 10), "");
 }
+
+// A plan that was not carried out leaves no hit behind on cache space nothing filled.
+TEST(StreamPlan, AnAbandonedPlanAdmitsNothing) {
+  std::mt19937_64 rng(8);
+  auto arenas = std::make_shared<HostArenas>(heap_memory(), std::size_t{8} << 20);
+  TierStore::Ptr store = filled(arenas, 8, {100, 200, 300}, rng);
+  StreamPlanner planner(std::size_t{1} << 20, std::size_t{64} << 10, 3);
+  const int32_t counts[3] = {1, 1, 1};
+  const ChunkPlan first = planner.plan(counts, *store, false);
+  EXPECT_EQ(planner.resident_lists(), 3);
+  planner.abandon(first);
+  EXPECT_EQ(planner.resident_lists(), 0);
+  EXPECT_EQ(planner.resident_bytes(), 0u);
+  const ChunkPlan second = planner.plan(counts, *store, false);
+  EXPECT_EQ(second.hit_lists, 0);
+  Device d{std::vector<char>(std::size_t{1} << 20), std::vector<char>(std::size_t{128} << 10)};
+  EXPECT_EQ(execute(d, *store, second, counts, false, std::size_t{64} << 10, std::size_t{1} << 20), "");
+}
