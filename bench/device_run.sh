@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: configure, build, GPU tests, sanitizers, benchmark. Logs go to
 # $OUT (or ./device-out). Phases are chosen by arguments:
-#   build test sanitize profile bench bench960 concurrency prev ab
+#   build test sanitize profile bench bench960 concurrency tier tiertest prev ab
 #   bash bench/device_run.sh build test bench
 # `prev` builds the tree in $PREV_SRC (default .prev: e.g. `git archive <commit> | tar -x -C .prev`)
 # and `ab` runs its benchmark and this tree's interleaved, $AB_REPS times (median: bench/ab.py).
@@ -90,6 +90,37 @@ if has ids "$@"; then
   stamp "32 searchers with adds, updates and removes"
   timeout 120 "$B/bench/concurrency_bench" --n 1000000 --dim 128 --nlist 1024 --nprobe 16 --batch 100 --threads 32 \
     --seconds 6 --add-rows 1000 --writer mixed --json "$OUT/concurrency_mixed.json" 2>&1 | tee "$OUT/concurrency_mixed.log" | tail -12
+fi
+if has tiertest "$@"; then
+  stamp "host tier tests (and memcheck of the streaming path)"
+  timeout 300 "$B/tests/gpu/gpu_host_tier_test" > "$OUT/tier_test.log" 2>&1; echo "host tier test exit $?"
+  grep -E "OK \]|FAILED|Failure|budget .* bytes|hit rate" "$OUT/tier_test.log" | head -40
+  IVFGPU_DISABLE_MEMPOOL=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$B/tests/gpu/gpu_host_tier_test" --gtest_filter='*Pieces*:*Open*:*FilteredSearch*' > "$OUT/sanitizer_tier.log" 2>&1
+  echo "tier memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer_tier.log" | tail -3
+fi
+if has tier "$@"; then
+  # Issue 13's benchmark: TIER_N x 128 (default 50M: 25.6 GB, f32), nlist 4096, 10,000 queries, an
+  # 8 GiB budget next to the all-resident index; then a Zipf(1.1) stream as the budget shrinks;
+  # then opening a saved 10M x 96 index into the host tier next to loading it onto the device.
+  TN=${TIER_N:-50000000}
+  for budget in 8G 0; do
+    stamp "tier: $TN x 128 nlist 4096 budget $budget"
+    timeout 420 "$B/bench/ivfgpu_bench" --n $TN --dim 128 --nlist 4096 --nq 10000 --nprobe 1,4,16 --k 10 \
+      --batch 10000 --reps 3 --no-recall --device-budget $budget --json "$OUT/tier_${budget}.json" 2>&1 \
+      | tee "$OUT/tier_${budget}.log" | grep -vE "^  k" | tail -14
+  done
+  for budget in 5G 2560M 1280M 512M; do
+    stamp "tier zipf 1.1: 10M x 128 nlist 4096 budget $budget"
+    timeout 200 "$B/bench/ivfgpu_bench" --n 10000000 --dim 128 --nlist 4096 --nq 10000 --nprobe 16 --k 10 \
+      --batch 10000 --reps 5 --no-recall --zipf 1.1 --device-budget $budget --json "$OUT/zipf_${budget}.json" 2>&1 \
+      | tee "$OUT/zipf_${budget}.log" | grep -vE "^  k" | tail -6
+  done
+  stamp "tier open: 10M x 96 saved, loaded onto the device vs opened into the host tier"
+  "$B/bench/load_bench" --phase save --n 10000000 --dim 96 --nlist 4096 --file /tmp/tier_open.ivf > "$OUT/open.log" 2>&1
+  "$B/bench/load_bench" --phase load --n 10000000 --dim 96 --nlist 4096 --file /tmp/tier_open.ivf \
+    --device-budget 1G >> "$OUT/open.log" 2>&1
+  grep -E "load|open" "$OUT/open.log" | tail -6
 fi
 if has load "$@"; then
   stamp "peak device memory of loading 1M x 128 (nvidia-smi every 10 ms)"

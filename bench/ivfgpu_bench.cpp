@@ -6,6 +6,13 @@
 // Without --base the data is the synthetic mixture of docs/performance.md. Recall is measured
 // against --groundtruth when given, else against an exhaustive search (nprobe = nlist) of the
 // same index, which is exact.
+//
+// --device-budget BYTES builds the index with IVF_PARAM_DEVICE_BUDGET (lists in pinned host
+// memory, the device caching the most-probed ones; README "Indexes larger than the GPU"), and
+// --zipf S skews the synthetic queries so that the lists they land in are hot or cold (a Zipf law
+// over the mixture's centres). After each timed configuration the bench reads the host tier's
+// counters (IVF_INFO_RESIDENT_LISTS ... IVF_INFO_STREAMED_BYTES): the cache hits, misses and
+// bytes streamed during that configuration's timed searches, and the streaming rate.
 #include <ivfgpu/ivfgpu.h>
 
 #include <nlohmann/json.hpp>
@@ -48,14 +55,39 @@ double percentile(const std::vector<double>& values, double p) {
   return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))];
 }
 
+// The host tier's counters (IVF_INFO_*); all 0 for an index without a device budget.
+struct Tier {
+  int64_t resident_lists = 0, resident_bytes = 0, host_tier_bytes = 0, cache_hits = 0, cache_misses = 0,
+          streamed_bytes = 0;
+};
+
+Tier read_tier(const ivf_index* idx) {
+  Tier t;
+  check(ivf_index_info(idx, IVF_INFO_RESIDENT_LISTS, &t.resident_lists), "info");
+  check(ivf_index_info(idx, IVF_INFO_RESIDENT_BYTES, &t.resident_bytes), "info");
+  check(ivf_index_info(idx, IVF_INFO_HOST_TIER_BYTES, &t.host_tier_bytes), "info");
+  check(ivf_index_info(idx, IVF_INFO_CACHE_HITS, &t.cache_hits), "info");
+  check(ivf_index_info(idx, IVF_INFO_CACHE_MISSES, &t.cache_misses), "info");
+  check(ivf_index_info(idx, IVF_INFO_STREAMED_BYTES, &t.streamed_bytes), "info");
+  return t;
+}
+
 struct Row {
   int64_t nprobe, k, batch;
   double qps, recall, p50_ms, p99_ms, mean_ms;
+  // The host tier after the configuration's timed searches, and what those searches did: cache
+  // hits and misses, their hit rate (-1 when none were counted), bytes streamed host-to-device
+  // and the rate over the timed seconds.
+  Tier tier;
+  int64_t hits = 0, misses = 0, streamed = 0;
+  double hit_rate = -1, stream_gbps = 0, search_s = 0;
 };
 
 // Every option, in one place: add a field here and its line in add_options.
 struct Options {
   int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000, reps = 3, seed = 1, max_base = 0;
+  int64_t device_budget = 0;
+  double zipf = 0;
   ivftools::DataFiles files;
   std::string json_path, csv_path, backend = "auto";
   bool no_recall = false;
@@ -78,6 +110,29 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--csv", o.csv_path, "write the result rows as CSV")->type_name("FILE");
   app.add_option("--seed", o.seed, "synthetic data: seed")->type_name("N")->capture_default_str();
   app.add_flag("--no-recall", o.no_recall, "skip the ground truth (recall is reported as -1)");
+  ivftools::add_bytes_option(app, "--device-budget", o.device_budget,
+                             "IVF_PARAM_DEVICE_BUDGET: device memory the index may hold, e.g. 8G, 512M (K, M, G, T: "
+                             "powers of 1024); the lists live in pinned host memory and the device caches the "
+                             "most-probed ones; each result row then also prints the cache hits, misses, hit rate "
+                             "and bytes streamed of its timed searches (CUDA; the CPU backend has nothing to limit). "
+                             "0: unlimited")
+      ->capture_default_str();
+  app.add_option("--zipf", o.zipf,
+                 "synthetic queries only: S > 0 draws each query's mixture centre with probability "
+                 "proportional to rank^-S (Zipf) over the 4 x nlist centres instead of uniformly, so that a few "
+                 "lists are hot (k-means gathers about four centres to a list, so the lists' load is the sum of "
+                 "their centres'); the base vectors stay uniform; the run prints the share of the hottest centres. "
+                 "0: off")
+      ->type_name("S")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(value.c_str(), &end);
+            if (value.empty() || *end != '\0' || !(v >= 0 && v < 1e6)) return "must be a number >= 0, not " + value;
+            return {};
+          },
+          ""))
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -121,6 +176,8 @@ int main(int argc, char** argv) {
   } else if (!gt_path.empty()) {
     ivftools::usage_error(app, "--groundtruth needs --base (the synthetic data has no ground truth file)");
   }
+  if (opt.zipf > 0 && !base_path.empty())
+    ivftools::usage_error(app, "--zipf skews the synthetic queries: it cannot be used with --base");
 
   auto t0 = Clock::now();
   ivftools::Matrix base, queries;
@@ -132,7 +189,8 @@ int main(int argc, char** argv) {
       data_name = base_path;
     } else {
       base = ivftools::gaussian_mixture(n, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 1000);
-      queries = ivftools::gaussian_mixture(nq, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 2000);
+      queries = ivftools::gaussian_mixture(nq, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 2000,
+                                           opt.zipf);
       data_name = "synthetic mixture";
     }
   } catch (const std::exception& e) {
@@ -144,11 +202,20 @@ int main(int argc, char** argv) {
   nq = queries.n;
   std::printf("data: %s, %lld x %lld, %lld queries (%.1f s)\n", data_name.c_str(), (long long)n, (long long)dim,
               (long long)nq, seconds_since(t0));
+  if (opt.zipf > 0) {
+    const int64_t hot = std::max<int64_t>(1, 4 * nlist / 100);
+    std::printf("queries: Zipf(s = %g) over the %lld mixture centres: the hottest %lld (1%%) draw %.1f%% of them, "
+                "the hottest %lld (10%%) %.1f%%\n",
+                opt.zipf, (long long)(4 * nlist), (long long)hot, 100 * ivftools::zipf_share(nlist, opt.zipf, hot),
+                (long long)std::max<int64_t>(1, 4 * nlist / 10),
+                100 * ivftools::zipf_share(nlist, opt.zipf, std::max<int64_t>(1, 4 * nlist / 10)));
+  }
 
   ivf_params* bp = nullptr;
   check(ivf_params_create(&bp), "ivf_params_create");
   check(ivf_params_set_int(bp, IVF_PARAM_NLIST, nlist), "nlist");
   check(ivf_params_set_int(bp, IVF_PARAM_BACKEND, backend_value), "backend");
+  if (opt.device_budget > 0) check(ivf_params_set_int(bp, IVF_PARAM_DEVICE_BUDGET, opt.device_budget), "device budget");
   ivf_index* idx = nullptr;
   check(ivf_create(&idx, dim, bp), "ivf_create");
   int64_t used_backend = 0;
@@ -165,6 +232,17 @@ int main(int argc, char** argv) {
   std::printf("backend %s, train %.3f s, add %.3f s, device memory %.1f MiB, host memory %.1f MiB\n",
               used_backend == IVF_BACKEND_CUDA ? "cuda" : "cpu", train_s, add_s, dev_bytes / 1048576.0,
               host_bytes / 1048576.0);
+  int64_t budget = 0;
+  check(ivf_index_info(idx, IVF_INFO_DEVICE_BUDGET, &budget), "info");
+  const bool show_tier = opt.device_budget > 0 || budget > 0;
+  if (show_tier) {
+    const Tier t = read_tier(idx);
+    std::printf("device budget %lld bytes = %.1f MiB (the index reports %lld%s): %lld lists resident (%.1f MiB), "
+                "host tier %.1f MiB\n",
+                (long long)opt.device_budget, opt.device_budget / 1048576.0, (long long)budget,
+                used_backend == IVF_BACKEND_CUDA ? "" : "; the CPU backend has nothing to limit",
+                (long long)t.resident_lists, t.resident_bytes / 1048576.0, t.host_tier_bytes / 1048576.0);
+  }
 
   ivf_params* sp = nullptr;
   check(ivf_params_create(&sp), "ivf_params_create");
@@ -201,17 +279,23 @@ int main(int argc, char** argv) {
     for (int64_t nprobe : nprobes) {
       for (int64_t batch : batches) {
         const int64_t b = std::min(batch, nq);
-        Row r{nprobe, k, b, 0, 0, 0, 0, 0};
+        Row r{};
+        r.nprobe = nprobe;
+        r.k = k;
+        r.batch = b;
         ids.assign(static_cast<std::size_t>(nq * k), -1);
         dists.assign(ids.size(), 0.0f);
         std::vector<double> lat;
+        Tier before;  // the counters after the warm-up, before the timed searches
         if (b >= nq) {
           run(queries.data.data(), nq, k, nprobe, ids.data(), dists.data());  // warm-up
+          before = read_tier(idx);
           std::vector<double> times;
           for (int64_t rep = 0; rep < reps; ++rep) {
             t0 = Clock::now();
             run(queries.data.data(), nq, k, nprobe, ids.data(), dists.data());
             times.push_back(seconds_since(t0));
+            r.search_s += times.back();
           }
           r.qps = nq / median(times);
           lat = times;
@@ -219,6 +303,7 @@ int main(int argc, char** argv) {
           // Calls of b queries over the first min(nq, 200 * b) queries; the middle rep counts.
           const int64_t calls = std::max<int64_t>(1, std::min<int64_t>(nq / b, b == 1 ? 200 : 50));
           run(queries.data.data(), b, k, nprobe, ids.data(), dists.data());  // warm-up
+          before = read_tier(idx);
           std::vector<double> qps;
           for (int64_t rep = 0; rep < reps; ++rep) {
             std::vector<double> l;
@@ -228,7 +313,9 @@ int main(int argc, char** argv) {
               run(queries.data.data() + c * b * dim, b, k, nprobe, ids.data() + c * b * k, dists.data() + c * b * k);
               l.push_back(seconds_since(t0));
             }
-            qps.push_back(calls * b / seconds_since(all));
+            const double all_s = seconds_since(all);
+            r.search_s += all_s;
+            qps.push_back(calls * b / all_s);
             if (rep == 0 || l.size() > lat.size()) lat = l;
           }
           r.qps = median(qps);
@@ -248,9 +335,21 @@ int main(int argc, char** argv) {
             if (std::binary_search(truth.begin(), truth.end(), ids[q * k + j])) ++hit;
         }
         r.recall = recall ? double(hit) / double(answered * k) : -1.0;
+        r.tier = read_tier(idx);
+        r.hits = r.tier.cache_hits - before.cache_hits;
+        r.misses = r.tier.cache_misses - before.cache_misses;
+        r.streamed = r.tier.streamed_bytes - before.streamed_bytes;
+        r.hit_rate = r.hits + r.misses > 0 ? double(r.hits) / double(r.hits + r.misses) : -1.0;
+        r.stream_gbps = r.search_s > 0 ? r.streamed / r.search_s / 1e9 : 0.0;
         rows.push_back(r);
         std::printf("  k %4lld nprobe %4lld batch %5lld: %12.0f QPS  recall %.4f  p50 %.3f ms  p99 %.3f ms  mean %.3f ms\n",
                     (long long)k, (long long)nprobe, (long long)b, r.qps, r.recall, r.p50_ms, r.p99_ms, r.mean_ms);
+        if (show_tier)
+          std::printf("      tier: %lld lists resident (%.1f MiB), host tier %.1f MiB; timed searches: hits %lld, "
+                      "misses %lld, hit rate %.3f, streamed %.1f MiB in %.3f s = %.2f GB/s\n",
+                      (long long)r.tier.resident_lists, r.tier.resident_bytes / 1048576.0,
+                      r.tier.host_tier_bytes / 1048576.0, (long long)r.hits, (long long)r.misses, r.hit_rate,
+                      r.streamed / 1048576.0, r.search_s, r.stream_gbps);
         std::fflush(stdout);
       }
     }
@@ -263,6 +362,16 @@ int main(int argc, char** argv) {
   for (const Row& r : rows)
     std::printf("| %lld | %lld | %lld | %.0f | %.4f | %.3f | %.3f |\n", (long long)r.nprobe, (long long)r.k,
                 (long long)r.batch, r.qps, r.recall, r.p50_ms, r.p99_ms);
+  if (show_tier) {
+    std::printf("\nhost tier: device budget %.1f MiB, queries %s (s = %g)\n", opt.device_budget / 1048576.0,
+                opt.zipf > 0 ? "Zipf" : "uniform", opt.zipf);
+    std::printf("| nprobe | k | batch | hit rate | streamed MiB | GB/s | resident lists | resident MiB |\n"
+                "|---|---|---|---|---|---|---|---|\n");
+    for (const Row& r : rows)
+      std::printf("| %lld | %lld | %lld | %.3f | %.1f | %.2f | %lld | %.1f |\n", (long long)r.nprobe, (long long)r.k,
+                  (long long)r.batch, r.hit_rate, r.streamed / 1048576.0, r.stream_gbps,
+                  (long long)r.tier.resident_lists, r.tier.resident_bytes / 1048576.0);
+  }
 
   const char* backend_name = used_backend == IVF_BACKEND_CUDA ? "cuda" : "cpu";
   if (!opt.json_path.empty()) {
@@ -279,7 +388,13 @@ int main(int argc, char** argv) {
                                 {"host_memory_bytes", host_bytes},
                                 {"exhaustive_s", exhaustive_s},
                                 {"groundtruth", gt_path.empty() ? "exhaustive search" : gt_path},
+                                {"device_budget", opt.device_budget},
+                                {"zipf", opt.zipf},
                                 {"results", nlohmann::ordered_json::array()}};
+    // Per row, after the timing fields: the host tier after the row's timed searches
+    // (resident_lists, resident_bytes, host_tier_bytes) and what those searches did (cache_hits,
+    // cache_misses, hit_rate: -1 when none were counted, streamed_bytes, search_s: their total
+    // seconds, stream_gbps = streamed_bytes / search_s / 1e9). All 0 without a device budget.
     for (const Row& r : rows)
       j["results"].push_back({{"nprobe", r.nprobe},
                               {"k", r.k},
@@ -288,7 +403,16 @@ int main(int argc, char** argv) {
                               {"recall", r.recall},
                               {"p50_ms", r.p50_ms},
                               {"p99_ms", r.p99_ms},
-                              {"mean_ms", r.mean_ms}});
+                              {"mean_ms", r.mean_ms},
+                              {"resident_lists", r.tier.resident_lists},
+                              {"resident_bytes", r.tier.resident_bytes},
+                              {"host_tier_bytes", r.tier.host_tier_bytes},
+                              {"cache_hits", r.hits},
+                              {"cache_misses", r.misses},
+                              {"hit_rate", r.hit_rate},
+                              {"streamed_bytes", r.streamed},
+                              {"search_s", r.search_s},
+                              {"stream_gbps", r.stream_gbps}});
     std::ofstream f(opt.json_path);
     f << j.dump(2) << "\n";
     if (!f) {

@@ -3,10 +3,12 @@
 #include <ivfgpu/ivfgpu.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <stdexcept>
 
 namespace ivftools {
 
@@ -74,6 +76,52 @@ CLI::Option* add_backend_option(CLI::App& app, std::string& backend) {
       ->type_name("auto|cpu|cuda|gpu")
       ->check(CLI::Validator(CLI::IsMember({"auto", "cpu", "cuda", "gpu"})).description(""))
       ->capture_default_str();
+}
+
+int64_t parse_bytes(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    throw std::invalid_argument("not a byte count (" + why + "; e.g. 0, 4096, 512M, 8G): " + text);
+  };
+  std::size_t i = 0;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+  if (i == 0) bad("no number");
+  char* end = nullptr;
+  errno = 0;
+  const std::string number = text.substr(0, i);
+  const double value = std::strtod(number.c_str(), &end);
+  if (*end != '\0' || errno != 0) bad("malformed number");
+  std::string unit = text.substr(i);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double scale = 1;
+  if (!unit.empty() && std::string("KMGT").find(unit[0]) != std::string::npos) {
+    for (const char u : std::string("KMGT")) {
+      scale *= 1024;
+      if (u == unit[0]) break;
+    }
+    unit.erase(0, 1);
+    if (unit == "IB" || unit == "B") unit.clear();
+  } else if (unit == "B") {
+    unit.clear();
+  }
+  if (!unit.empty()) bad("unknown unit");
+  const double bytes = value * scale;
+  if (!(bytes < 9.2e18)) bad("too large");
+  return static_cast<int64_t>(bytes + 0.5);
+}
+
+CLI::Option* add_bytes_option(CLI::App& app, const std::string& name, int64_t& bytes, const std::string& help) {
+  return app.add_option(name, bytes, help)
+      ->type_name("BYTES")
+      ->transform(CLI::Validator(
+          [](std::string& value) -> std::string {
+            try {
+              value = std::to_string(parse_bytes(value));
+            } catch (const std::invalid_argument& e) {
+              return e.what();
+            }
+            return {};
+          },
+          ""));
 }
 
 void parse_or_exit(CLI::App& app, int argc, char** argv) {

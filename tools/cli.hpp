@@ -34,6 +34,14 @@ CLI::Option* add_count_list_option(CLI::App& app, const std::string& name, std::
 // --backend auto|cpu|cuda|gpu (gpu: another name for cuda).
 CLI::Option* add_backend_option(CLI::App& app, std::string& backend);
 
+// A byte count as written on a command line: a number (a fraction allowed) with an optional
+// suffix K, M, G or T (powers of 1024, either case; "B" or "iB" may follow), or B / none for
+// bytes: "0", "4096", "512M", "8G", "1.5GiB". Throws std::invalid_argument naming the text when
+// it is malformed, negative or too large for int64.
+int64_t parse_bytes(const std::string& text);
+// --NAME BYTES: a byte count as parse_bytes reads it (0 allowed).
+CLI::Option* add_bytes_option(CLI::App& app, const std::string& name, int64_t& bytes, const std::string& help);
+
 // Parses the command line. --help prints the options to stdout and exits 0; an error (unknown
 // option, missing or malformed value, failed check) prints the error and the usage to stderr
 // and exits 2.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -10,7 +11,30 @@
 
 namespace ivftools {
 
-Matrix gaussian_mixture(int64_t n, int64_t dim, int64_t nlist, uint64_t centre_seed, uint64_t seed) {
+namespace {
+
+// Cumulative Zipf(s) weights of the centres, normalised to end at 1: centre c has weight
+// (c + 1)^-s.
+std::vector<double> zipf_cdf(int64_t centres, double s) {
+  std::vector<double> cdf(static_cast<std::size_t>(centres));
+  double sum = 0;
+  for (int64_t c = 0; c < centres; ++c) cdf[c] = sum += std::pow(static_cast<double>(c + 1), -s);
+  for (double& v : cdf) v /= sum;
+  cdf.back() = 1.0;
+  return cdf;
+}
+
+}  // namespace
+
+double zipf_share(int64_t nlist, double zipf_s, int64_t hot) {
+  const int64_t centres = 4 * nlist;
+  hot = std::clamp<int64_t>(hot, 0, centres);
+  if (hot == 0) return 0;
+  if (zipf_s <= 0) return static_cast<double>(hot) / static_cast<double>(centres);
+  return zipf_cdf(centres, zipf_s)[hot - 1];
+}
+
+Matrix gaussian_mixture(int64_t n, int64_t dim, int64_t nlist, uint64_t centre_seed, uint64_t seed, double zipf_s) {
   const int64_t centres = 4 * nlist;
   std::vector<float> c(static_cast<std::size_t>(centres * dim));
   {
@@ -18,6 +42,7 @@ Matrix gaussian_mixture(int64_t n, int64_t dim, int64_t nlist, uint64_t centre_s
     std::normal_distribution<float> g(0.0f, 1.0f);
     for (auto& v : c) v = g(rng);
   }
+  const std::vector<double> cdf = zipf_s > 0 ? zipf_cdf(centres, zipf_s) : std::vector<double>{};
   Matrix m;
   m.n = n;
   m.dim = dim;
@@ -32,8 +57,15 @@ Matrix gaussian_mixture(int64_t n, int64_t dim, int64_t nlist, uint64_t centre_s
         std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(b));
         std::normal_distribution<float> g(0.0f, 1.0f);
         std::uniform_int_distribution<int64_t> pick(0, centres - 1);
+        std::uniform_real_distribution<double> u(0.0, 1.0);
+        // Uniform (as always) or, with zipf_s, the first centre whose cumulative weight passes u.
+        const auto centre = [&]() -> int64_t {
+          if (cdf.empty()) return pick(rng);
+          const auto it = std::upper_bound(cdf.begin(), cdf.end(), u(rng));
+          return std::min<int64_t>(it - cdf.begin(), centres - 1);
+        };
         for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
-          const float* ci = c.data() + pick(rng) * dim;
+          const float* ci = c.data() + centre() * dim;
           float* row = m.data.data() + i * dim;
           for (int64_t j = 0; j < dim; ++j) row[j] = ci[j] + 0.35f * g(rng);
         }

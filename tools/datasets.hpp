@@ -37,7 +37,14 @@ Shape peek_ids(const std::string& path);
 // C = 4 * nlist centres with N(0,1) coordinates (drawn from centre_seed); each row picks a
 // centre uniformly and adds 0.35 * N(0,1) to every coordinate (drawn from seed). Generated in
 // fixed blocks with their own generators, in parallel; the result depends only on the seeds.
-Matrix gaussian_mixture(int64_t n, int64_t dim, int64_t nlist, uint64_t centre_seed, uint64_t seed);
+// zipf_s > 0: each row picks centre c (0-based) with probability proportional to (c + 1)^-zipf_s
+// instead, a Zipf law over the centres (centre 0 the hottest; the centres' order is random in
+// space, so the hot ones are scattered). zipf_s = 0 gives exactly the uniform mixture.
+Matrix gaussian_mixture(int64_t n, int64_t dim, int64_t nlist, uint64_t centre_seed, uint64_t seed,
+                        double zipf_s = 0);
+// The share of the rows that the hottest `hot` of the 4 * nlist centres draw under zipf_s (as
+// gaussian_mixture picks them; zipf_s = 0: hot / (4 * nlist)).
+double zipf_share(int64_t nlist, double zipf_s, int64_t hot);
 
 // Throw std::runtime_error on a missing or malformed file. max_rows <= 0: all rows.
 Matrix load_fvecs(const std::string& path, int64_t max_rows = 0);

@@ -279,6 +279,16 @@ func WithNProbe(n int) Option { return Option{C.IVF_PARAM_NPROBE, int64(n), nil}
 // vector with the id).
 func WithUniqueIDs() Option { return Option{C.IVF_PARAM_UNIQUE_IDS, 1, nil} }
 
+// WithDeviceBudget sets the bytes of device memory a CUDA index may hold (build, and read by
+// Load and Deserialize; default 0: unlimited, every list on the device). With a budget every
+// list lives in pinned host memory and the device holds the centroids, a staging ring, search
+// scratch and a cache of the most-probed lists, all within the budget; a search streams the
+// probed lists the cache does not hold. Given to Load or Deserialize it opens a saved index
+// into host memory. A budget too small for the centroids plus the ring and scratch is refused
+// (ErrInvalidArgument, naming the minimum). The CPU backend accepts it and has nothing to
+// limit.
+func WithDeviceBudget(bytes int64) Option { return Option{C.IVF_PARAM_DEVICE_BUDGET, bytes, nil} }
+
 // WithFilter restricts a search to the vectors f permits (search; the last WithFilter wins,
 // and WithFilter(nil) means no filter). The search holds f for its duration: Close of f waits
 // for it, and a search given a closed filter fails with ErrClosed.
@@ -810,6 +820,46 @@ func (ix *Index) PoolBytes() (int64, error) {
 	return ix.info("PoolBytes", C.IVF_INFO_POOL_BYTES)
 }
 
+// DeviceBudget returns the device budget in bytes (WithDeviceBudget); 0 = unlimited, and on
+// the CPU.
+func (ix *Index) DeviceBudget() (int64, error) {
+	return ix.info("DeviceBudget", C.IVF_INFO_DEVICE_BUDGET)
+}
+
+// ResidentLists returns the lists with a copy on the device now (0 without a budget).
+func (ix *Index) ResidentLists() (int, error) {
+	v, err := ix.info("ResidentLists", C.IVF_INFO_RESIDENT_LISTS)
+	return int(v), err
+}
+
+// ResidentBytes returns the bytes of list data held on the device now (0 without a budget).
+func (ix *Index) ResidentBytes() (int64, error) {
+	return ix.info("ResidentBytes", C.IVF_INFO_RESIDENT_BYTES)
+}
+
+// HostTierBytes returns the pinned host memory of the host tier (0 without a budget).
+func (ix *Index) HostTierBytes() (int64, error) {
+	return ix.info("HostTierBytes", C.IVF_INFO_HOST_TIER_BYTES)
+}
+
+// CacheHits returns the probed (batch, list) pairs served from the device cache since the
+// index was created.
+func (ix *Index) CacheHits() (int64, error) {
+	return ix.info("CacheHits", C.IVF_INFO_CACHE_HITS)
+}
+
+// CacheMisses returns the probed (batch, list) pairs streamed from the host since the index
+// was created.
+func (ix *Index) CacheMisses() (int64, error) {
+	return ix.info("CacheMisses", C.IVF_INFO_CACHE_MISSES)
+}
+
+// StreamedBytes returns the bytes copied from the host to the device by searches since the
+// index was created.
+func (ix *Index) StreamedBytes() (int64, error) {
+	return ix.info("StreamedBytes", C.IVF_INFO_STREAMED_BYTES)
+}
+
 // Save writes the index to path atomically (path is replaced only on success).
 func (ix *Index) Save(path string) error { return ix.save("Save", path, 0) }
 
@@ -848,7 +898,8 @@ func (ix *Index) Serialize() ([]byte, error) {
 }
 
 // Load reads an index written by Save or a FAISS IndexIVFFlat file. Options choose the
-// backend, device and threads; everything else comes from the file.
+// backend, device, threads and device budget (WithDeviceBudget: open it into host memory);
+// everything else comes from the file.
 func Load(path string, opts ...Option) (*Index, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))

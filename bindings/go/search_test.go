@@ -192,6 +192,75 @@ func TestPersistenceRoundTrips(t *testing.T) {
 	wantErr(t, "no bytes", err, ivfgpu.ErrInvalidArgument)
 }
 
+// WithDeviceBudget is accepted by New, Deserialize and Load. On the CPU backend (forced here,
+// whatever the test backend) the budget has nothing to limit: the host-tier properties read 0
+// and the results are those of an index without a budget.
+func TestDeviceBudgetIsAcceptedOnTheCPU(t *testing.T) {
+	const budget = int64(1) << 30
+	cpu := []ivfgpu.Option{ivfgpu.WithBackend(ivfgpu.BackendCPU), ivfgpu.WithDeviceBudget(budget)}
+	data := generate(nvecs, dim, 1)
+	ix, err := ivfgpu.New(dim, append(testOptions(), cpu...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if err := ix.Train(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Add(data); err != nil {
+		t.Fatal(err)
+	}
+	q := data[:3*dim]
+	before, err := ix.Search(q, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier := func(what string, x *ivfgpu.Index) {
+		t.Helper()
+		lists, err := x.ResidentLists()
+		if err != nil || lists != 0 {
+			t.Fatalf("%s: ResidentLists %d, %v", what, lists, err)
+		}
+		for _, get := range []struct {
+			name string
+			f    func() (int64, error)
+		}{
+			{"DeviceBudget", x.DeviceBudget}, {"ResidentBytes", x.ResidentBytes},
+			{"HostTierBytes", x.HostTierBytes}, {"CacheHits", x.CacheHits},
+			{"CacheMisses", x.CacheMisses}, {"StreamedBytes", x.StreamedBytes},
+		} {
+			if v, err := get.f(); err != nil || v != 0 {
+				t.Fatalf("%s: %s %d, %v", what, get.name, v, err)
+			}
+		}
+	}
+	tier("New", ix)
+	same := func(what string, c *ivfgpu.Index, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer c.Close()
+		after, err := c.Search(q, 5)
+		if err != nil || !reflect.DeepEqual(after, before) {
+			t.Fatalf("%s: results differ (%v)", what, err)
+		}
+		tier(what, c)
+	}
+	b, err := ix.Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ivfgpu.Deserialize(b, cpu...)
+	same("Deserialize", c, err)
+	path := filepath.Join(t.TempDir(), "index.ivf")
+	if err := ix.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	c, err = ivfgpu.Load(path, cpu...)
+	same("Load", c, err)
+}
+
 func TestVersions(t *testing.T) {
 	if ivfgpu.ABIVersion() != ivfgpu.HeaderABIVersion {
 		t.Fatalf("library ABI %d, header %d", ivfgpu.ABIVersion(), ivfgpu.HeaderABIVersion)

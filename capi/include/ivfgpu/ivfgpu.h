@@ -169,7 +169,11 @@ typedef int32_t ivf_param_key;
                                            read by ivf_load / ivf_deserialize ("open"): the
                                            file's lists become the host tier. Too small for
                                            the centroids plus the ring and scratch:
-                                           IVF_ERR_INVALID_ARGUMENT naming the minimum       */
+                                           IVF_ERR_INVALID_ARGUMENT naming the minimum.
+                                           Searches of a budgeted index run one at a time
+                                           and return when done (also on a caller's stream);
+                                           results equal the unbudgeted index's exactly. The
+                                           CPU backend ignores the key                       */
 /* search keys (IVF_PARAM_NPROBE given to ivf_create sets the index's default nprobe);
    IVF_PARAM_MEMORY_KIND and IVF_PARAM_CUDA_STREAM are also read by ivf_train_ex / ivf_add_ex */
 #define IVF_PARAM_NPROBE          32  /**< lists probed per query, >= 1, clamped to nlist; default 8 */

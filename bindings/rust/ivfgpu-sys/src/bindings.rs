@@ -40,6 +40,7 @@ pub const IVF_PARAM_MAX_POINTS_PER_CENTROID: i32 = 6;
 pub const IVF_PARAM_SEED: i32 = 7;
 pub const IVF_PARAM_NUM_THREADS: i32 = 8;
 pub const IVF_PARAM_UNIQUE_IDS: i32 = 9;
+pub const IVF_PARAM_DEVICE_BUDGET: i32 = 10;
 pub const IVF_PARAM_NPROBE: i32 = 32;
 pub const IVF_PARAM_MEMORY_KIND: i32 = 33;
 pub const IVF_PARAM_CUDA_STREAM: i32 = 34;
@@ -61,6 +62,13 @@ pub const IVF_INFO_POOL_BYTES: i32 = 12;
 pub const IVF_INFO_UNIQUE_IDS: i32 = 13;
 pub const IVF_INFO_REMOVED_ROWS: i32 = 14;
 pub const IVF_INFO_ID_MAP_BYTES: i32 = 15;
+pub const IVF_INFO_DEVICE_BUDGET: i32 = 16;
+pub const IVF_INFO_RESIDENT_LISTS: i32 = 17;
+pub const IVF_INFO_RESIDENT_BYTES: i32 = 18;
+pub const IVF_INFO_HOST_TIER_BYTES: i32 = 19;
+pub const IVF_INFO_CACHE_HITS: i32 = 20;
+pub const IVF_INFO_CACHE_MISSES: i32 = 21;
+pub const IVF_INFO_STREAMED_BYTES: i32 = 22;
 extern "C" {
     #[doc = " \"MAJOR.MINOR.PATCH\" of the loaded library. Static storage; never NULL; thread-safe."]
     pub fn ivf_version() -> *const ::std::os::raw::c_char;

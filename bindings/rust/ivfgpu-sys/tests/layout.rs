@@ -113,6 +113,7 @@ fn parameter_keys_round_trip_through_the_library() {
         (IVF_PARAM_NPROBE, 5),
         (IVF_PARAM_MEMORY_KIND, IVF_MEMORY_HOST as i64),
         (IVF_PARAM_UNIQUE_IDS, 1),
+        (IVF_PARAM_DEVICE_BUDGET, 8 << 30),
     ];
     for (key, value) in cases {
         assert_eq!(

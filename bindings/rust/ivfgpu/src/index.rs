@@ -521,6 +521,35 @@ impl Index {
     pub fn pool_bytes(&self) -> Result<u64> {
         self.info(sys::IVF_INFO_POOL_BYTES).map(|v| v as u64)
     }
+    /// The device budget in bytes ([`IndexParams::device_budget`]); 0 = unlimited, and on
+    /// the CPU backend.
+    pub fn device_budget(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_DEVICE_BUDGET).map(|v| v as u64)
+    }
+    /// Lists with a copy on the device now (0 for an index without a budget).
+    pub fn resident_lists(&self) -> Result<usize> {
+        self.info(sys::IVF_INFO_RESIDENT_LISTS).map(|v| v as usize)
+    }
+    /// Bytes of list data held on the device now (0 for an index without a budget).
+    pub fn resident_bytes(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_RESIDENT_BYTES).map(|v| v as u64)
+    }
+    /// Pinned host memory of the host tier, in bytes (0 for an index without a budget).
+    pub fn host_tier_bytes(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_HOST_TIER_BYTES).map(|v| v as u64)
+    }
+    /// Probed (batch, list) pairs served from the device cache since the index was created.
+    pub fn cache_hits(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_CACHE_HITS).map(|v| v as u64)
+    }
+    /// Probed (batch, list) pairs streamed from the host since the index was created.
+    pub fn cache_misses(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_CACHE_MISSES).map(|v| v as u64)
+    }
+    /// Bytes copied from the host to the device by searches since the index was created.
+    pub fn streamed_bytes(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_STREAMED_BYTES).map(|v| v as u64)
+    }
 
     /// Writes the index to `path` atomically (the file is replaced only on success).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
@@ -535,7 +564,8 @@ impl Index {
     }
 
     /// Reads an index written by [`save`](Index::save) or a FAISS `IndexIVFFlat` file.
-    /// `params` choose the backend, device and threads; the rest comes from the file.
+    /// `params` choose the backend, device, threads and device budget; the rest comes from
+    /// the file.
     pub fn load(path: impl AsRef<Path>, params: &IndexParams) -> Result<Index> {
         let path = path_to_cstring(path.as_ref())?;
         let raw = params.to_raw()?;

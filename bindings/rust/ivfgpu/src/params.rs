@@ -160,6 +160,19 @@ impl IndexParams {
         self
     }
 
+    /// Bytes of device memory a CUDA index may hold (default 0: unlimited, every list on the
+    /// device). With a budget every list lives in pinned host memory and the device holds the
+    /// centroids, a staging ring, search scratch and a cache of the most-probed lists, all
+    /// within the budget; a search streams the probed lists the cache does not hold. Also read
+    /// by [`Index::load`](crate::Index::load) and [`Index::deserialize`](crate::Index::deserialize)
+    /// ("open": the file's lists become the host tier). A budget too small for the centroids
+    /// plus the ring and scratch is refused (`InvalidArgument`, naming the minimum). The CPU
+    /// backend accepts it and has nothing to limit.
+    pub fn device_budget(mut self, bytes: u64) -> Self {
+        set(&mut self.entries, sys::IVF_PARAM_DEVICE_BUDGET, int(bytes));
+        self
+    }
+
     pub(crate) fn to_raw(&self) -> Result<Option<RawParams>> {
         RawParams::from_entries(&self.entries)
     }

@@ -139,6 +139,53 @@ fn default_nprobe_comes_from_build_params() {
     assert_eq!(index.dim(), DIM);
 }
 
+/// IVF_PARAM_DEVICE_BUDGET is accepted by create, deserialize and load. On the CPU backend
+/// (forced here, whatever the test backend) the budget has nothing to limit: the host-tier
+/// properties read 0 and results are those of an index without a budget.
+#[test]
+fn device_budget_is_accepted_on_the_cpu() {
+    let budget = 1u64 << 30;
+    let params = test_params().backend(Backend::CPU).device_budget(budget);
+    let data = generate(N, DIM, 1);
+    let index = Index::new(DIM, &params).unwrap();
+    index.train(&data).unwrap();
+    index.add(&data).unwrap();
+    let queries = &data[..3 * DIM];
+    let result = index.search(queries, 5).unwrap();
+    for (i, (ids, _)) in result.rows().enumerate() {
+        assert_eq!(ids[0], i as i64);
+    }
+    let tier = |ix: &Index| {
+        [
+            ix.device_budget().unwrap(),
+            ix.resident_lists().unwrap() as u64,
+            ix.resident_bytes().unwrap(),
+            ix.host_tier_bytes().unwrap(),
+            ix.cache_hits().unwrap(),
+            ix.cache_misses().unwrap(),
+            ix.streamed_bytes().unwrap(),
+        ]
+    };
+    assert_eq!(tier(&index), [0; 7]);
+
+    let bytes = index.serialize().unwrap();
+    let open_params = IndexParams::new()
+        .backend(Backend::CPU)
+        .device_budget(budget);
+    let opened = Index::deserialize(&bytes, &open_params).unwrap();
+    assert_eq!(opened.ntotal().unwrap(), N);
+    assert_eq!(opened.search(queries, 5).unwrap(), result);
+    assert_eq!(tier(&opened), [0; 7]);
+
+    let path = std::env::temp_dir().join(format!("ivfgpu-rs-budget-{}.ivf", std::process::id()));
+    index.save(&path).unwrap();
+    let loaded = Index::load(&path, &open_params);
+    std::fs::remove_file(&path).unwrap();
+    let loaded = loaded.unwrap();
+    assert_eq!(loaded.search(queries, 5).unwrap(), result);
+    assert_eq!(tier(&loaded), [0; 7]);
+}
+
 /// Save/load, serialize/deserialize and the FAISS format give back an index with the same
 /// results; damaged bytes and missing files give typed errors.
 #[test]
