@@ -151,6 +151,13 @@ class _Params:
         self._lib.ivf_params_free(self.ptr)
 
 
+def _set_device_budget(p: _Params, device_budget: int) -> None:
+    # Set only when given: 0 is the library's default, and a library older than the key
+    # (IVF_PARAM_DEVICE_BUDGET) then still works. A negative value reaches the library's check.
+    if device_budget:
+        p.set_int(_lib.IVF_PARAM_DEVICE_BUDGET, device_budget, "device_budget")
+
+
 class Filter:
     """A reusable, immutable set of ids restricting searches (``Index.search(filter=...)``).
 
@@ -214,12 +221,22 @@ class Index:
     layout or sequence is converted with one copy to float32 (ids: to int64). Device data
     (``__cuda_array_interface__`` or DLPack: CuPy, PyTorch) goes as device memory on its stream
     and needs a CUDA index; it must be C-contiguous float32 (ids int64).
+
+    ``device_budget``: bytes of device memory a CUDA index may hold (0, the default: unlimited,
+    every list on the device). With a budget every list lives in pinned host memory and the
+    device holds the centroids, a staging ring, search scratch and a cache of the most-probed
+    lists; a search streams the probed lists the cache does not hold. ``load`` and
+    ``deserialize`` take it too, to open a saved index into host memory. A budget too small for
+    the centroids plus the ring and scratch raises InvalidArgumentError (naming the minimum).
+    The CPU backend accepts it and has nothing to limit. ``info(ivfgpu.INFO_RESIDENT_LISTS)``,
+    ``INFO_RESIDENT_BYTES``, ``INFO_HOST_TIER_BYTES``, ``INFO_CACHE_HITS``,
+    ``INFO_CACHE_MISSES`` and ``INFO_STREAMED_BYTES`` report the host tier (0 without a budget).
     """
 
     def __init__(self, dim: int, *, nlist: int = 1024, metric: MetricLike = "l2",
                  backend: BackendLike = "auto", device: int = 0, nprobe: int = 8,
                  kmeans_iters: int = 10, max_points_per_centroid: int = 256, seed: int = 1234,
-                 num_threads: int = 0, unique_ids: bool = False) -> None:
+                 num_threads: int = 0, unique_ids: bool = False, device_budget: int = 0) -> None:
         lib = _lib.load()
         with _Params(lib) as p:
             p.set_int(_lib.IVF_PARAM_NLIST, nlist, "nlist")
@@ -234,6 +251,7 @@ class Index:
             p.set_int(_lib.IVF_PARAM_SEED, seed, "seed")
             p.set_int(_lib.IVF_PARAM_NUM_THREADS, num_threads, "num_threads")
             p.set_int(_lib.IVF_PARAM_UNIQUE_IDS, 1 if unique_ids else 0, "unique_ids")
+            _set_device_budget(p, device_budget)
             out = c_void_p()
             check(lib.ivf_create(byref(out), int(dim), p.ptr), "ivf_create")
         self._adopt(out.value, num_threads)  # type: ignore[arg-type]
@@ -304,6 +322,11 @@ class Index:
     @property
     def unique_ids(self) -> bool:
         return bool(self.info(_lib.IVF_INFO_UNIQUE_IDS))
+
+    @property
+    def device_budget(self) -> int:
+        """The device budget in bytes (``device_budget=``); 0 = unlimited, and on the CPU."""
+        return self.info(_lib.IVF_INFO_DEVICE_BUDGET)
 
     @property
     def closed(self) -> bool:
@@ -510,13 +533,15 @@ class Index:
             check(_lib.load().ivf_save_faiss(h, os.fsencode(path)), "ivf_save_faiss")
 
     @staticmethod
-    def _load_params(lib: ctypes.CDLL, backend: BackendLike, device: int, num_threads: int) -> _Params:
+    def _load_params(lib: ctypes.CDLL, backend: BackendLike, device: int, num_threads: int,
+                     device_budget: int = 0) -> _Params:
         p = _Params(lib)
         try:
             p.set_int(_lib.IVF_PARAM_BACKEND, _enum_value(backend, _BACKEND_NAMES, "backend"),
                       "backend")
             p.set_int(_lib.IVF_PARAM_DEVICE, device, "device")
             p.set_int(_lib.IVF_PARAM_NUM_THREADS, num_threads, "num_threads")
+            _set_device_budget(p, device_budget)
         except BaseException:
             lib.ivf_params_free(p.ptr)
             raise
@@ -524,11 +549,13 @@ class Index:
 
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"], *, backend: BackendLike = "auto",
-             device: int = 0, num_threads: int = 0) -> "Index":
-        """Read a file written by save() or a FAISS IndexIVFFlat file."""
+             device: int = 0, num_threads: int = 0, device_budget: int = 0) -> "Index":
+        """Read a file written by save() or a FAISS IndexIVFFlat file. With
+        ``device_budget`` (bytes) a CUDA index is opened into pinned host memory, the device
+        caching the most-probed lists within the budget."""
         lib = _lib.load()
         out = c_void_p()
-        with cls._load_params(lib, backend, device, num_threads) as p:
+        with cls._load_params(lib, backend, device, num_threads, device_budget) as p:
             check(lib.ivf_load(os.fsencode(path), p.ptr, byref(out)), "ivf_load")
         return cls._from_handle(out.value, num_threads)  # type: ignore[arg-type]
 
@@ -548,12 +575,13 @@ class Index:
 
     @classmethod
     def deserialize(cls, data: Union[bytes, bytearray, memoryview], *, backend: BackendLike = "auto",
-                    device: int = 0, num_threads: int = 0) -> "Index":
-        """Build an index from serialize()'s bytes (or a FAISS IndexIVFFlat file image)."""
+                    device: int = 0, num_threads: int = 0, device_budget: int = 0) -> "Index":
+        """Build an index from serialize()'s bytes (or a FAISS IndexIVFFlat file image);
+        ``device_budget`` as for load()."""
         lib = _lib.load()
         buf = np.frombuffer(data, dtype=np.uint8)  # no copy
         out = c_void_p()
-        with cls._load_params(lib, backend, device, num_threads) as p:
+        with cls._load_params(lib, backend, device, num_threads, device_budget) as p:
             check(lib.ivf_deserialize(buf.ctypes.data if buf.size else None, buf.size, p.ptr,
                                       byref(out)), "ivf_deserialize")
         return cls._from_handle(out.value, num_threads)  # type: ignore[arg-type]

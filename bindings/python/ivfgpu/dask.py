@@ -31,6 +31,16 @@ is split on its own worker and only the pieces owned by shards elsewhere move.
 ``last_add_moved_rows`` says how many rows the last Dask-array add sent off their chunk's worker.
 Numpy adds ship each shard's rows straight to its worker(s) (``scatter`` over 256 KiB).
 
+Ids: ``remove``, ``update``, ``get`` and ``count_ids`` answer as one ``Index`` holding all the
+vectors. Balanced routing asks every shard (an id may be anywhere, even on several shards when
+the caller added it more than once), hash routing only each id's owner. ``remove`` and
+``count_ids`` sum over the shards; ``get`` returns, for an id on several shards, the vector of
+the lowest-numbered one. ``update`` replaces an id's vectors wherever they are: the new vector
+goes to the lowest-numbered shard already holding the id (balanced; an id held nowhere is routed
+like an add) or to its owner (hash), as one atomic ``Index.update`` there, and the other shards
+drop their copies; mutations reach every live replica (see ``DistributedIndex.update`` for what
+a failure leaves).
+
 Search: queries are cut in blocks (``query_block`` rows, or the Dask array's chunks); every block
 goes to one live replica of every shard, which returns its own top-k; the merge (sort by distance
 in the metric's direction, ties by id, padding ``-1`` with +inf/-inf) runs on the client:
@@ -43,6 +53,10 @@ that a merge on a worker costs (``merge="worker"`` is kept for measuring that). 
 Devices: ``backend="auto"`` (the default) makes each worker's shard a GPU index when that worker
 sees a GPU, else a CPU one (``backends`` lists what each shard got); with one GPU per worker
 (CUDA_VISIBLE_DEVICES set per worker, as dask-cuda does) ``device=0`` is right everywhere.
+Every ``Index`` keyword given to ``DistributedIndex`` reaches the training index, and those that
+``Index.deserialize`` / ``Index.load`` take (``backend``, ``device``, ``num_threads``,
+``device_budget``) reach every shard replica, at creation and at ``load`` (where keywords given
+to ``load`` override the saved ones): ``device_budget=`` is per shard replica, i.e. per worker.
 Filters travel as ids (``filter=ids`` or ``(ids, "deny")``): an ``ivfgpu.Filter`` is a handle
 in one process.
 
@@ -59,6 +73,7 @@ twin is raised as is; the twins may then differ (not expected: both ran the same
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import threading
@@ -69,6 +84,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 import ivfgpu as _ivf
+from ivfgpu import _arrays
 
 __all__ = ["DistributedIndex", "ShardLostError", "merge_topk"]
 
@@ -101,6 +117,24 @@ def _data_error(message: str) -> Exception:
     return _ivf.CorruptDataError(_ivf._lib.IVF_ERR_CORRUPT_DATA, message, "ivfgpu.dask")
 
 
+def _invalid(message: str, function: str = "ivfgpu.dask") -> Exception:
+    return _ivf.InvalidArgumentError(_ivf._lib.IVF_ERR_INVALID_ARGUMENT, message, function)
+
+
+def _open_keywords() -> Tuple[str, ...]:
+    """The keywords that Index.load and Index.deserialize both take (backend, device,
+    num_threads, device_budget, ...): the index parameters a shard is opened with."""
+    def kw(f):
+        return {n for n, p in inspect.signature(f).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    return tuple(sorted(kw(_ivf.Index.load) & kw(_ivf.Index.deserialize)))
+
+
+def _open_params(index_params: Dict[str, Any]) -> Dict[str, Any]:
+    """The part of ``index_params`` that opening a shard (load / deserialize) takes."""
+    return {k: index_params[k] for k in _open_keywords() if k in index_params}
+
+
 def _shard(uid: str):
     idx = _SHARDS.get(uid)
     if idx is None:
@@ -117,15 +151,15 @@ def _w_train(sample, dim, params) -> bytes:
         idx.close()
 
 
-def _w_create(uid, blob, backend, device, num_threads) -> Tuple[str, str]:
-    idx = _ivf.Index.deserialize(blob, backend=backend, device=device, num_threads=num_threads)
+def _w_create(uid, blob, open_params) -> Tuple[str, str]:
+    idx = _ivf.Index.deserialize(blob, **open_params)
     with _SHARDS_LOCK:
         _SHARDS[uid] = idx
     return uid, str(idx.backend)
 
 
-def _w_load(uid, path, backend, device, num_threads) -> Tuple[int, str]:
-    idx = _ivf.Index.load(path, backend=backend, device=device, num_threads=num_threads)
+def _w_load(uid, path, open_params) -> Tuple[int, str]:
+    idx = _ivf.Index.load(path, **open_params)
     with _SHARDS_LOCK:
         _SHARDS[uid] = idx
     return idx.ntotal, str(idx.backend)
@@ -180,6 +214,23 @@ def _w_remove(uid, ids) -> int:
 
 def _w_count_ids(uid, ids) -> np.ndarray:
     return np.asarray(_shard(uid).count_ids(np.ascontiguousarray(ids, dtype=np.int64)))
+
+
+def _w_get(uid, ids):
+    return _shard(uid).get(np.ascontiguousarray(ids, dtype=np.int64))
+
+
+def _w_update(uid, x, ids, stale, hold=None) -> int:
+    """This shard's part of DistributedIndex.update: one atomic ``Index.update`` of the rows it
+    keeps, then the removal of its stale copies of ids another shard keeps (only after the
+    update succeeded, so a failing shard is left unchanged)."""
+    _hold_here(hold)
+    idx = _shard(uid)
+    if len(ids):
+        idx.update(np.ascontiguousarray(x, dtype=np.float32), np.ascontiguousarray(ids, dtype=np.int64))
+    if len(stale):
+        idx.remove(np.ascontiguousarray(stale, dtype=np.int64))
+    return idx.ntotal
 
 
 def _w_save(uid, path) -> int:
@@ -268,8 +319,9 @@ class DistributedIndex:
 
     ``shards`` logical shards, each with ``replicas`` copies on distinct workers (replica r of
     shard s on worker ``(s * replicas + r) % n_workers``). ``index_params`` are those of
-    ``ivfgpu.Index`` (nlist, metric, backend, device, nprobe, kmeans_iters, ...); ``backend="auto"``
-    lets each worker use its GPU when it has one."""
+    ``ivfgpu.Index`` (nlist, metric, backend, device, nprobe, kmeans_iters, device_budget, ...);
+    ``backend="auto"`` lets each worker use its GPU when it has one. ``device_budget`` (bytes)
+    applies to each shard replica's index, as ``Index(device_budget=)``."""
 
     def __init__(self, client, dim: int, shards: Optional[int] = None, replicas: int = 1, *,
                  workers: Optional[Sequence[str]] = None, query_block: int = 4096,
@@ -459,12 +511,12 @@ class DistributedIndex:
             self._create_shards(blob)
 
     def _create_shards(self, blob: bytes) -> None:
-        backend = self.index_params.get("backend", "auto")
-        device = int(self.index_params.get("device", 0))
-        nthreads = int(self.index_params.get("num_threads", 0))
+        # every keyword of Index.deserialize found in index_params: backend, device,
+        # num_threads, device_budget, ...
+        open_params = _open_params(self.index_params)
         fut = self.client.scatter(blob, broadcast=True, hash=False,
                                   workers=sorted({w for p in self._placement for w in p}))
-        jobs = [(s, _w_create_r, (fut, backend, device, nthreads)) for s in range(self.shards)]
+        jobs = [(s, _w_create_r, (fut, open_params)) for s in range(self.shards)]
         infos = self._run(jobs, every_replica=True)
         self.backends = [i[1] for i in infos]
         self.trained_bytes = blob
@@ -509,9 +561,10 @@ class DistributedIndex:
                     jobs.append((s, _w_add, (x[sel], ids[sel], _hold)))
             self._run_add(jobs, [j[2][1] for j in jobs], auto)
 
-    def _balance(self, n):
-        """Contiguous slices per shard that bring the counts as close to level as possible."""
-        counts = self._counts.astype(np.int64)
+    def _balance(self, n, counts=None):
+        """Contiguous slices per shard that bring the counts (default: the shards' row counts)
+        as close to level as possible."""
+        counts = (self._counts if counts is None else np.asarray(counts)).astype(np.int64)
         total = int(counts.sum()) + n
         target = np.full(self.shards, total // self.shards, dtype=np.int64)
         target[: total % self.shards] += 1
@@ -623,10 +676,17 @@ class DistributedIndex:
         return min((s for s in range(self.shards) if self.live_replicas(s)),
                    key=lambda t: (counts[t], t))
 
-    # ---------------------------------------------------------------- removal / lookups
+    # ---------------------------------------------------------------- ids: remove, update, get, count
+    # Each call takes ids as Index does (any int64 values, a 1-D sequence; ValueError
+    # otherwise) and answers as one Index holding all the vectors would. Balanced routing: an id
+    # may be on any shard (or on several, when the caller added it more than once), so every
+    # shard is asked; hash routing: only the owner shard of each id.
+
     def remove(self, ids) -> int:
+        """Remove every vector whose id is in ids, on every shard (every live replica); returns
+        how many vectors were removed, summed over the shards."""
         self._check_trained()
-        ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
+        ids = _arrays.id_array(ids, None)
         with self._lock:
             jobs = self._id_jobs(_w_remove, ids)
             out = self._run(jobs, every_replica=True)
@@ -634,19 +694,126 @@ class DistributedIndex:
             return int(sum(out))
 
     def count_ids(self, ids) -> np.ndarray:
-        """Number of vectors held under each id, over all shards (int64 array)."""
-        self._check_trained()
-        ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
+        """Number of vectors held under each id, summed over all shards (int64 array). Before
+        ``train`` every count is 0, as for an untrained Index."""
+        ids = _arrays.id_array(ids, None)
         out = np.zeros(ids.shape[0], dtype=np.int64)
-        if self.unique_ids:
-            owner = _owner(ids, self.shards)
-        jobs = self._id_jobs(_w_count_ids, ids)
-        for (s, _, _), c in zip(jobs, self._run(jobs, every_replica=False)):
-            if self.unique_ids:
-                out[owner == s] += c
-            else:
-                out += c
+        if not self._trained:
+            return out
+        for sel, c in self._per_shard(_w_count_ids, ids):
+            out[sel] += c
         return out
+
+    def get(self, ids) -> Tuple[np.ndarray, np.ndarray]:
+        """The stored vector of each id: ``(vectors (n, dim) float32, found (n,) bool)``; rows
+        of absent ids are zeros (and everything is absent before ``train``), as ``Index.get``.
+
+        Where an id has several vectors, the one returned is that of the lowest-numbered shard
+        holding the id, and within that shard the library's own choice (the first in list
+        order). Several vectors under one id exist only with balanced routing when the caller
+        added the id more than once; with hash routing an id lives on its owner shard only."""
+        ids = _arrays.id_array(ids, None)
+        out = np.zeros((ids.shape[0], self.dim), dtype=np.float32)
+        found = np.zeros(ids.shape[0], dtype=bool)
+        if not self._trained:
+            return out, found
+        for sel, (v, f) in self._per_shard(_w_get, ids):  # in shard order: the lowest wins
+            pos = np.flatnonzero(sel)  # the positions in ids this shard answered for
+            new = np.asarray(f, dtype=bool) & ~found[pos]
+            out[pos[new]] = np.asarray(v)[new]
+            found[pos[new]] = True
+        return out, found
+
+    def update(self, x, ids, *, _hold=None) -> None:
+        """Upsert, as ``Index.update``: afterwards each id names exactly its row of x (its old
+        vectors are gone from every shard, wherever they were). ids must not repeat and must
+        not be -1; x is numpy (a Dask array is gathered to the client first).
+
+        Where the new vector goes: hash routing, to the id's owner shard; balanced routing, to
+        the lowest-numbered shard that already holds the id (so a replaced vector stays where
+        it was and the shard counts do not move), and an id held nowhere is routed like an add
+        (to the shards with the fewest rows, counted after this update's removals). Every
+        other shard holding the id removes its copies. All live replicas of a shard receive
+        the same work.
+
+        Atomicity: the input is checked on the client first, with the library's rules (shape,
+        NaN/Inf, -1, repeated ids: ValueError / InvalidArgumentError as ``Index.update``), so
+        a bad call changes nothing. Then each shard applies its part in one task: one
+        all-or-nothing ``Index.update`` of the rows it keeps, then, only if that succeeded,
+        the removal of its stale copies. If a shard fails (a lost worker: ShardLostError; a
+        library error such as out of memory: raised as is, after the other shards finished),
+        the other shards keep what they did and the failing shard is unchanged: each id then
+        holds either its new vector or its old one (on the shard that was to replace it); an
+        id the index did not hold and whose row was for the failing shard is absent. No id
+        that was held loses all its vectors, except with a shard lost altogether.
+        Balanced routing asks every shard where the ids are first: a shard with no live
+        replica left then raises ShardLostError before anything changed."""
+        if _is_dask_array(x):
+            x = x.compute()
+        if _is_dask_array(ids):
+            ids = ids.compute()
+        x = _arrays.rows(_arrays.host_array(x, np.float32, "update"), self.dim, "update")
+        ids = _arrays.id_array(ids, x.shape[0])
+        where = "DistributedIndex.update"
+        if x.shape[0] == 0:
+            raise _invalid("update: n must be >= 1, got 0", where)
+        bad = np.flatnonzero(~np.isfinite(x).all(axis=1))
+        if bad.size:
+            raise _invalid(f"update: data row {int(bad[0])} holds NaN or Inf (rejected: no "
+                           "distance is defined for it)", where)
+        bad = np.flatnonzero(ids == -1)
+        if bad.size:
+            raise _invalid(f"update: id -1 is reserved for padding (row {int(bad[0])})", where)
+        _, first = np.unique(ids, return_index=True)
+        if first.size < ids.size:
+            row = int(np.setdiff1d(np.arange(ids.size), first)[0])
+            raise _invalid(f"update: id {int(ids[row])} (row {row}) repeats an earlier row of "
+                           "the same call", where)
+        if not self._trained:
+            raise _state_error("update: the DistributedIndex is not trained; call train first")
+        with self._lock:
+            self._next_id = max(self._next_id, int(ids.max()) + 1)
+            empty_x = np.zeros((0, self.dim), dtype=np.float32)
+            empty_i = np.zeros(0, dtype=np.int64)
+            if self.unique_ids:
+                owner = _owner(ids, self.shards)
+                jobs = [(s, _w_update, (x[owner == s], ids[owner == s], empty_i, _hold))
+                        for s in range(self.shards) if np.any(owner == s)]
+            else:
+                held = np.stack([c for _, c in self._per_shard(_w_count_ids, ids)])  # shards x n
+                has = held > 0
+                anywhere = has.any(axis=0)
+                target = np.where(anywhere, np.argmax(has, axis=0), -1)  # lowest shard holding it
+                fresh = np.flatnonzero(~anywhere)
+                if fresh.size:  # like an add, on the counts this update leaves
+                    after = self._counts - held.sum(axis=1) + np.bincount(
+                        target[anywhere], minlength=self.shards)
+                    for s, sel in enumerate(self._balance(fresh.size, after)):
+                        target[fresh[sel]] = s
+                jobs = []
+                for s in range(self.shards):
+                    mine = target == s
+                    stale = ids[has[s] & ~mine]
+                    if mine.any() or stale.size:
+                        jobs.append((s, _w_update, (x[mine] if mine.any() else empty_x,
+                                                    ids[mine], stale, _hold)))
+            try:
+                totals = self._run(jobs, every_replica=True)
+            except ShardLostError as e:
+                self._sync_counts()
+                raise ShardLostError(
+                    f"{e}; update: the other shards applied their part (new vectors, stale "
+                    "copies removed); the ids whose row was for the lost shard are not updated "
+                    "and their vectors are gone with it (see DistributedIndex.update)") from e
+            except BaseException as e:
+                self._sync_counts()
+                if hasattr(e, "add_note"):
+                    e.add_note("DistributedIndex.update: the shards that did not fail applied "
+                               "their part; the failing shard is unchanged (its ids keep their "
+                               "old vectors)")
+                raise
+            for (s, _, _), t in zip(jobs, totals):
+                self._counts[s] = t
 
     def _id_jobs(self, fn, ids):
         if self.unique_ids:
@@ -654,20 +821,35 @@ class DistributedIndex:
             return [(s, fn, (ids[owner == s],)) for s in range(self.shards) if np.any(owner == s)]
         return [(s, fn, (ids,)) for s in range(self.shards)]
 
+    def _per_shard(self, fn, ids):
+        """Run fn(ids) on one live replica of each shard concerned, in shard order: a list of
+        (mask, result), the mask (bool, over ids) saying which ids that shard answered for."""
+        jobs = self._id_jobs(fn, ids)
+        res = self._run(jobs, every_replica=False)
+        if self.unique_ids:
+            owner = _owner(ids, self.shards)
+            return [(owner == s, r) for (s, _, _), r in zip(jobs, res)]
+        return [(np.ones(ids.shape[0], dtype=bool), r) for r in res]
+
     # ---------------------------------------------------------------- search
     def search(self, q, k: int, *, nprobe: Optional[int] = None, filter=None, _hold=None):
         """Top-k over all shards: numpy or Dask array queries; exact merge on the client.
 
         ``filter``: ids (allow list) or ``(ids, "allow"|"deny")``; an ``ivfgpu.Filter`` lives in
-        one process and cannot travel, so each shard builds its own from the ids."""
+        one process and cannot travel, so each shard builds its own from the ids. The same id
+        set on every shard gives exactly the result of one Index searched with
+        ``filter=ivfgpu.Filter(ids, mode)``."""
         self._check_trained()
         if filter is not None:
             if isinstance(filter, _ivf.Filter):
                 raise TypeError("pass the filter's ids (or (ids, mode)), not an ivfgpu.Filter")
             if isinstance(filter, tuple) and len(filter) == 2 and isinstance(filter[1], str):
-                filter = (np.ascontiguousarray(filter[0], dtype=np.int64), filter[1])
+                mode = filter[1].lower()
+                if mode not in ("allow", "deny"):
+                    raise ValueError(f"mode: unknown name {filter[1]!r} (one of ['allow', 'deny'])")
+                filter = (_arrays.id_array(filter[0], None), mode)
             else:
-                filter = (np.ascontiguousarray(filter, dtype=np.int64), "allow")
+                filter = (_arrays.id_array(filter, None), "allow")
         k = int(k)
         nprobe = self.default_nprobe if nprobe is None else int(nprobe)
         for s in range(self.shards):
@@ -741,7 +923,10 @@ class DistributedIndex:
     @classmethod
     def load(cls, client, path: str, *, replicas: Optional[int] = None,
              workers: Optional[Sequence[str]] = None, **overrides) -> "DistributedIndex":
-        """Place the saved shards on the client's current workers (any count >= 1)."""
+        """Place the saved shards on the client's current workers (any count >= 1).
+
+        ``overrides``: index parameters replacing the saved ones (e.g. ``backend="cpu"``,
+        ``device_budget=8 << 30``); each shard is opened with those ``Index.load`` takes."""
         with open(os.path.join(path, MANIFEST)) as fh:
             m = json.load(fh)
         if m.get("format") != FORMAT:
@@ -753,11 +938,9 @@ class DistributedIndex:
         r = min(r, len(ws)) if replicas is None else r
         self = cls(client, m["dim"], shards=m["shards"], replicas=r, workers=ws, **params)
         self._next_id = int(m["next_id"])
-        backend = params.get("backend", "auto")
-        device = int(params.get("device", 0))
-        nthreads = int(params.get("num_threads", 0))
+        open_params = _open_params(params)  # as for train: device_budget and the rest included
         root = os.path.abspath(path)
-        jobs = [(s, _w_load_r, (os.path.join(root, f["path"]), backend, device, nthreads))
+        jobs = [(s, _w_load_r, (os.path.join(root, f["path"]), open_params))
                 for s, f in enumerate(m["files"])]
         infos = self._run(jobs, every_replica=True)
         for s, (nt, _) in enumerate(infos):
@@ -792,9 +975,9 @@ class DistributedIndex:
         self.close()
 
 
-def _w_create_r(uid, blob, backend, device, num_threads):
-    return _w_create(uid, blob, backend, device, num_threads)
+def _w_create_r(uid, blob, open_params):
+    return _w_create(uid, blob, open_params)
 
 
-def _w_load_r(uid, path, backend, device, num_threads):
-    return _w_load(uid, path, backend, device, num_threads)
+def _w_load_r(uid, path, open_params):
+    return _w_load(uid, path, open_params)

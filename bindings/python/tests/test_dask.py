@@ -182,6 +182,221 @@ def test_bigann10k_hash_routing_ip(client):
     di.close()
 
 
+# ------------------------------------------------------------------------------ ids
+
+from ivfgpu.dask import _w_count_ids, _w_get, _w_info  # noqa: E402  (per-replica probes)
+
+
+def _small(n=1500, dim=16, seed=3):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, dim), dtype=np.float32), rng.random((40, dim), dtype=np.float32)
+
+
+def _every_replica(di, fn, *args):
+    """fn(uid, *args) on every replica of every shard: [[result per replica] per shard]."""
+    return [di.client.gather([di._submit(s, r, fn, *args) for r in range(di.replicas)])
+            for s in range(di.shards)]
+
+
+def _replicas_agree(di, ids):
+    """Every replica of a shard holds the same rows (mutations reached all of them), and the
+    client's shard counts are theirs."""
+    for s, infos in enumerate(_every_replica(di, _w_info)):
+        assert [nt for nt, _ in infos] == [int(di.shard_counts[s])] * di.replicas
+    for counts in _every_replica(di, _w_count_ids, ids):
+        assert all(np.array_equal(c, counts[0]) for c in counts)
+    for gets in _every_replica(di, _w_get, ids):
+        assert all(np.array_equal(g[0], gets[0][0]) and np.array_equal(g[1], gets[0][1])
+                   for g in gets)
+
+
+def _same_error(calls):
+    """Each (distributed call, single-index call) raises the same exception class."""
+    for mine, single in calls:
+        with pytest.raises(Exception) as ref_err:
+            single()
+        with pytest.raises(type(ref_err.value)):
+            mine()
+
+
+@pytest.mark.parametrize("replicas,unique_ids", [(1, False), (2, False), (2, True)])
+def test_id_operations_equal_single_index(client, replicas, unique_ids):
+    """remove / update / get / count_ids / filtered search against one Index with the same
+    centroids holding the same vectors; with replicas=2 every replica took each mutation."""
+    x, q = _small()
+    n = x.shape[0]
+    ids = (np.arange(n, dtype=np.int64) * 7 + 11) if unique_ids else np.arange(n, dtype=np.int64)
+    di = DistributedIndex(_fresh(client), x.shape[1], shards=3, replicas=replicas, nlist=16,
+                          backend="cpu", kmeans_iters=4, unique_ids=unique_ids)
+    di.train(x)
+    di.add(x, ids)
+    ref = reference(di, x, ids)
+    absent = np.array([-5, 10**12, int(ids.max()) + 1], dtype=np.int64)
+    probe = np.concatenate([ids[::50], absent, ids[:3]])  # repeats and absent ids
+    # get and count_ids
+    np.testing.assert_array_equal(di.count_ids(probe), ref.count_ids(probe))
+    gv, gf = di.get(probe)
+    rv, rf = ref.get(probe)
+    np.testing.assert_array_equal(gf, rf)
+    np.testing.assert_array_equal(gv, rv)
+    assert gv.dtype == np.float32 and gv.shape == (probe.size, x.shape[1])
+    assert di.get([])[0].shape == (0, x.shape[1]) and di.count_ids([]).shape == (0,)
+    # update: ids spread over every shard, plus two ids held nowhere
+    rng = np.random.default_rng(11)
+    up = np.concatenate([ids[::37], [int(ids.max()) + 5, 10**9 + 7]]).astype(np.int64)
+    rng.shuffle(up)
+    vals = rng.random((up.size, x.shape[1]), dtype=np.float32) + 2.0
+    before = di.shard_counts
+    di.update(vals, up)
+    ref.update(vals, up)
+    assert di.ntotal == ref.ntotal == n + 2
+    if not unique_ids:  # replaced in place; the two new ids go where the rows are fewest
+        assert (di.shard_counts - before).sum() == 2 and (di.shard_counts - before).max() == 1
+    np.testing.assert_array_equal(di.count_ids(up), np.ones(up.size, np.int64))
+    np.testing.assert_array_equal(di.get(up)[0], vals)
+    np.testing.assert_array_equal(di.get(probe)[0], ref.get(probe)[0])
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    assert_same(di.search(vals[:5], 3, nprobe=16), ref.search(vals[:5], 3, nprobe=16))
+    # remove (ids repeated and absent): the count summed over shards
+    gone = np.concatenate([ids[5:400:3], up[:4], up[:2], absent])
+    assert di.remove(gone) == ref.remove(gone) > 0
+    assert di.ntotal == ref.ntotal
+    np.testing.assert_array_equal(di.count_ids(gone), np.zeros(gone.size, np.int64))
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    # filtered search, both modes: the same ids on every shard = one filtered index
+    allow = ids[::4]
+    for mode in ("allow", "deny"):
+        with ivfgpu.Filter(allow, mode=mode) as f:
+            for nprobe in (2, 16):
+                assert_same(di.search(q, 10, nprobe=nprobe, filter=(allow, mode)),
+                            ref.search(q, 10, nprobe=nprobe, filter=f))
+    assert_same(di.search(q, 10, filter=allow), ref.search(q, 10, filter=ivfgpu.Filter(allow)))
+    if replicas > 1:
+        _replicas_agree(di, np.concatenate([probe, up, gone]))
+    # bad input: the single Index's exception classes, and nothing changes
+    state = (di.ntotal, di.shard_counts.tolist(), di.search(q, 10, nprobe=16))
+    # one held id per shard, so that a bad update that got past the client's checks would
+    # change the shards that take their part without complaint
+    held = [c[0] for c in _every_replica(di, _w_count_ids, ids)]
+    one = np.array([ids[np.flatnonzero(h)[0]] for h in held], dtype=np.int64)
+    kept = di.get(one)[0]
+    v1 = rng.random((4, x.shape[1]), dtype=np.float32) + 3.0  # not the stored vectors
+    nan = v1.copy()
+    nan[3, 3] = np.nan
+    _same_error([
+        (lambda: di.update(v1[:, :5], up[:4]), lambda: ref.update(v1[:, :5], up[:4])),  # dim
+        (lambda: di.update(v1, up[:3]), lambda: ref.update(v1, up[:3])),  # ids for rows
+        (lambda: di.update(v1, [*one, one[0]]), lambda: ref.update(v1, [*one, one[0]])),  # repeat
+        (lambda: di.update(v1, [*one, -1]), lambda: ref.update(v1, [*one, -1])),  # padding id
+        (lambda: di.update(nan, [*one, 10**9]), lambda: ref.update(nan, [*one, 10**9])),  # NaN
+        (lambda: di.update(v1[:0], up[:0]), lambda: ref.update(v1[:0], up[:0])),  # no rows
+        (lambda: di.update([["a"] * 16], up[:1]), lambda: ref.update([["a"] * 16], up[:1])),
+        (lambda: di.get([[1, 2]]), lambda: ref.get([[1, 2]])),  # 2-D ids
+        (lambda: di.count_ids([[1, 2]]), lambda: ref.count_ids([[1, 2]])),
+        (lambda: di.remove([[1, 2]]), lambda: ref.remove([[1, 2]])),
+        (lambda: di.search(q[:, :5], 10), lambda: ref.search(q[:, :5], 10)),
+        (lambda: di.search(q, 10, filter=(allow, "maybe")),
+         lambda: ref.search(q, 10, filter=ivfgpu.Filter(allow, mode="maybe"))),
+    ])
+    with pytest.raises(ivfgpu.InvalidArgumentError, match="repeats"):
+        di.update(v1, [*one, one[0]])
+    assert (di.ntotal, di.shard_counts.tolist()) == state[:2]
+    np.testing.assert_array_equal(di.get(one)[0], kept)
+    np.testing.assert_array_equal(kept, ref.get(one)[0])
+    assert_same(di.search(q, 10, nprobe=16), state[2])
+    if replicas > 1:
+        _replicas_agree(di, np.concatenate([probe, up]))
+    di.close()
+    ref.close()
+
+
+def test_ids_before_train_as_single_index(client):
+    x, _ = _small(n=100)
+    di = DistributedIndex(_fresh(client), x.shape[1], shards=3, nlist=16, backend="cpu")
+    single = ivfgpu.Index(x.shape[1], nlist=16, backend="cpu")
+    ids = [0, 7]
+    np.testing.assert_array_equal(di.count_ids(ids), single.count_ids(ids))  # zeros
+    for got, ref in zip(di.get(ids), single.get(ids)):  # zeros, not found
+        np.testing.assert_array_equal(got, ref)
+    for call in (lambda ix: ix.remove(ids), lambda ix: ix.update(x[:2], ids),
+                 lambda ix: ix.search(x[:2], 3)):
+        with pytest.raises(ivfgpu.InvalidStateError):
+            call(single)
+        with pytest.raises(ivfgpu.InvalidStateError):
+            call(di)
+    single.close()
+
+
+def test_duplicate_ids_on_several_shards(client):
+    """Balanced routing, an id added twice lands on two shards: count_ids and remove sum over
+    the shards, get returns the lowest-numbered shard's vector (the documented rule), update
+    leaves exactly one vector, on the lowest-numbered shard that held the id."""
+    x, q = _small(n=300)
+    di = DistributedIndex(_fresh(client), x.shape[1], shards=3, replicas=2, nlist=16,
+                          backend="cpu", kmeans_iters=4)
+    di.train(x)
+    di.add(x)  # level counts: shard s holds ids 100 s .. 100 s + 99
+    twin = np.array([250, 50], dtype=np.int64)
+    extra = np.full((2, x.shape[1]), 5.0, np.float32)
+    extra[1] = 7.0
+    di.add(extra, twin)  # one row each to the two least-loaded shards: 0 (id 250), 1 (id 50)
+    ref = reference(di, np.concatenate([x, extra]), np.concatenate([np.arange(300), twin]))
+
+    def where(i):
+        return [int(c[0][0]) for c in _every_replica(di, _w_count_ids, [i])]
+
+    assert where(250) == [1, 0, 1] and where(50) == [1, 1, 0]
+    _replicas_agree(di, twin)
+    np.testing.assert_array_equal(di.count_ids(twin), [2, 2])
+    np.testing.assert_array_equal(di.count_ids(twin), ref.count_ids(twin))
+    v, f = di.get(twin)
+    assert f.tolist() == [True, True]
+    np.testing.assert_array_equal(v[0], extra[0])  # shard 0's copy of 250 wins over shard 2's
+    np.testing.assert_array_equal(v[1], x[50])  # shard 0's copy of 50 wins over shard 1's
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    # update: one vector left, on the lowest shard that held the id; the same as one index
+    new = np.full((1, x.shape[1]), 9.0, np.float32)
+    di.update(new, [250])
+    ref.update(new, [250])
+    assert where(250) == [1, 0, 0] and di.ntotal == ref.ntotal == 301
+    np.testing.assert_array_equal(di.get([250])[0], new)
+    np.testing.assert_array_equal(di.shard_counts, [101, 101, 99])  # shard 2 dropped its copy
+    _replicas_agree(di, twin)
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    assert di.remove([50]) == ref.remove([50]) == 2
+    assert di.count_ids([50]).tolist() == [0] and di.shard_counts.tolist() == [100, 100, 99]
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    di.close()
+    ref.close()
+
+
+def test_device_budget_and_index_keywords_reach_the_shards(client, tmp_path):
+    """device_budget (and backend, num_threads) go to the training index, to every shard
+    replica at creation and at load; the library checks the value there (a negative budget:
+    InvalidArgumentError from the workers). On the CPU a budget has nothing to limit."""
+    x, q = _small(n=600)
+    di = DistributedIndex(_fresh(client), x.shape[1], shards=3, replicas=2, nlist=16,
+                          backend="cpu", kmeans_iters=4, num_threads=1, device_budget=1 << 30)
+    di.train(x)
+    di.add(x)
+    ref = reference(di, x)
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    di.save(str(tmp_path / "idx"))
+    lo = DistributedIndex.load(client, str(tmp_path / "idx"))
+    assert lo.index_params["device_budget"] == 1 << 30 and lo.ntotal == x.shape[0]
+    assert_same(lo.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    lo.close()
+    with pytest.raises(ivfgpu.InvalidArgumentError, match="DEVICE_BUDGET"):  # load override
+        DistributedIndex.load(client, str(tmp_path / "idx"), device_budget=-1)
+    bad = DistributedIndex(client, x.shape[1], shards=3, nlist=16, backend="cpu",
+                           device_budget=-1)
+    with pytest.raises(ivfgpu.InvalidArgumentError, match="DEVICE_BUDGET"):  # training index
+        bad.train(x)
+    with pytest.raises(ivfgpu.InvalidArgumentError, match="DEVICE_BUDGET"):  # shard creation
+        bad._create_shards(di.trained_bytes)
+    di.close()
+
+
 # ------------------------------------------------------------------------------ faults
 
 def _built(client, replicas):
@@ -268,6 +483,36 @@ def test_kill_worker_mid_add_with_replicas_survives(client):
     assert di.live_replicas(0) == [1] and di.ntotal == x.shape[0] + 30
     ref = reference(di, np.concatenate([x, extra]))
     assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    di.close()
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_kill_worker_mid_update(client, replicas):
+    """replicas=1: ShardLostError naming the update; the live shards applied their part (new
+    vectors), nothing else changed there. replicas=2: the twin takes it; same as one index."""
+    di, x, q = _built(client, replicas)
+    ids = np.array([0, 1000, 2000, 10**6], dtype=np.int64)  # shard s holds 1000 s .. 1000 s + 999
+    new = x[:4] + 1.0
+    fut = _kill_during(client, di, lambda hold: di.update(new, ids, _hold=hold))
+    if replicas == 1:
+        with pytest.raises(ShardLostError, match="update"):
+            fut.result(timeout=60)
+        assert di.live_replicas(0) == []
+        for s in (1, 2):  # the live shards replaced their id's vector, in place
+            v, f = di.client.gather(di._submit(s, 0, _w_get, ids))
+            assert f.tolist() == [i == s for i in range(4)]
+            np.testing.assert_array_equal(v[s], new[s])
+        assert di.shard_counts[1:].tolist() == [1000, 1000]  # 10**6 was for shard 0 (lost)
+        with pytest.raises(ShardLostError):  # balanced: a lost shard may hold any id
+            di.get(ids)
+    else:
+        fut.result(timeout=60)
+        assert di.live_replicas(0) == [1]
+        ref = reference(di, x)
+        ref.update(new, ids)
+        np.testing.assert_array_equal(di.get(ids)[0], new)
+        assert di.ntotal == ref.ntotal == x.shape[0] + 1
+        assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
     di.close()
 
 

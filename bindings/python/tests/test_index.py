@@ -170,6 +170,33 @@ def test_save_load_serialize(tmp_path, index, data):
     assert ivfgpu.Index.load(str(faiss)).ntotal == index.ntotal
 
 
+_TIER_KEYS = ("INFO_DEVICE_BUDGET", "INFO_RESIDENT_LISTS", "INFO_RESIDENT_BYTES",
+              "INFO_HOST_TIER_BYTES", "INFO_CACHE_HITS", "INFO_CACHE_MISSES", "INFO_STREAMED_BYTES")
+
+
+def test_device_budget_on_the_cpu(tmp_path, data):
+    """device_budget= is accepted by Index, load and deserialize; on the CPU backend it has
+    nothing to limit: the host-tier info keys read 0 and the results are unchanged."""
+    assert [getattr(ivfgpu, k) for k in _TIER_KEYS] == list(range(16, 23))
+    budget = 1 << 30
+    ix = ivfgpu.Index(16, nlist=16, nprobe=4, backend="cpu", device_budget=budget)
+    ix.train(data)
+    ix.add(data)
+    ref = ix.search(data[:20], 5)
+    assert list(ref.ids[:, 0]) == list(range(20))
+    path = tmp_path / "x.ivf"
+    ix.save(path)
+    opened = [ix, ivfgpu.Index.load(path, backend="cpu", device_budget=budget),
+              ivfgpu.Index.deserialize(ix.serialize(), backend="cpu", device_budget=budget)]
+    for other in opened:
+        assert other.device_budget == 0
+        assert [other.info(getattr(ivfgpu, k)) for k in _TIER_KEYS] == [0] * 7
+        assert np.array_equal(other.search(data[:20], 5).ids, ref.ids)
+        other.close()
+    with pytest.raises(ivfgpu.InvalidArgumentError):
+        ivfgpu.Index(16, nlist=16, backend="cpu", device_budget=-1)
+
+
 def test_pickle_round_trip(index, data):
     again = pickle.loads(pickle.dumps(index))
     assert isinstance(again, ivfgpu.Index)
