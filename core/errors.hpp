@@ -20,6 +20,7 @@ enum class Errc {
   VersionMismatch,
   DeviceLost,
   Internal,
+  Cancelled,
 };
 
 class Error : public std::runtime_error {

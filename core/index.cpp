@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "progress.hpp"
 #include "vector_ops.hpp"
 
 namespace ivfgpu {
@@ -65,6 +66,7 @@ void Index::mutate(Build&& build) {
   std::lock_guard<std::mutex> lock(mutation_mutex_);
   const StatePtr current = state_.load();
   NewState next = build(*current);
+  progress::finish();  // the caller's last chance to cancel: nothing is published yet
   next->version = current->version + 1;
   if (next->next_free_id < current->next_free_id) next->next_free_id = current->next_free_id;
   // The replaced state is dropped here, outside the pointer lock; its memory is reclaimed when

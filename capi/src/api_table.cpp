@@ -39,6 +39,7 @@ const ivf_api_v1 kApiV1 = {
     ivf_filter_create,
     ivf_filter_free,
     ivf_filter_bytes,
+    ivf_params_set_progress,
 };
 
 }  // namespace

@@ -33,6 +33,7 @@ ivf_status to_status(Errc code) noexcept {
     case Errc::VersionMismatch: return IVF_ERR_VERSION_MISMATCH;
     case Errc::DeviceLost: return IVF_ERR_DEVICE_LOST;
     case Errc::Internal: return IVF_ERR_INTERNAL;
+    case Errc::Cancelled: return IVF_ERR_CANCELLED;
   }
   return IVF_ERR_INTERNAL;
 }

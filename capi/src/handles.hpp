@@ -1,6 +1,7 @@
 // What the opaque C handles hold.
 #pragma once
 
+#include "core/progress.hpp"
 #include <memory>
 
 #include "../../core/index.hpp"
@@ -11,6 +12,8 @@
 struct ivf_params {
   ivfgpu::BuildParams build;    // read by ivf_create / ivf_load
   ivfgpu::SearchParams search;  // read by ivf_search, and memory/stream by the _ex mutations
+  ivfgpu::progress::Callback progress = nullptr;  // read by the long calls (ivfgpu.h)
+  void* progress_user = nullptr;
 };
 
 struct ivf_filter {
@@ -30,4 +33,8 @@ MatrixView matrix_arg(const void* data, ivf_dtype dtype, int64_t n, int64_t dim,
 // Build and search parameters of params (defaults for NULL).
 BuildParams build_params_of(const ivf_params* params);
 SearchParams search_params_of(const ivf_params* params);
+// The progress scope of one long call: the callback of params (none for NULL params).
+inline progress::Scope progress_of(const ivf_params* params, progress::Stage stage) {
+  return progress::Scope(params ? params->progress : nullptr, params ? params->progress_user : nullptr, stage);
+}
 }  // namespace ivfgpu::capi

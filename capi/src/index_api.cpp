@@ -76,6 +76,7 @@ IVF_API const char* ivf_status_string(ivf_status status) {
     case IVF_ERR_VERSION_MISMATCH: return "version mismatch";
     case IVF_ERR_DEVICE_LOST: return "device lost";
     case IVF_ERR_INTERNAL: return "internal error";
+    case IVF_ERR_CANCELLED: return "cancelled";
     default: return "unknown status";
   }
 }
@@ -98,6 +99,7 @@ IVF_API ivf_status ivf_train_ex(ivf_index* index, const ivf_params* params, cons
   return guarded([&] {
     Index& idx = impl_of(index, "ivf_train");
     const SearchParams call = search_params_of(params);
+    const progress::Scope progress = progress_of(params, progress::Stage::Train);
     const MatrixView x = matrix_arg(data, dtype, n, dim, idx.dim(), call.memory, "ivf_train");
     wait_for_producer(call);
     idx.train(x);
@@ -113,6 +115,7 @@ IVF_API ivf_status ivf_add_ex(ivf_index* index, const ivf_params* params, const 
   return guarded([&] {
     Index& idx = impl_of(index, "ivf_add");
     const SearchParams call = search_params_of(params);
+    const progress::Scope progress = progress_of(params, progress::Stage::Add);
     const MatrixView x = matrix_arg(data, dtype, n, dim, idx.dim(), call.memory, "ivf_add");
     wait_for_producer(call);
     idx.add(x, ids);
@@ -147,7 +150,9 @@ IVF_API ivf_status ivf_search(const ivf_index* index, const ivf_params* params, 
     req.memory = call.memory;
     req.stream = call.stream;
     req.filter = call.filter;
+    const progress::Scope progress = progress_of(params, progress::Stage::Search);
     idx.search(req);
+    progress::finish();
   });
 }
 

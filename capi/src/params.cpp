@@ -129,6 +129,14 @@ IVF_API ivf_status ivf_params_get_int(const ivf_params* params, ivf_param_key ke
   });
 }
 
+IVF_API ivf_status ivf_params_set_progress(ivf_params* params, ivf_progress_fn fn, void* user) {
+  return guarded([&] {
+    if (params == nullptr) invalid("ivf_params_set_progress: params is NULL");
+    params->progress = fn;
+    params->progress_user = fn != nullptr ? user : nullptr;
+  });
+}
+
 IVF_API ivf_status ivf_params_set_ptr(ivf_params* params, ivf_param_key key, void* value) {
   return guarded([&] {
     if (params == nullptr) invalid("ivf_params_set_ptr: params is NULL");

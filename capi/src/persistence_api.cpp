@@ -28,11 +28,11 @@ struct Snapshot {
 Snapshot snapshot_of(const ivf_index* index) { return Snapshot{index->impl->snapshot(), index->impl->params()}; }
 
 // A validated image becomes a handle: the backend (and device) are the caller's choice.
-ivf_index* handle_from(io::IndexImage image, const ivf_params* params) {
+std::unique_ptr<ivf_index> handle_from(io::IndexImage image, const ivf_params* params) {
   auto handle = std::make_unique<ivf_index>();
   const BuildParams build = io::load_params(image, build_params_of(params));
   handle->impl = std::make_unique<Index>(std::move(image.model), build);
-  return handle.release();
+  return handle;
 }
 
 }  // namespace
@@ -63,7 +63,10 @@ IVF_API ivf_status ivf_load(const char* path, const ivf_params* params, ivf_inde
   return guarded([&] {
     if (path == nullptr || *path == '\0') invalid("ivf_load: path is NULL or empty");
     if (out == nullptr) invalid("ivf_load: out is NULL");
-    *out = handle_from(io::load_index_file(path), params);
+    const progress::Scope progress = progress_of(params, progress::Stage::Load);
+    auto handle = handle_from(io::load_index_file(path), params);
+    progress::finish();  // may cancel: the handle is then freed, none returned
+    *out = handle.release();
   });
 }
 
@@ -91,7 +94,10 @@ IVF_API ivf_status ivf_deserialize(const void* buffer, size_t size, const ivf_pa
   return guarded([&] {
     if (buffer == nullptr) invalid("ivf_deserialize: buffer is NULL");
     if (out == nullptr) invalid("ivf_deserialize: out is NULL");
-    *out = handle_from(io::read_index(buffer, size), params);
+    const progress::Scope progress = progress_of(params, progress::Stage::Load);
+    auto handle = handle_from(io::read_index(buffer, size), params);
+    progress::finish();
+    *out = handle.release();
   });
 }
 

@@ -10,6 +10,7 @@
 #include "../centroids.hpp"
 #include "../errors.hpp"
 #include "../kmeans_steps.hpp"
+#include "../progress.hpp"
 #include "../vector_ops.hpp"
 #include "distances.hpp"
 #include "host_list_store.hpp"
@@ -70,6 +71,7 @@ class CpuBackend final : public Backend {
     std::vector<int64_t> assign(static_cast<std::size_t>(n));
     nearest_centroids(x, n, cur.centroids->centroids.data(), cur.centroids->norms.data(), params_.nlist, dim_,
                       params_.metric, assign.data());
+    progress::set(0.8);
     auto s = std::make_shared<CpuState>();
     s->centroids = cur.centroids;
     s->store = cur.store->append(x, ids, assign.data(), n);
@@ -202,6 +204,7 @@ class CpuBackend final : public Backend {
     const int64_t block = std::max<int64_t>(1, std::min<int64_t>(4096, (int64_t{1} << 24) / nlist));
     std::vector<float> scores;
     for (int64_t q0 = 0; q0 < n; q0 += block) {
+      progress::set(static_cast<double>(q0) / static_cast<double>(n));
       const int64_t count = std::min(block, n - q0);
       scores.resize(static_cast<std::size_t>(count * nlist));
       coarse_scores(queries + q0 * dim, count, st.centroids->centroids.data(), st.centroids->norms.data(), nlist,

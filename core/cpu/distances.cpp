@@ -1,4 +1,5 @@
 #include "distances.hpp"
+#include "../progress.hpp"
 
 #include <cblas.h>
 
@@ -27,6 +28,7 @@ void nearest_centroids(const float* x, int64_t n, const float* centroids, const 
   const int64_t block = std::max<int64_t>(1, std::min<int64_t>(8192, (int64_t{1} << 24) / nc));
   std::vector<float> scores;
   for (int64_t i0 = 0; i0 < n; i0 += block) {
+    progress::poll();  // train and add spend their time here
     const int64_t rows = std::min(block, n - i0);
     scores.resize(static_cast<std::size_t>(rows * nc));
     coarse_scores(x + i0 * dim, rows, centroids, centroid_norms, nc, dim, metric, scores.data());

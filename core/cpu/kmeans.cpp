@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../kmeans_steps.hpp"
+#include "../progress.hpp"
 #include "../vector_ops.hpp"
 #include "distances.hpp"
 
@@ -21,6 +22,7 @@ void kmeans(const float* x, int64_t n, int64_t dim, int64_t k, Metric metric, in
   std::vector<int64_t> assign(static_cast<std::size_t>(n)), counts(static_cast<std::size_t>(k));
   std::vector<double> sums(static_cast<std::size_t>(k * dim));
   for (int64_t it = 0; it < iters; ++it) {
+    progress::set(static_cast<double>(it) / static_cast<double>(iters));
     squared_norms(centroids, k, dim, norms);
     nearest_centroids(x, n, centroids, norms.data(), k, dim, metric, assign.data());
     std::fill(sums.begin(), sums.end(), 0.0);

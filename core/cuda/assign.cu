@@ -1,5 +1,7 @@
 #include "assign.hpp"
 
+#include "../progress.hpp"
+
 #include <algorithm>
 #include <cfloat>
 #include <climits>
@@ -60,6 +62,7 @@ void assign_nearest(const DeviceContext& ctx, cudaStream_t stream, cublasHandle_
   const int64_t block = std::max<int64_t>(1, std::min<int64_t>(n, (int64_t{1} << 26) / nc));
   DeviceBuffer<float> scores(ctx, static_cast<std::size_t>(block * nc), stream);
   for (int64_t r0 = 0; r0 < n; r0 += block) {
+    progress::poll();
     const int64_t rows = std::min(block, n - r0);
     coarse_gemm(blas, x + r0 * dim, rows, centroids, nc, dim, metric, scores.data());
     const int64_t blocks = std::min<int64_t>((rows + 7) / 8, 1 << 20);

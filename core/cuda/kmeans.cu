@@ -1,5 +1,7 @@
 #include "kmeans.hpp"
 
+#include "../progress.hpp"
+
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
@@ -66,6 +68,7 @@ void kmeans_train(const DeviceContext& ctx, cudaStream_t stream, cublasHandle_t 
   std::vector<int32_t> h_assign(static_cast<std::size_t>(n));
   std::vector<int64_t> counts(static_cast<std::size_t>(k)), first(static_cast<std::size_t>(k));
   for (int64_t it = 0; it < iters; ++it) {
+    progress::set(static_cast<double>(it) / static_cast<double>(iters));
     squared_norms(centroids, k, dim, norms);
     IVF_CUDA_CHECK(cudaMemcpyAsync(d_c.data(), centroids, d_c.bytes(), cudaMemcpyHostToDevice, stream));
     IVF_CUDA_CHECK(cudaMemcpyAsync(d_norms.data(), norms.data(), d_norms.bytes(), cudaMemcpyHostToDevice, stream));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "../errors.hpp"
+#include "../progress.hpp"
 #include "assign.hpp"
 #include "candidates.cuh"
 #include "check.hpp"
@@ -135,6 +136,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   }
 
   for (int64_t q0 = 0; q0 < n; q0 += chunk) {
+    progress::set(static_cast<double>(q0) / static_cast<double>(n));
     const int64_t rows = std::min(chunk, n - q0);
     const float* queries = req.queries.as<float>() + q0 * dim;
     if (host) {

@@ -16,6 +16,7 @@
 
 #include "../cpu/parallel.hpp"
 #include "../errors.hpp"
+#include "../progress.hpp"
 #include "../tier/tier_store.hpp"
 #include "../vector_ops.hpp"
 #include "assign.hpp"
@@ -232,7 +233,14 @@ class TieredBackend final : public Backend {
       }
       SearchRequest r = req;
       r.stream = lease.stream();
-      run_search(ctx_, view, r);
+      try {
+        run_search(ctx_, view, r);
+      } catch (...) {
+        // Copies queued before the failure (a cancel, say) read this state's host memory: let
+        // them finish before the state can go.
+        (void)cudaStreamSynchronize(lease.stream());
+        throw;
+      }
       // The copies read this state's host memory: the call returns when they are done.
       IVF_CUDA_CHECK(cudaStreamSynchronize(lease.stream()));
     });
@@ -327,6 +335,7 @@ class TieredBackend final : public Backend {
     DeviceBuffer<int32_t> d_assign(ctx_, static_cast<std::size_t>(block), stream);
     std::vector<int32_t> part(static_cast<std::size_t>(block));
     for (int64_t r0 = 0; r0 < n; r0 += block) {
+      progress::set(0.8 * static_cast<double>(r0) / static_cast<double>(n));
       const int64_t rows = std::min(block, n - r0);
       IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x + r0 * dim_, sizeof(float) * rows * dim_, cudaMemcpyHostToDevice,
                                      stream));

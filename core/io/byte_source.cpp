@@ -1,5 +1,7 @@
 #include "byte_source.hpp"
 
+#include "../progress.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,6 +53,8 @@ void ByteSource::read(void* dst, uint64_t n, const char* what) {
   if (n == 0) return;
   read_at(pos_, dst, n);
   pos_ += n;
+  // Reading is most of a load: 0..90% of its progress (the rest is building the index).
+  progress::set(0.9 * static_cast<double>(pos_) / static_cast<double>(size_ > 0 ? size_ : 1));
 }
 
 void ByteSource::skip(uint64_t n, const char* what) {

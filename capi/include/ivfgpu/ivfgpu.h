@@ -96,6 +96,7 @@ typedef int32_t ivf_status;
 #define IVF_ERR_VERSION_MISMATCH    (-10)  /**< file format or ABI version not understood     */
 #define IVF_ERR_DEVICE_LOST         (-11)  /**< sticky CUDA error: this index's GPU is unusable */
 #define IVF_ERR_INTERNAL            (-12)  /**< a bug: please report it with the message      */
+#define IVF_ERR_CANCELLED           (-13)  /**< a progress callback asked to stop; nothing changed */
 
 /** Short static description of a status ("invalid argument", ...). Never NULL; unknown codes
  *  give "unknown status". Thread-safe. */
@@ -201,6 +202,24 @@ IVF_API IVF_NODISCARD ivf_status ivf_params_get_int(const ivf_params* params, iv
 /** Set a pointer key (IVF_PARAM_CUDA_STREAM). The library does not own the pointer. */
 IVF_API IVF_NODISCARD ivf_status ivf_params_set_ptr(ivf_params* params, ivf_param_key key,
                                                     void* value);
+/** Progress and cancellation of long calls. A callback set on the parameters of ivf_train_ex,
+ *  ivf_add_ex, ivf_search, ivf_load or ivf_deserialize is called on the calling thread with the
+ *  call's stage and the fraction done (0 to 1, never decreasing): once at the start (0), about
+ *  every 50 ms while the work runs (on the GPU: between device steps), and once at the end (1,
+ *  before a mutation publishes its result). Returning 0 continues; any other value cancels the
+ *  call, which returns IVF_ERR_CANCELLED with the index exactly as it was (a mutation publishes
+ *  nothing, a load returns no handle; a cancelled search's outputs are unspecified). The
+ *  callback must not call into the same index's mutations; it may read the index. */
+typedef int32_t ivf_progress_stage;
+#define IVF_PROGRESS_TRAIN  1
+#define IVF_PROGRESS_ADD    2
+#define IVF_PROGRESS_LOAD   3
+#define IVF_PROGRESS_SEARCH 4
+typedef int32_t (*ivf_progress_fn)(ivf_progress_stage stage, double fraction, void* user);
+/** Set (fn non-NULL) or clear (fn NULL) the progress callback; user is passed back unchanged. */
+IVF_API IVF_NODISCARD ivf_status ivf_params_set_progress(ivf_params* params, ivf_progress_fn fn,
+                                                         void* user);
+
 /** Inclusive bounds of an integer key's accepted values. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_param_bounds(ivf_param_key key, int64_t* min_value,
                                                   int64_t* max_value);
@@ -471,6 +490,7 @@ typedef struct ivf_api_v1 {
   ivf_status (*filter_create)(ivf_filter**, const int64_t*, int64_t, ivf_filter_mode);
   void (*filter_free)(ivf_filter*);
   ivf_status (*filter_bytes)(const ivf_filter*, int64_t*, int64_t*);
+  ivf_status (*params_set_progress)(ivf_params*, ivf_progress_fn, void*);
 } ivf_api_v1;
 
 /** The function table for abi_version (1 today), or NULL for a version this library does not
