@@ -8,6 +8,9 @@
 //                     [--writer add|mixed] [--backend auto|cpu|cuda] [--json FILE]
 // --writer mixed cycles add, update and remove batches of --add-rows (the last two on ids
 // the index holds), reporting each operation's latency.
+// --clients N is the serving mode of issue 14: N threads of batch-1 searches (--threads N
+// --batch 1); --window-us W > 0 creates the index with IVF_PARAM_DYNAMIC_BATCHING and searches
+// with IVF_PARAM_BATCH_WINDOW_US = W, and reports how many calls were merged.
 #include <ivfgpu/ivfgpu.h>
 
 #include <algorithm>
@@ -44,6 +47,7 @@ double percentile(std::vector<double> v, double p) {
 
 struct Options {
   int64_t n = 1000000, dim = 128, nlist = 1024, nprobe = 16, batch = 1, k = 10, threads = 32, add_rows = 10000;
+  int64_t window_us = 0;  // > 0: dynamic batching with this window
   double seconds = 5;
   bool mixed = false;
   int32_t backend = IVF_BACKEND_AUTO;
@@ -54,7 +58,7 @@ struct Options {
   std::fprintf(code ? stderr : stdout,
                "usage: concurrency_bench [--n N] [--dim D] [--nlist L] [--nprobe P] [--batch B] [--k K]\n"
                "                         [--threads T] [--seconds S] [--add-rows R] [--backend auto|cpu|cuda]\n"
-               "                         [--json FILE]\n");
+               "                         [--json FILE] [--clients N] [--window-us W]\n");
   std::exit(code);
 }
 
@@ -88,6 +92,13 @@ Options parse(int argc, char** argv) {
       o.mixed = w == "mixed";
     } else if (a == "--json") {
       o.json = v;
+    } else if (a == "--clients") {
+      o.threads = std::strtoll(v, &end, 10);
+      if (*end != '\0' || o.threads <= 0) usage(2);
+      o.batch = 1;
+    } else if (a == "--window-us") {
+      o.window_us = std::strtoll(v, &end, 10);
+      if (*end != '\0' || o.window_us < 0) usage(2);
     } else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       usage(2);
@@ -111,6 +122,7 @@ Phase run_phase(ivf_index* idx, const Options& o, const ivftools::Matrix& q, con
   ivf_params* sp = nullptr;
   check(ivf_params_create(&sp), "params");
   check(ivf_params_set_int(sp, IVF_PARAM_NPROBE, o.nprobe), "nprobe");
+  check(ivf_params_set_int(sp, IVF_PARAM_BATCH_WINDOW_US, o.window_us), "window");
   const auto t0 = Clock::now();
   for (int64_t t = 0; t < o.threads; ++t)
     pool.emplace_back([&, t] {
@@ -174,6 +186,7 @@ int main(int argc, char** argv) {
   check(ivf_params_create(&p), "params");
   check(ivf_params_set_int(p, IVF_PARAM_NLIST, o.nlist), "nlist");
   check(ivf_params_set_int(p, IVF_PARAM_BACKEND, o.backend), "backend");
+  if (o.window_us > 0) check(ivf_params_set_int(p, IVF_PARAM_DYNAMIC_BATCHING, 1), "dynamic batching");
   ivf_index* idx = nullptr;
   check(ivf_create(&idx, o.dim, p), "create");
   int64_t backend = 0;
@@ -198,6 +211,13 @@ int main(int argc, char** argv) {
   std::printf("%-22s %10.3f %10.3f %12.0f\n", "alone", p50a, p99a, alone.queries / alone.seconds);
   std::printf("%-22s %10.3f %10.3f %12.0f\n", "with one writer", p50w, p99w, loaded.queries / loaded.seconds);
   std::printf("search p99 with a writer / alone: %.2fx (goal <= 2x)\n", p99a > 0 ? p99w / p99a : 0.0);
+  if (o.window_us > 0) {
+    int64_t merged = 0;
+    check(ivf_index_info(idx, IVF_INFO_MERGED_SEARCHES, &merged), "info");
+    std::printf("dynamic batching, window %lld us: %lld of %lld calls answered in merged batches\n",
+                (long long)o.window_us, (long long)merged,
+                (long long)(alone.search_ms.size() + loaded.search_ms.size()));
+  }
   std::printf("\n%-22s %8s %10s %10s %10s\n", "adds", "count",
               "p50 ms", "p99 ms", "max ms");
   std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", "idle index", idle_add.size(), percentile(idle_add, 0.5),

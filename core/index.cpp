@@ -210,6 +210,12 @@ void Index::search(SearchRequest req) const {
   if (req.memory == MemoryKind::Device && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "search: device memory needs an index on a CUDA backend");
   reject_non_finite(req.queries, "search: query");
+  if (params_.dynamic_batching && req.batch_window_us > 0 && SearchBatcher::eligible(req)) {
+    // The merged search reads the state published when it runs: every member's call started
+    // before that, so each still sees every mutation that returned before it began.
+    batcher_.search(req, req.batch_window_us, dim_, [&](const SearchRequest& merged) { backend_->search(state(), merged); });
+    return;
+  }
   backend_->search(s, req);
 }
 

@@ -12,6 +12,7 @@
 
 #include "backend.hpp"
 #include "published.hpp"
+#include "search_batcher.hpp"
 #include "search_request.hpp"
 #include "types.hpp"
 
@@ -54,6 +55,8 @@ class Index {
   bool is_trained() const { return state()->trained(); }
   uint64_t version() const { return state()->version; }
   BackendInfo backend_info() const { return backend_->info(*state()); }
+  // Searches answered inside a merged batch (dynamic batching), since creation.
+  int64_t merged_searches() const { return batcher_.merged_calls(); }
   BackendInfo backend_info(const IndexState& s) const { return backend_->info(s); }
   HostModel snapshot() const { return export_model(*state()); }
   HostModel export_model(const IndexState& s) const { return backend_->export_model(s); }
@@ -72,6 +75,7 @@ class Index {
   std::unique_ptr<Backend> backend_;  // declared before the state: outlives every state
   Published<IndexState> state_;
   std::mutex mutation_mutex_;
+  mutable SearchBatcher batcher_;
 };
 
 }  // namespace ivfgpu

@@ -16,6 +16,7 @@ struct SearchParams {
   MemoryKind memory = MemoryKind::Host;  // where queries and results live
   void* stream = nullptr;                // caller's cudaStream_t, or nullptr
   const IdFilter* filter = nullptr;      // restricts the rows a search may return
+  int64_t batch_window_us = 100;         // dynamic batching's window (0: this call alone)
 };
 
 struct SearchRequest {
@@ -27,6 +28,7 @@ struct SearchRequest {
   MemoryKind memory = MemoryKind::Host;
   void* stream = nullptr;     // caller's cudaStream_t, or nullptr (own stream, synchronous)
   const IdFilter* filter = nullptr;  // null: every live row may be returned
+  int64_t batch_window_us = 0;       // dynamic batching (an index option): 0 = alone
 
   int64_t n() const { return queries.rows; }
   bool asynchronous() const { return stream != nullptr && memory == MemoryKind::Device; }

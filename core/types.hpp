@@ -26,6 +26,7 @@ struct BuildParams {
   int64_t nprobe = 8;       // default search nprobe
   bool unique_ids = false;  // every id names at most one vector
   int64_t device_budget = 0;  // bytes of device memory (CUDA); 0 = unlimited (no host tier)
+  bool dynamic_batching = false;  // merge concurrent small searches (search_batcher.hpp)
 };
 
 }  // namespace ivfgpu

@@ -150,6 +150,7 @@ IVF_API ivf_status ivf_search(const ivf_index* index, const ivf_params* params, 
     req.memory = call.memory;
     req.stream = call.stream;
     req.filter = call.filter;
+    req.batch_window_us = call.batch_window_us;
     const progress::Scope progress = progress_of(params, progress::Stage::Search);
     idx.search(req);
     progress::finish();
@@ -195,6 +196,7 @@ IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int6
       case IVF_INFO_CACHE_HITS: *value = info().cache_hits; break;
       case IVF_INFO_CACHE_MISSES: *value = info().cache_misses; break;
       case IVF_INFO_STREAMED_BYTES: *value = static_cast<int64_t>(info().streamed_bytes); break;
+      case IVF_INFO_MERGED_SEARCHES: *value = idx.merged_searches(); break;
       default: fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
     }
   });

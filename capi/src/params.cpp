@@ -33,6 +33,8 @@ constexpr KeySpec kKeys[] = {
     {IVF_PARAM_NUM_THREADS, "IVF_PARAM_NUM_THREADS", 0, limits::kMaxThreads},
     {IVF_PARAM_UNIQUE_IDS, "IVF_PARAM_UNIQUE_IDS", 0, 1},
     {IVF_PARAM_DEVICE_BUDGET, "IVF_PARAM_DEVICE_BUDGET", 0, kMax},
+    {IVF_PARAM_DYNAMIC_BATCHING, "IVF_PARAM_DYNAMIC_BATCHING", 0, 1},
+    {IVF_PARAM_BATCH_WINDOW_US, "IVF_PARAM_BATCH_WINDOW_US", 0, 10000000},
     {IVF_PARAM_NPROBE, "IVF_PARAM_NPROBE", 1, limits::kMaxNprobe},
     {IVF_PARAM_MEMORY_KIND, "IVF_PARAM_MEMORY_KIND", IVF_MEMORY_HOST, IVF_MEMORY_DEVICE},
 };
@@ -103,6 +105,8 @@ IVF_API ivf_status ivf_params_set_int(ivf_params* params, ivf_param_key key, int
       case IVF_PARAM_BACKEND: params->build.backend = static_cast<BackendKind>(value); break;
       case IVF_PARAM_MEMORY_KIND: params->search.memory = static_cast<MemoryKind>(value); break;
       case IVF_PARAM_UNIQUE_IDS: params->build.unique_ids = value != 0; break;
+      case IVF_PARAM_DYNAMIC_BATCHING: params->build.dynamic_batching = value != 0; break;
+      case IVF_PARAM_BATCH_WINDOW_US: params->search.batch_window_us = value; break;
       case IVF_PARAM_NPROBE:
         // One key, two readers: ivf_create takes it as the index's default, ivf_search as this
         // call's value (unset: the index's default).
@@ -124,6 +128,8 @@ IVF_API ivf_status ivf_params_get_int(const ivf_params* params, ivf_param_key ke
       case IVF_PARAM_MEMORY_KIND: *value = static_cast<int64_t>(params->search.memory); break;
       case IVF_PARAM_NPROBE: *value = params->build.nprobe; break;
       case IVF_PARAM_UNIQUE_IDS: *value = params->build.unique_ids ? 1 : 0; break;
+      case IVF_PARAM_DYNAMIC_BATCHING: *value = params->build.dynamic_batching ? 1 : 0; break;
+      case IVF_PARAM_BATCH_WINDOW_US: *value = params->search.batch_window_us; break;
       default: *value = *int_field(const_cast<ivf_params&>(*params), key);
     }
   });

@@ -31,6 +31,7 @@ BuildParams load_params(const IndexImage& image, const BuildParams& caller) {
   p.device = caller.device;
   p.num_threads = caller.num_threads;
   p.device_budget = caller.device_budget;  // a property of the machine, not of the file
+  p.dynamic_batching = caller.dynamic_batching;  // and of the service
   return p;
 }
 

@@ -175,6 +175,12 @@ typedef int32_t ivf_param_key;
                                            and return when done (also on a caller's stream);
                                            results equal the unbudgeted index's exactly. The
                                            CPU backend ignores the key                       */
+#define IVF_PARAM_DYNAMIC_BATCHING 11 /**< 1: concurrent ivf_search calls of at most 64
+                                           host-memory queries with the same k, nprobe and
+                                           filter, arriving within IVF_PARAM_BATCH_WINDOW_US
+                                           of each other, run as one search; each caller gets
+                                           its own rows, as it would alone, and waits at most
+                                           the window beyond that search. 0 (default): off  */
 /* search keys (IVF_PARAM_NPROBE given to ivf_create sets the index's default nprobe);
    IVF_PARAM_MEMORY_KIND and IVF_PARAM_CUDA_STREAM are also read by ivf_train_ex / ivf_add_ex */
 #define IVF_PARAM_NPROBE          32  /**< lists probed per query, >= 1, clamped to nlist; default 8 */
@@ -185,6 +191,10 @@ typedef int32_t ivf_param_key;
 #define IVF_PARAM_FILTER          35  /**< pointer key: an ivf_filter* restricting the vectors a
                                            search may return; default NULL (no filter). The
                                            filter must outlive the searches that use it      */
+#define IVF_PARAM_BATCH_WINDOW_US 36  /**< dynamic batching: how long (microseconds) the first
+                                           call of a batch waits for others; 0 = never merge
+                                           this call; default 100. Ignored unless the index was
+                                           created with IVF_PARAM_DYNAMIC_BATCHING = 1       */
 
 /** Create a parameter object holding every default. *out receives it; the caller frees it
  *  with ivf_params_free. Returns IVF_OK, IVF_ERR_INVALID_ARGUMENT (out NULL) or
@@ -403,6 +413,8 @@ typedef int32_t ivf_info_key;
                                              cache, since creation                           */
 #define IVF_INFO_CACHE_MISSES       21  /**< probed (batch, list) pairs streamed from the host */
 #define IVF_INFO_STREAMED_BYTES     22  /**< bytes copied host-to-device by searches          */
+#define IVF_INFO_MERGED_SEARCHES    23  /**< ivf_search calls answered inside a merged batch of
+                                             two or more (IVF_PARAM_DYNAMIC_BATCHING)         */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,

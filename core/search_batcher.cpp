@@ -1,0 +1,82 @@
+#include "search_batcher.hpp"
+
+#include <chrono>
+#include <cstring>
+
+namespace ivfgpu {
+
+bool SearchBatcher::eligible(const SearchRequest& req) {
+  return req.n() <= kMaxCallRows && req.memory == MemoryKind::Host && req.stream == nullptr &&
+         req.queries.type == ElementType::F32;
+}
+
+int64_t SearchBatcher::merged_calls() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return merged_;
+}
+
+void SearchBatcher::search(const SearchRequest& req, int64_t window_us, int64_t dim,
+                           const std::function<void(const SearchRequest&)>& run) {
+  const Key key{req.k, req.nprobe, req.filter};
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto it = open_.find(key);
+  if (it != open_.end() && it->second->rows + req.n() <= kMaxRows) {
+    // Join: the leader runs the batch; wait for it.
+    std::shared_ptr<Batch> b = it->second;
+    b->members.push_back(Member{&req, b->rows});
+    b->rows += req.n();
+    if (b->rows + kMaxCallRows > kMaxRows) {
+      open_.erase(it);  // full: no one else joins; the leader may go now
+      b->cv.notify_all();
+    }
+    b->cv.wait(lock, [&] { return b->done; });
+    if (b->error) std::rethrow_exception(b->error);
+    return;
+  }
+  // Lead a new batch: wait for the window (or a full batch), then run it.
+  auto b = std::make_shared<Batch>();
+  b->members.push_back(Member{&req, 0});
+  b->rows = req.n();
+  open_[key] = b;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(window_us);
+  b->cv.wait_until(lock, deadline, [&] { return open_.count(key) == 0 || open_[key] != b; });
+  auto still = open_.find(key);
+  if (still != open_.end() && still->second == b) open_.erase(still);
+  // From here the batch is closed: its members are fixed.
+  const std::vector<Member> members = b->members;
+  const int64_t rows = b->rows;
+  if (members.size() > 1) merged_ += static_cast<int64_t>(members.size());
+  lock.unlock();
+
+  std::exception_ptr error;
+  try {
+    if (members.size() == 1) {
+      run(req);
+    } else {
+      std::vector<float> queries(static_cast<std::size_t>(rows * dim));
+      std::vector<int64_t> ids(static_cast<std::size_t>(rows * req.k));
+      std::vector<float> dists(ids.size());
+      for (const Member& m : members)
+        std::memcpy(queries.data() + m.row0 * dim, m.req->queries.data, sizeof(float) * m.req->n() * dim);
+      SearchRequest merged = req;
+      merged.queries = MatrixView::host_f32(queries.data(), rows, dim);
+      merged.ids = ids.data();
+      merged.dists = dists.data();
+      run(merged);
+      for (const Member& m : members) {
+        std::memcpy(m.req->ids, ids.data() + m.row0 * req.k, sizeof(int64_t) * m.req->n() * req.k);
+        std::memcpy(m.req->dists, dists.data() + m.row0 * req.k, sizeof(float) * m.req->n() * req.k);
+      }
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  lock.lock();
+  b->error = error;
+  b->done = true;
+  b->cv.notify_all();
+  lock.unlock();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace ivfgpu

@@ -1,0 +1,150 @@
+// Dynamic batching (IVF_PARAM_DYNAMIC_BATCHING): 64 threads of small searches with mixed k and
+// nprobe each get exactly the answer they get alone; calls are really merged; a window of 0
+// (or the option off) merges nothing. Runs on IVFTEST_BACKEND (the CPU in CI).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "common/id_workload.hpp"
+#include "common/test_util.hpp"
+
+using namespace ivftest;
+
+namespace {
+
+int32_t backend() {
+  const char* b = std::getenv("IVFTEST_BACKEND");
+  return b != nullptr && std::strcmp(b, "cuda") == 0 ? IVF_BACKEND_CUDA : IVF_BACKEND_CPU;
+}
+
+int64_t merged(const ivf_index* idx) {
+  int64_t v = -1;
+  EXPECT_EQ(ivf_index_info(idx, IVF_INFO_MERGED_SEARCHES, &v), IVF_OK);
+  return v;
+}
+
+struct Call {
+  int64_t n, k, nprobe, first;
+};
+
+}  // namespace
+
+TEST(DynamicBatching, SixtyFourClientsGetTheirSoloAnswers) {
+  const int64_t dim = 24, nlist = 32, nbase = 20000;
+  const auto base = clustered_vectors(nbase, dim, 128, 1);
+  const auto queries = clustered_vectors(4000, dim, 128, 2);
+  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_DYNAMIC_BATCHING, 1}});
+  IndexPtr idx = make_index(dim, p.get());
+  ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim), IVF_OK);
+  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim, nullptr), IVF_OK);
+
+  // Each client's calls: 1..3 queries, k from {1, 10, 37}, nprobe from {1, 4} (few shapes, so
+  // calls with the same shape meet).
+  constexpr int kClients = 64, kCalls = 12;
+  std::vector<std::vector<Call>> calls(kClients);
+  int64_t next = 0;
+  for (int c = 0; c < kClients; ++c)
+    for (int i = 0; i < kCalls; ++i) {
+      const int64_t n = 1 + (c + i) % 3;
+      calls[c].push_back(Call{n, (c % 3 == 0) ? 1 : (c % 3 == 1 ? 10 : 37), 1 + 3 * ((c + i) % 2), next % 3900});
+      next += 7;
+    }
+  auto run = [&](const Call& call, int64_t window, std::vector<int64_t>& ids, std::vector<float>& d) {
+    auto sp = make_params({{IVF_PARAM_NPROBE, call.nprobe}, {IVF_PARAM_BATCH_WINDOW_US, window}});
+    ids.assign(static_cast<std::size_t>(call.n * call.k), -7);
+    d.assign(ids.size(), 0.0f);
+    return ivf_search(idx.get(), sp.get(), queries.data() + call.first * dim, IVF_DTYPE_F32, call.n, dim, call.k,
+                      ids.data(), d.data());
+  };
+  // Solo answers (window 0: never merged).
+  std::vector<std::vector<Searched>> solo(kClients);
+  for (int c = 0; c < kClients; ++c)
+    for (const Call& call : calls[c]) {
+      Searched s;
+      ASSERT_EQ(run(call, 0, s.ids, s.dists), IVF_OK);
+      solo[c].push_back(std::move(s));
+    }
+  EXPECT_EQ(merged(idx.get()), 0);
+
+  std::atomic<int> differ{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c)
+    threads.emplace_back([&, c] {
+      std::vector<int64_t> ids;
+      std::vector<float> d;
+      for (std::size_t i = 0; i < calls[c].size(); ++i) {
+        if (run(calls[c][i], 5000, ids, d) != IVF_OK) {
+          ++failed;
+          continue;
+        }
+        const Call& call = calls[c][i];
+        if (!same_results(ids, d, solo[c][i].ids, solo[c][i].dists, call.n, call.k).empty()) ++differ;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(differ.load(), 0);
+  EXPECT_GT(merged(idx.get()), 0) << "64 clients within a 5 ms window should meet";
+}
+
+TEST(DynamicBatching, OffOrAWindowOfZeroMergesNothing) {
+  const int64_t dim = 8, nlist = 8, nbase = 2000;
+  const auto base = clustered_vectors(nbase, dim, 16, 3);
+  for (int64_t option : {0, 1}) {
+    auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_DYNAMIC_BATCHING, option}});
+    IndexPtr idx = make_index(dim, p.get());
+    ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim), IVF_OK);
+    ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim, nullptr), IVF_OK);
+    const int64_t window = option == 1 ? 0 : 5000;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 16; ++t)
+      threads.emplace_back([&, t] {
+        auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, window}});
+        std::vector<int64_t> ids(5);
+        std::vector<float> d(5);
+        for (int i = 0; i < 20; ++i)
+          EXPECT_EQ(ivf_search(idx.get(), sp.get(), base.data() + (t * 20 + i) * dim, IVF_DTYPE_F32, 1, dim, 5,
+                               ids.data(), d.data()),
+                    IVF_OK);
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(merged(idx.get()), 0) << "option " << option << " window " << window;
+  }
+  int64_t lo = -1, hi = -1;
+  ASSERT_EQ(ivf_param_bounds(IVF_PARAM_BATCH_WINDOW_US, &lo, &hi), IVF_OK);
+  EXPECT_EQ(lo, 0);
+  auto p = make_params({});
+  EXPECT_EQ(ivf_params_set_int(p.get(), IVF_PARAM_BATCH_WINDOW_US, -1), IVF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ivf_params_set_int(p.get(), IVF_PARAM_DYNAMIC_BATCHING, 2), IVF_ERR_INVALID_ARGUMENT);
+}
+
+// A bad call in a batch fails alone? Bad input is refused before batching (checks run first):
+// a NaN query fails its own call and the others in the window still succeed.
+TEST(DynamicBatching, ABadCallDoesNotFailItsNeighbours) {
+  const int64_t dim = 8, nlist = 8, nbase = 2000;
+  const auto base = clustered_vectors(nbase, dim, 16, 4);
+  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_DYNAMIC_BATCHING, 1}});
+  IndexPtr idx = make_index(dim, p.get());
+  ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim), IVF_OK);
+  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim, nullptr), IVF_OK);
+  std::vector<float> bad(base.begin(), base.begin() + dim);
+  bad[3] = std::numeric_limits<float>::quiet_NaN();
+  std::atomic<int> ok{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&, t] {
+      auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 5000}});
+      std::vector<int64_t> ids(5);
+      std::vector<float> d(5);
+      const float* q = t == 7 ? bad.data() : base.data() + t * dim;
+      const ivf_status s = ivf_search(idx.get(), sp.get(), q, IVF_DTYPE_F32, 1, dim, 5, ids.data(), d.data());
+      (s == IVF_OK ? ok : refused)++;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 15);
+  EXPECT_EQ(refused.load(), 1);
+}
