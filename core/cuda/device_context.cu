@@ -36,7 +36,9 @@ DeviceContext::DeviceContext(int device, std::size_t pool_limit) : pool_limit_(p
     props.handleTypes = cudaMemHandleTypeNone;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = device;
-    props.maxSize = pool_limit;  // 0: the driver's default (no cap)
+    // 0: the driver's default (no cap); a limit past the device's memory caps nothing either
+    // (and a pool larger than the device is refused by some drivers).
+    props.maxSize = pool_limit < limits_.total_memory ? pool_limit : 0;
     IVF_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
     // Scratch: keep freed blocks for the next search instead of returning them at every sync.
     // State: return them (threshold 0). Under a cap, one pool holds both: the cap covers all.

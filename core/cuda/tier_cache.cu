@@ -45,7 +45,7 @@ TierBudget TierBudget::plan(std::size_t budget, int64_t nlist, int64_t dim) {
 
 TierCache::TierCache(const DeviceContext&, const TierBudget& budget, int64_t nlist)
     : budget_(budget), copy_(make_stream()), plan_ready_(make_event()), copied_{make_event(), make_event()},
-      slot_free_{make_event(), make_event()}, planner_(budget.cache, budget.ring_slot, nlist) {
+      slot_free_{make_event(), make_event()}, nlist_(nlist) {
   IVF_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_counts_), sizeof(int32_t) * std::max<int64_t>(nlist, 1),
                                cudaHostAllocPortable));
 }
@@ -69,9 +69,30 @@ TierStats TierCache::stats() const {
 
 void TierCache::ensure_memory(const DeviceContext& ctx, cudaStream_t stream) {
   // Made once, on the first search's stream, and kept: part of the budget from then on.
-  if (ring_.data() == nullptr) {
-    ring_ = DeviceBuffer<char>(ctx, 2 * budget_.ring_slot, stream, MemoryUse::State);
-    if (budget_.cache > 0) cache_mem_ = DeviceBuffer<char>(ctx, budget_.cache, stream, MemoryUse::State);
+  if (planner_ == nullptr) {
+    if (ring_.data() == nullptr) ring_ = DeviceBuffer<char>(ctx, 2 * budget_.ring_slot, stream, MemoryUse::State);
+    // The cache's share of the budget, or what the device can give when other processes hold
+    // the rest (halving down to nothing: a budget is a ceiling, not a reservation).
+    std::size_t cache = budget_.cache;
+    std::size_t free_now = 0, total = 0;
+    if (cudaMemGetInfo(&free_now, &total) == cudaSuccess) {
+      // Leave the scratch and add shares (and a margin) free for the calls that need them.
+      const std::size_t keep = budget_.scratch + budget_.mutation + (std::size_t{256} << 20);
+      cache = std::min(cache, free_now > keep ? free_now - keep : 0);
+    } else {
+      (void)cudaGetLastError();
+    }
+    while (cache >= (std::size_t{1} << 20)) {
+      try {
+        cache_mem_ = DeviceBuffer<char>(ctx, cache, stream, MemoryUse::State);
+        break;
+      } catch (const Error& e) {
+        if (e.code() != Errc::OutOfDeviceMemory) throw;
+        cache /= 2;
+      }
+    }
+    if (cache_mem_.data() == nullptr) cache = 0;
+    planner_ = std::make_unique<tier::StreamPlanner>(cache, budget_.ring_slot, nlist_);
     // Later searches run on other streams: free these on the copy stream at the end, after it
     // has waited for every search (the destructor's order).
     ring_.set_stream(copy_.get());
@@ -100,18 +121,18 @@ void TierCache::scan_chunk(const DeviceContext& ctx, cudaStream_t stream, const 
   IVF_CUDA_CHECK(cudaMemcpyAsync(host_counts_, groups.pair_count.data(), sizeof(int32_t) * nlist,
                                  cudaMemcpyDeviceToHost, stream));
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the one host synchronisation: what is probed
-  const tier::ChunkPlan plan = planner_.plan(host_counts_, store, need_ids);
+  const tier::ChunkPlan plan = planner_->plan(host_counts_, store, need_ids);
   hits_.fetch_add(plan.hit_lists);
   misses_.fetch_add(plan.missed_lists);
   streamed_.fetch_add(plan.streamed_bytes);
-  resident_lists_.store(planner_.resident_lists());
-  resident_bytes_.store(planner_.resident_bytes());
+  resident_lists_.store(planner_->resident_lists());
+  resident_bytes_.store(planner_->resident_bytes());
   try {
     execute(ctx, stream, p, groups, plan);
   } catch (...) {
-    planner_.abandon(plan);
-    resident_lists_.store(planner_.resident_lists());
-    resident_bytes_.store(planner_.resident_bytes());
+    planner_->abandon(plan);
+    resident_lists_.store(planner_->resident_lists());
+    resident_bytes_.store(planner_->resident_bytes());
     throw;
   }
 }

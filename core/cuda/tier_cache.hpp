@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -77,7 +78,8 @@ class TierCache {
   UniqueStream copy_;
   UniqueEvent plan_ready_, copied_[2], slot_free_[2];
   DeviceBuffer<char> cache_mem_, ring_;
-  tier::StreamPlanner planner_;     // the cache's books and each chunk's plan
+  std::unique_ptr<tier::StreamPlanner> planner_;  // the cache's books; made with the cache
+  int64_t nlist_;
   int32_t* host_counts_ = nullptr;  // pinned, nlist
   void* staging_ = nullptr;         // pinned
   std::size_t staging_bytes_ = 0;
