@@ -35,6 +35,8 @@ struct BackendInfo {
   std::size_t host_tier_bytes = 0;
   int64_t cache_hits = 0, cache_misses = 0;
   std::size_t streamed_bytes = 0;
+  // Shards (IVF_PARAM_SHARDS): parts, and those still serving; 1 and 1 for a plain index.
+  int64_t parts = 1, live_parts = 1;
 };
 
 class Backend {

@@ -1,9 +1,13 @@
 // The one place that decides which backend an index runs on.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "backend.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/parallel.hpp"
 #include "errors.hpp"
+#include "sharded_backend.hpp"
 
 #ifdef IVFGPU_HAVE_CUDA
 #include "cuda/cuda_backend.hpp"
@@ -28,7 +32,29 @@ void wait_for_stream(void* stream) {
 #endif
 }
 
+namespace {
+std::unique_ptr<Backend> make_one(int64_t dim, const BuildParams& params);
+}  // namespace
+
+// Several parts: one backend each, on devices device, device + 1, ... (wrapping around the
+// usable devices, so two parts may share one device), or all on the CPU.
 std::unique_ptr<Backend> make_backend(int64_t dim, const BuildParams& params) {
+  if (params.shards <= 1) return make_one(dim, params);
+  const int devices = params.backend == BackendKind::Cpu ? 0 : cuda_device_count();
+  std::vector<std::unique_ptr<Backend>> parts;
+  for (int64_t s = 0; s < params.shards; ++s) {
+    BuildParams p = params;
+    p.shards = 1;
+    if (devices > 0 && params.device < devices) p.device = (params.device + s) % devices;
+    if (params.num_threads == 0) p.num_threads = std::max<int64_t>(1, resolve_threads(0) / params.shards);
+    parts.push_back(make_one(dim, p));
+  }
+  return make_sharded_backend(dim, params, std::move(parts));
+}
+
+namespace {
+
+std::unique_ptr<Backend> make_one(int64_t dim, const BuildParams& params) {
   const bool want_cuda = params.backend == BackendKind::Cuda;
   if (params.backend == BackendKind::Cpu) return cpu::make_cpu_backend(dim, params);
   std::string why = "the library was built without CUDA";
@@ -50,5 +76,7 @@ std::unique_ptr<Backend> make_backend(int64_t dim, const BuildParams& params) {
   return cpu::make_cpu_backend(dim, params);
 #endif
 }
+
+}  // namespace
 
 }  // namespace ivfgpu

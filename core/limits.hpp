@@ -15,6 +15,7 @@ constexpr int64_t kMaxKmeansIters = 1000000;
 constexpr int64_t kMaxPointsPerCentroid = int64_t{1} << 40;
 constexpr int64_t kMaxThreads = 4096;
 constexpr int64_t kMaxDevice = 1023;
+constexpr int64_t kMaxShards = 1024;
 // One CUDA add call appends fewer rows than this (the sort keys are 32-bit).
 constexpr int64_t kMaxRowsPerDeviceAdd = (int64_t{1} << 31) - 1;
 

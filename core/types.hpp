@@ -27,6 +27,8 @@ struct BuildParams {
   bool unique_ids = false;  // every id names at most one vector
   int64_t device_budget = 0;  // bytes of device memory (CUDA); 0 = unlimited (no host tier)
   bool dynamic_batching = false;  // merge concurrent small searches (search_batcher.hpp)
+  int64_t shards = 1;             // parts of one index (sharded_backend.hpp); 1: a plain index
+  int64_t shard_mode = 0;         // ShardMode: 0 split the rows, 1 replicate them
 };
 
 }  // namespace ivfgpu

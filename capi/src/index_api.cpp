@@ -197,6 +197,8 @@ IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int6
       case IVF_INFO_CACHE_MISSES: *value = info().cache_misses; break;
       case IVF_INFO_STREAMED_BYTES: *value = static_cast<int64_t>(info().streamed_bytes); break;
       case IVF_INFO_MERGED_SEARCHES: *value = idx.merged_searches(); break;
+      case IVF_INFO_SHARDS: *value = info().parts; break;
+      case IVF_INFO_LIVE_SHARDS: *value = info().live_parts; break;
       default: fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
     }
   });

@@ -35,6 +35,8 @@ constexpr KeySpec kKeys[] = {
     {IVF_PARAM_DEVICE_BUDGET, "IVF_PARAM_DEVICE_BUDGET", 0, kMax},
     {IVF_PARAM_DYNAMIC_BATCHING, "IVF_PARAM_DYNAMIC_BATCHING", 0, 1},
     {IVF_PARAM_BATCH_WINDOW_US, "IVF_PARAM_BATCH_WINDOW_US", 0, 10000000},
+    {IVF_PARAM_SHARDS, "IVF_PARAM_SHARDS", 1, limits::kMaxShards},
+    {IVF_PARAM_SHARD_MODE, "IVF_PARAM_SHARD_MODE", IVF_SHARD_SPLIT, IVF_SHARD_REPLICATE},
     {IVF_PARAM_NPROBE, "IVF_PARAM_NPROBE", 1, limits::kMaxNprobe},
     {IVF_PARAM_MEMORY_KIND, "IVF_PARAM_MEMORY_KIND", IVF_MEMORY_HOST, IVF_MEMORY_DEVICE},
 };
@@ -67,6 +69,8 @@ int64_t* int_field(ivf_params& p, ivf_param_key key) {
     case IVF_PARAM_SEED: return &p.build.seed;
     case IVF_PARAM_NUM_THREADS: return &p.build.num_threads;
     case IVF_PARAM_DEVICE_BUDGET: return &p.build.device_budget;
+    case IVF_PARAM_SHARDS: return &p.build.shards;
+    case IVF_PARAM_SHARD_MODE: return &p.build.shard_mode;
     default: return nullptr;
   }
 }

@@ -32,6 +32,8 @@ BuildParams load_params(const IndexImage& image, const BuildParams& caller) {
   p.num_threads = caller.num_threads;
   p.device_budget = caller.device_budget;  // a property of the machine, not of the file
   p.dynamic_batching = caller.dynamic_batching;  // and of the service
+  p.shards = caller.shards;  // the same file opens on any number of parts
+  p.shard_mode = caller.shard_mode;
   return p;
 }
 

@@ -98,12 +98,16 @@ inline std::vector<unsigned char> bytes_of(const ivf_index* idx) {
 
 // Interleaved add / remove / update / search against a host model (id -> vectors), `steps`
 // operations; after every few steps the index's results equal a fresh index of the survivors.
-inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t seed, int64_t budget = 0) {
+// budget, shards, mode: IVF_PARAM_DEVICE_BUDGET, IVF_PARAM_SHARDS and IVF_PARAM_SHARD_MODE of the
+// index under test (the fresh indexes it is compared with are plain).
+inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t seed, int64_t budget = 0,
+                            int64_t shards = 1, int64_t mode = IVF_SHARD_SPLIT) {
   const int64_t dim = 16, nlist = 16, k = 10, nq = 20;
   std::mt19937_64 rng(seed);
   const std::vector<float> pool = clustered_vectors(4000, dim, 40, seed + 1);
   const std::vector<float> queries = clustered_vectors(nq, dim, 40, seed + 2);
-  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_DEVICE_BUDGET, budget}, {IVF_PARAM_UNIQUE_IDS, unique ? 1 : 0}});
+  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_DEVICE_BUDGET, budget},
+                        {IVF_PARAM_UNIQUE_IDS, unique ? 1 : 0}, {IVF_PARAM_SHARDS, shards}, {IVF_PARAM_SHARD_MODE, mode}});
   IndexPtr idx = make_index(dim, p.get());
   ASSERT_EQ(ivf_train(idx.get(), pool.data(), IVF_DTYPE_F32, 4000, dim), IVF_OK);
   const std::vector<unsigned char> trained_empty = bytes_of(idx.get());
@@ -186,7 +190,7 @@ inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t se
     ASSERT_EQ(ivf_ntotal(idx.get(), &ntotal), IVF_OK);
     ASSERT_EQ(ntotal, static_cast<int64_t>(model.size())) << "after step " << step;
     if (step % 25 == 24 || step == steps - 1) {
-      IndexPtr fresh = fresh_index(trained_empty, backend, model, dim, budget);
+      IndexPtr fresh = fresh_index(trained_empty, backend, model, dim, shards > 1 ? 0 : budget);
       for (int64_t nprobe : {int64_t{3}, nlist}) {
         const Searched a = search_all(idx.get(), queries, nq, dim, k, nprobe);
         const Searched b = search_all(fresh.get(), queries, nq, dim, k, nprobe);

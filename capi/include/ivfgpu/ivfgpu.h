@@ -144,6 +144,17 @@ typedef int32_t ivf_memory_kind;
 
 typedef struct ivf_params ivf_params;
 
+/** How an index of several parts (IVF_PARAM_SHARDS) holds its vectors.
+ *  SPLIT: rows are dealt to the parts in turn (each holds ~1/G of every list); a search runs
+ *  on every part and their top-k are merged into exactly the one-part result (ids except ties).
+ *  A part whose device is lost makes the index IVF_ERR_DEVICE_LOST.
+ *  REPLICATE: every part holds every row; a search's queries are split among the parts; a part
+ *  whose device is lost is dropped and the others keep serving (and take the mutations).
+ *  With several parts, ivf_get returns the row of the lowest-numbered part holding the id. */
+typedef int32_t ivf_shard_mode;
+#define IVF_SHARD_SPLIT     0
+#define IVF_SHARD_REPLICATE 1
+
 /** Keys. Build keys are read by ivf_create (and ivf_load); search keys by ivf_search.
  *  Setting a key that the receiving call does not read is harmless. */
 typedef int32_t ivf_param_key;
@@ -181,6 +192,15 @@ typedef int32_t ivf_param_key;
                                            of each other, run as one search; each caller gets
                                            its own rows, as it would alone, and waits at most
                                            the window beyond that search. 0 (default): off  */
+#define IVF_PARAM_SHARDS          12  /**< parts of one index, >= 1; default 1. Each part is a
+                                           backend of its own: CUDA parts on devices
+                                           IVF_PARAM_DEVICE, +1, ... (wrapping round the usable
+                                           devices, so parts may share one), or all on the CPU.
+                                           The handle and every call stay the same; an index
+                                           of several parts takes host memory only (device
+                                           pointers: IVF_ERR_UNSUPPORTED). Also read by
+                                           ivf_load: a file opens on any number of parts     */
+#define IVF_PARAM_SHARD_MODE      13  /**< an ivf_shard_mode; default IVF_SHARD_SPLIT        */
 /* search keys (IVF_PARAM_NPROBE given to ivf_create sets the index's default nprobe);
    IVF_PARAM_MEMORY_KIND and IVF_PARAM_CUDA_STREAM are also read by ivf_train_ex / ivf_add_ex */
 #define IVF_PARAM_NPROBE          32  /**< lists probed per query, >= 1, clamped to nlist; default 8 */
@@ -415,6 +435,9 @@ typedef int32_t ivf_info_key;
 #define IVF_INFO_STREAMED_BYTES     22  /**< bytes copied host-to-device by searches          */
 #define IVF_INFO_MERGED_SEARCHES    23  /**< ivf_search calls answered inside a merged batch of
                                              two or more (IVF_PARAM_DYNAMIC_BATCHING)         */
+#define IVF_INFO_SHARDS             24  /**< parts of the index (IVF_PARAM_SHARDS)            */
+#define IVF_INFO_LIVE_SHARDS        25  /**< parts still serving (a replica whose device was
+                                             lost no longer does)                            */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,

@@ -1,0 +1,463 @@
+#include "sharded_backend.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "errors.hpp"
+#include "list_layout.hpp"
+
+namespace ivfgpu {
+
+namespace {
+
+// The parts' states, and a list store that reports their union (sizes, live rows).
+class UnionStore final : public ListStore {
+ public:
+  // replica >= 0: the parts are replicas and part `replica` (a live one) speaks for them all.
+  UnionStore(std::vector<StatePtr> parts, int64_t nlist, int64_t dim, int64_t replica) : parts_(std::move(parts)) {
+    const std::size_t first = replica >= 0 ? static_cast<std::size_t>(replica) : 0;
+    const std::size_t last = replica >= 0 ? first + 1 : parts_.size();
+    sizes_.assign(static_cast<std::size_t>(nlist), 0);
+    for (std::size_t p = first; p < last; ++p) {
+      const ListView v = parts_[p]->lists().view();
+      ntotal_ += v.ntotal;
+      removed_ += v.removed_count;
+      for (int64_t l = 0; l < nlist; ++l) sizes_[l] += v.host_size[l];
+    }
+    prefix_ = largest_lists_prefix(sizes_);
+    nlist_ = nlist;
+    dim_ = dim;
+  }
+  ListView view() const override {
+    ListView v;
+    v.nlist = nlist_;
+    v.dim = dim_;
+    v.ntotal = ntotal_;
+    v.removed_count = removed_;
+    v.size = v.host_size = sizes_.data();
+    v.largest_prefix = prefix_.data();
+    return v;
+  }
+  std::size_t bytes() const override {
+    std::size_t b = 0;
+    for (const StatePtr& s : parts_) b += s->lists().bytes();
+    return b;
+  }
+  void export_lists(HostModel&) const override { fail(Errc::Internal, "a sharded store exports through its backend"); }
+
+ private:
+  std::vector<StatePtr> parts_;
+  std::vector<int64_t> sizes_, prefix_;
+  int64_t nlist_ = 0, dim_ = 0, ntotal_ = 0, removed_ = 0;
+};
+
+struct ShardedState final : IndexState {
+  std::vector<StatePtr> parts;
+  std::unique_ptr<UnionStore> store;
+  int64_t next_part = 0;  // sharded: the part the next added row goes to
+
+  bool trained() const override { return parts.front()->trained(); }
+  const ListStore& lists() const override { return *store; }
+};
+
+const ShardedState& sharded(const IndexState& s) { return static_cast<const ShardedState&>(s); }
+
+// Runs fn(p) for every part p, each on its own thread (parts on different devices work at
+// once); the first exception is rethrown after all have finished.
+template <class Fn>
+void each_part(std::size_t parts, Fn&& fn) {
+  std::vector<std::exception_ptr> errors(parts);
+  std::vector<std::thread> threads;
+  for (std::size_t p = 1; p < parts; ++p)
+    threads.emplace_back([&, p] {
+      try {
+        fn(p);
+      } catch (...) {
+        errors[p] = std::current_exception();
+      }
+    });
+  try {
+    fn(0);
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+class ShardedBackend final : public Backend {
+ public:
+  ShardedBackend(int64_t dim, const BuildParams& params, std::vector<std::unique_ptr<Backend>> parts)
+      : dim_(dim), params_(params), mode_(static_cast<ShardMode>(params.shard_mode)), parts_(std::move(parts)),
+        alive_(parts_.size()) {
+    for (auto& a : alive_) a.store(true);
+  }
+
+  NewState initial_state() override {
+    std::vector<StatePtr> s(parts_.size());
+    each_part(parts_.size(), [&](std::size_t p) { s[p] = parts_[p]->initial_state(); });
+    return make(std::move(s), 0);
+  }
+
+  NewState train(const IndexState&, const MatrixView& sample) override {
+    // Once, on part 0; the others get its centroids (exactly the same floats).
+    std::vector<StatePtr> s(parts_.size());
+    s[0] = parts_[0]->train(*parts_[0]->initial_state(), sample);
+    const HostModel centroids = parts_[0]->export_model(*s[0]);
+    each_part(parts_.size(), [&](std::size_t p) {
+      if (p > 0) s[p] = parts_[p]->restore(centroids);
+    });
+    return make(std::move(s), 0);
+  }
+
+  NewState add(const IndexState& current, const MatrixView& x, const int64_t* ids, MemoryKind ids_memory) override {
+    const ShardedState& cur = sharded(current);
+    host_only(x.memory, "add");
+    host_only(ids_memory, "add");
+    const int64_t n = x.rows;
+    std::vector<int64_t> generated;
+    if (ids == nullptr) {
+      generated.resize(static_cast<std::size_t>(n));
+      std::iota(generated.begin(), generated.end(), cur.ntotal());
+      ids = generated.data();
+    }
+    std::vector<StatePtr> next(cur.parts);
+    if (mode_ == ShardMode::Replicate) {
+      on_replicas([&](std::size_t p) { next[p] = parts_[p]->add(*cur.parts[p], x, ids, MemoryKind::Host); });
+      return make(std::move(next), 0);
+    }
+    // Rows dealt to the parts in turn, continuing where the last add stopped.
+    const std::size_t g = parts_.size();
+    std::vector<std::vector<float>> rows(g);
+    std::vector<std::vector<int64_t>> part_ids(g);
+    const float* src = x.as<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const std::size_t p = static_cast<std::size_t>((cur.next_part + i) % static_cast<int64_t>(g));
+      rows[p].insert(rows[p].end(), src + i * dim_, src + (i + 1) * dim_);
+      part_ids[p].push_back(ids[i]);
+    }
+    each_part(g, [&](std::size_t p) {
+      const int64_t m = static_cast<int64_t>(part_ids[p].size());
+      if (m > 0)
+        next[p] = parts_[p]->add(*cur.parts[p], MatrixView::host_f32(rows[p].data(), m, dim_), part_ids[p].data(),
+                                 MemoryKind::Host);
+    });
+    return make(std::move(next), (cur.next_part + n) % static_cast<int64_t>(g));
+  }
+
+  NewState reset(const IndexState& current) override {
+    const ShardedState& cur = sharded(current);
+    std::vector<StatePtr> next(cur.parts);
+    if (mode_ == ShardMode::Replicate)
+      on_replicas([&](std::size_t p) { next[p] = parts_[p]->reset(*cur.parts[p]); });
+    else
+      each_part(parts_.size(), [&](std::size_t p) { next[p] = parts_[p]->reset(*cur.parts[p]); });
+    return make(std::move(next), 0);
+  }
+
+  std::pair<NewState, int64_t> remove(const IndexState& current, const int64_t* ids, int64_t n) override {
+    const ShardedState& cur = sharded(current);
+    std::vector<StatePtr> next(cur.parts);
+    std::vector<int64_t> counts(cur.parts.size(), -1);
+    auto one = [&](std::size_t p) {
+      auto [s, c] = parts_[p]->remove(*cur.parts[p], ids, n);
+      next[p] = std::move(s);
+      counts[p] = c;
+    };
+    int64_t removed = 0;
+    if (mode_ == ShardMode::Replicate) {
+      on_replicas(one);
+      // Replicas hold the same rows: any live one's count is the index's.
+      for (int64_t c : counts)
+        if (c >= 0) removed = c;
+    } else {
+      each_part(parts_.size(), one);
+      removed = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    }
+    return {make(std::move(next), cur.next_part), removed};
+  }
+
+  // Sharded: the row of the lowest-numbered part holding the id (within a part, its first in
+  // list order). Replicated: any live part (they agree).
+  void get(const IndexState& state, const int64_t* ids, int64_t n, float* out, uint8_t* found) const override {
+    const ShardedState& st = sharded(state);
+    std::vector<uint8_t> have(static_cast<std::size_t>(n), 0), part_found(static_cast<std::size_t>(n));
+    std::vector<float> part_out(static_cast<std::size_t>(n * dim_));
+    std::fill(out, out + n * dim_, 0.0f);
+    const std::size_t parts = mode_ == ShardMode::Replicate ? 1 : parts_.size();
+    for (std::size_t q = 0; q < parts; ++q) {
+      const std::size_t p = mode_ == ShardMode::Replicate ? live_part() : q;
+      parts_[p]->get(*st.parts[p], ids, n, part_out.data(), part_found.data());
+      for (int64_t i = 0; i < n; ++i)
+        if (!have[i] && part_found[i]) {
+          have[i] = 1;
+          std::memcpy(out + i * dim_, part_out.data() + i * dim_, sizeof(float) * dim_);
+        }
+    }
+    if (found) std::copy(have.begin(), have.end(), found);
+  }
+
+  void count_ids(const IndexState& state, const int64_t* ids, int64_t n, int64_t* counts) const override {
+    const ShardedState& st = sharded(state);
+    if (mode_ == ShardMode::Replicate) {
+      const std::size_t p = live_part();
+      parts_[p]->count_ids(*st.parts[p], ids, n, counts);
+      return;
+    }
+    std::fill(counts, counts + n, 0);
+    std::vector<int64_t> c(static_cast<std::size_t>(n));
+    for (std::size_t p = 0; p < parts_.size(); ++p) {
+      parts_[p]->count_ids(*st.parts[p], ids, n, c.data());
+      for (int64_t i = 0; i < n; ++i) counts[i] += c[i];
+    }
+  }
+
+  NewState restore(HostModel model) override {
+    const std::size_t g = parts_.size();
+    std::vector<StatePtr> s(g);
+    if (mode_ == ShardMode::Replicate) {
+      each_part(g, [&](std::size_t p) { s[p] = parts_[p]->restore(model); });
+      return make(std::move(s), 0);
+    }
+    // Each list dealt row by row to the parts, in turn, as an add would have.
+    std::vector<HostModel> split(g, HostModel::empty(model.dim, model.metric, model.nlist));
+    for (HostModel& m : split) {
+      m.trained = model.trained;
+      m.centroids = model.centroids;
+      m.centroid_norms = model.centroid_norms;
+      m.list_offsets.assign(static_cast<std::size_t>(model.nlist) + 1, 0);
+    }
+    int64_t turn = 0;
+    for (int64_t l = 0; l < model.nlist; ++l) {
+      for (int64_t r = model.list_offsets[l]; r < model.list_offsets[l + 1]; ++r, ++turn) {
+        HostModel& m = split[static_cast<std::size_t>(turn % static_cast<int64_t>(g))];
+        m.vectors.insert(m.vectors.end(), model.vectors.begin() + r * model.dim, model.vectors.begin() + (r + 1) * model.dim);
+        m.ids.push_back(model.ids[r]);
+      }
+      for (HostModel& m : split) m.list_offsets[l + 1] = static_cast<int64_t>(m.ids.size());
+    }
+    each_part(g, [&](std::size_t p) { s[p] = parts_[p]->restore(std::move(split[p])); });
+    return make(std::move(s), turn % static_cast<int64_t>(g));
+  }
+
+  void search(const StatePtr& state, const SearchRequest& req) const override {
+    const ShardedState& st = sharded(*state);
+    host_only(req.memory, "search");
+    if (mode_ == ShardMode::Replicate) return search_replicas(st, req);
+    const std::size_t g = parts_.size();
+    const int64_t n = req.n(), k = req.k;
+    std::vector<std::vector<int64_t>> ids(g, std::vector<int64_t>(static_cast<std::size_t>(n * k)));
+    std::vector<std::vector<float>> dists(g, std::vector<float>(static_cast<std::size_t>(n * k)));
+    each_part(g, [&](std::size_t p) {
+      SearchRequest r = req;
+      r.ids = ids[p].data();
+      r.dists = dists[p].data();
+      parts_[p]->search(st.parts[p], r);
+    });
+    // Merge: the k best of the parts' G x k, in order of distance; equal distances keep part
+    // order, then rank (deterministic). Padding (-1) sorts last.
+    const bool larger = larger_is_better(params_.metric);
+    for (int64_t q = 0; q < n; ++q) {
+      std::vector<int64_t> at(g, 0);
+      for (int64_t j = 0; j < k; ++j) {
+        std::size_t best = g;
+        for (std::size_t p = 0; p < g; ++p) {
+          if (at[p] >= k) continue;
+          const int64_t e = q * k + at[p];
+          if (ids[p][e] == -1) continue;
+          if (best == g) {
+            best = p;
+            continue;
+          }
+          const float a = dists[p][e], b = dists[best][q * k + at[best]];
+          if (larger ? a > b : a < b) best = p;
+        }
+        const int64_t out = q * k + j;
+        if (best == g) {
+          req.ids[out] = -1;
+          req.dists[out] = larger ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+        } else {
+          const int64_t e = q * k + at[best]++;
+          req.ids[out] = ids[best][e];
+          req.dists[out] = dists[best][e];
+        }
+      }
+    }
+  }
+
+  HostModel export_model(const IndexState& state) const override {
+    const ShardedState& st = sharded(state);
+    if (mode_ == ShardMode::Replicate) {
+      const std::size_t p = live_part();
+      return parts_[p]->export_model(*st.parts[p]);
+    }
+    std::vector<HostModel> models(parts_.size());
+    for (std::size_t p = 0; p < parts_.size(); ++p) models[p] = parts_[p]->export_model(*st.parts[p]);
+    HostModel m = std::move(models[0]);
+    if (parts_.size() == 1) return m;
+    // List by list: part 0's rows, then part 1's, ...
+    HostModel out = HostModel::empty(m.dim, m.metric, m.nlist);
+    out.trained = m.trained;
+    out.centroids = std::move(m.centroids);
+    out.centroid_norms = std::move(m.centroid_norms);
+    models[0] = std::move(m);
+    out.list_offsets.assign(static_cast<std::size_t>(out.nlist) + 1, 0);
+    for (int64_t l = 0; l < out.nlist; ++l) {
+      for (const HostModel& pm : models) {
+        const int64_t b = pm.list_offsets[l], e = pm.list_offsets[l + 1];
+        out.vectors.insert(out.vectors.end(), pm.vectors.begin() + b * out.dim, pm.vectors.begin() + e * out.dim);
+        out.ids.insert(out.ids.end(), pm.ids.begin() + b, pm.ids.begin() + e);
+      }
+      out.list_offsets[l + 1] = static_cast<int64_t>(out.ids.size());
+    }
+    return out;
+  }
+
+  std::vector<float> host_copy(const MatrixView&) const override {
+    fail(Errc::Unsupported, "an index over several shards takes host memory only");
+  }
+  std::vector<int64_t> host_copy_ids(const int64_t*, int64_t) const override {
+    fail(Errc::Unsupported, "an index over several shards takes host memory only");
+  }
+
+  BackendKind kind() const override { return parts_[0]->kind(); }
+
+  BackendInfo info(const IndexState& state) const override {
+    const ShardedState& st = sharded(state);
+    BackendInfo sum;
+    for (std::size_t p = 0; p < parts_.size(); ++p) {
+      const BackendInfo i = parts_[p]->info(*st.parts[p]);
+      if (p == 0) {
+        sum.kind = i.kind;
+        sum.device = i.device;
+      }
+      sum.device_memory_bytes += i.device_memory_bytes;
+      sum.host_memory_bytes += i.host_memory_bytes;
+      sum.pool_cached_bytes += i.pool_cached_bytes;
+      sum.id_map_bytes += i.id_map_bytes;
+      sum.resident_lists += i.resident_lists;
+      sum.resident_bytes += i.resident_bytes;
+      sum.host_tier_bytes += i.host_tier_bytes;
+      sum.device_budget += i.device_budget;
+      sum.cache_hits += i.cache_hits;
+      sum.cache_misses += i.cache_misses;
+      sum.streamed_bytes += i.streamed_bytes;
+    }
+    sum.parts = static_cast<int64_t>(parts_.size());
+    sum.live_parts = 0;
+    for (std::size_t p = 0; p < parts_.size(); ++p) sum.live_parts += alive_[p].load() ? 1 : 0;
+    return sum;
+  }
+
+  void trim() noexcept override {
+    for (auto& p : parts_) p->trim();
+  }
+
+  int64_t max_k() const override {
+    int64_t m = 0;
+    for (auto& p : parts_) {
+      const int64_t k = p->max_k();
+      if (k > 0) m = m == 0 ? k : std::min(m, k);
+    }
+    return m;
+  }
+
+ private:
+  static void host_only(MemoryKind m, const char* what) {
+    if (m != MemoryKind::Host)
+      fail(Errc::Unsupported, std::string(what) + ": an index over several shards takes host memory only");
+  }
+
+  NewState make(std::vector<StatePtr> parts, int64_t next_part) const {
+    auto s = std::make_shared<ShardedState>();
+    s->store = std::make_unique<UnionStore>(
+        parts, params_.nlist, dim_, mode_ == ShardMode::Replicate ? static_cast<int64_t>(live_part()) : -1);
+    s->parts = std::move(parts);
+    s->next_part = next_part;
+    return s;
+  }
+
+  // A replicated mutation on every live replica. A replica whose device is lost meanwhile is
+  // dropped (it keeps its old state and serves nothing more); the mutation fails only when no
+  // replica is left.
+  template <class Fn>
+  void on_replicas(Fn&& fn) const {
+    std::vector<std::size_t> live;
+    for (std::size_t p = 0; p < parts_.size(); ++p)
+      if (alive_[p].load()) live.push_back(p);
+    std::atomic<int> done{0};
+    each_part(live.size(), [&](std::size_t i) {
+      try {
+        fn(live[i]);
+        ++done;
+      } catch (const Error& e) {
+        if (e.code() != Errc::DeviceLost) throw;
+        alive_[live[i]].store(false);
+      }
+    });
+    if (done.load() == 0) fail(Errc::DeviceLost, "every replica of this index has lost its device");
+  }
+
+  std::size_t live_part() const {
+    for (std::size_t p = 0; p < parts_.size(); ++p)
+      if (alive_[p].load()) return p;
+    fail(Errc::DeviceLost, "every replica of this index has lost its device");
+  }
+
+  // Queries split into contiguous blocks, one per live replica; a replica whose device is lost
+  // is dropped and its block searched again on the others.
+  void search_replicas(const ShardedState& st, const SearchRequest& req) const {
+    for (;;) {
+      std::vector<std::size_t> live;
+      for (std::size_t p = 0; p < parts_.size(); ++p)
+        if (alive_[p].load()) live.push_back(p);
+      if (live.empty()) fail(Errc::DeviceLost, "every replica of this index has lost its device");
+      const int64_t n = req.n();
+      const int64_t per = (n + static_cast<int64_t>(live.size()) - 1) / static_cast<int64_t>(live.size());
+      std::atomic<bool> lost{false};
+      each_part(live.size(), [&](std::size_t i) {
+        const int64_t q0 = static_cast<int64_t>(i) * per, q1 = std::min(n, q0 + per);
+        if (q0 >= q1) return;
+        SearchRequest r = req;
+        r.queries = req.queries.rows_slice(q0, q1 - q0);
+        r.ids = req.ids + q0 * req.k;
+        r.dists = req.dists + q0 * req.k;
+        try {
+          parts_[live[i]]->search(st.parts[live[i]], r);
+        } catch (const Error& e) {
+          if (e.code() != Errc::DeviceLost) throw;
+          alive_[live[i]].store(false);  // served by the others from now on
+          lost.store(true);
+        }
+      });
+      if (!lost.load()) return;
+      // Some block went unanswered: search the whole request again on the replicas left
+      // (simple, and a lost device is rare).
+    }
+  }
+
+  int64_t dim_;
+  BuildParams params_;
+  ShardMode mode_;
+  std::vector<std::unique_ptr<Backend>> parts_;
+  mutable std::vector<std::atomic<bool>> alive_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_sharded_backend(int64_t dim, const BuildParams& params,
+                                              std::vector<std::unique_ptr<Backend>> parts) {
+  if (parts.empty()) fail(Errc::InvalidArgument, "an index needs at least one shard");
+  return std::make_unique<ShardedBackend>(dim, params, std::move(parts));
+}
+
+}  // namespace ivfgpu

@@ -1,0 +1,121 @@
+// One index over several parts (IVF_PARAM_SHARDS) on the CPU backend, so CI covers the
+// placement, merge, save/load and id logic the GPU parts share: sharded and replicated results
+// equal one part's (the results contract), for both metrics, k up to 4096, nprobe up to nlist;
+// ids work the same; a file written by G parts opens on any number; 16 threads equal a serial
+// replay. (A lost part is covered by the engine test with a failing part.)
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "common/id_workload.hpp"
+#include "common/test_util.hpp"
+
+using namespace ivftest;
+
+namespace {
+
+IndexPtr open_as(const std::vector<unsigned char>& bytes, int64_t shards, int64_t mode) {
+  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_SHARDS, shards}, {IVF_PARAM_SHARD_MODE, mode}});
+  ivf_index* raw = nullptr;
+  EXPECT_EQ(ivf_deserialize(bytes.data(), bytes.size(), p.get(), &raw), IVF_OK) << ivf_last_error_message();
+  return IndexPtr(raw);
+}
+
+int64_t info(const ivf_index* idx, ivf_info_key key) {
+  int64_t v = -1;
+  EXPECT_EQ(ivf_index_info(idx, key, &v), IVF_OK);
+  return v;
+}
+
+}  // namespace
+
+TEST(Shards, SplitAndReplicatedEqualOnePart) {
+  for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+    const int64_t dim = 20, nlist = 32, n = 12000;
+    const auto base = clustered_vectors(n, dim, 4 * nlist, 1);
+    const auto more = clustered_vectors(n / 2, dim, 4 * nlist, 2);
+    const auto q = clustered_vectors(600, dim, 4 * nlist, 3);
+    auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_METRIC, metric}});
+    IndexPtr one = make_index(dim, p.get());
+    ASSERT_EQ(ivf_train(one.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+    const auto trained = bytes_of(one.get());
+    std::vector<IndexPtr> many;
+    many.push_back(open_as(trained, 2, IVF_SHARD_SPLIT));
+    many.push_back(open_as(trained, 3, IVF_SHARD_SPLIT));
+    many.push_back(open_as(trained, 2, IVF_SHARD_REPLICATE));
+    for (ivf_index* idx : {one.get(), many[0].get(), many[1].get(), many[2].get()}) {
+      ASSERT_EQ(ivf_add(idx, base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+      ASSERT_EQ(ivf_add(idx, more.data(), IVF_DTYPE_F32, n / 2, dim, nullptr), IVF_OK);
+    }
+    EXPECT_EQ(info(many[1].get(), IVF_INFO_SHARDS), 3);
+    EXPECT_EQ(info(many[1].get(), IVF_INFO_NTOTAL), n + n / 2);
+    EXPECT_EQ(info(many[2].get(), IVF_INFO_NTOTAL), n + n / 2);
+    for (int64_t nprobe : {int64_t{1}, int64_t{7}, nlist})
+      for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{500}, int64_t{4096}})
+        for (int64_t nq : {int64_t{1}, int64_t{600}}) {
+          if (k == 4096 && nq > 1 && nprobe < nlist) continue;
+          const Searched a = search_all(one.get(), q, nq, dim, k, nprobe);
+          for (std::size_t m = 0; m < many.size(); ++m) {
+            const Searched b = search_all(many[m].get(), q, nq, dim, k, nprobe);
+            EXPECT_EQ(same_results(a.ids, a.dists, b.ids, b.dists, nq, k), "")
+                << "metric " << metric << " index " << m << " nprobe " << nprobe << " k " << k << " nq " << nq;
+          }
+        }
+    // Sharded parts hold about 1/G of every list: the rows were dealt in turn.
+    // A file written by 3 parts opens on 1 and on 2 with the same results.
+    const auto saved = bytes_of(many[1].get());
+    IndexPtr back1 = open_as(saved, 1, IVF_SHARD_SPLIT), back2 = open_as(saved, 2, IVF_SHARD_REPLICATE);
+    const Searched a = search_all(one.get(), q, 600, dim, 20, 5);
+    for (ivf_index* idx : {back1.get(), back2.get()}) {
+      const Searched b = search_all(idx, q, 600, dim, 20, 5);
+      EXPECT_EQ(same_results(a.ids, a.dists, b.ids, b.dists, 600, 20), "");
+    }
+  }
+}
+
+TEST(Shards, IdsWorkTheSameSplit) { run_id_workload(IVF_BACKEND_CPU, false, 500, 51, 0, 2, IVF_SHARD_SPLIT); }
+TEST(Shards, UniqueIdsWorkTheSameSplit) { run_id_workload(IVF_BACKEND_CPU, true, 500, 52, 0, 3, IVF_SHARD_SPLIT); }
+TEST(Shards, IdsWorkTheSameReplicated) { run_id_workload(IVF_BACKEND_CPU, false, 500, 53, 0, 2, IVF_SHARD_REPLICATE); }
+
+TEST(Shards, SixteenThreadsOnAReplicatedIndexEqualASerialReplay) {
+  const int64_t dim = 16, nlist = 16, n = 8000;
+  const auto base = clustered_vectors(n, dim, 64, 4);
+  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_SHARDS, 2},
+                        {IVF_PARAM_SHARD_MODE, IVF_SHARD_REPLICATE}});
+  IndexPtr idx = make_index(dim, p.get());
+  ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+  std::vector<std::vector<float>> qs;
+  std::vector<Searched> serial;
+  for (int t = 0; t < 16; ++t) {
+    qs.push_back(clustered_vectors(1 + 13 * t, dim, 64, 100 + t));
+    serial.push_back(search_all(idx.get(), qs[t], 1 + 13 * t, dim, 1 + t, 1 + t % 4));
+  }
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 4; ++r) {
+        const Searched s = search_all(idx.get(), qs[t], 1 + 13 * t, dim, 1 + t, 1 + t % 4);
+        if (s.ids != serial[t].ids || s.dists != serial[t].dists) ++bad;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(Shards, BadKeysAndDeviceMemoryAreRefused) {
+  auto p = make_params({});
+  EXPECT_EQ(ivf_params_set_int(p.get(), IVF_PARAM_SHARDS, 0), IVF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ivf_params_set_int(p.get(), IVF_PARAM_SHARD_MODE, 2), IVF_ERR_INVALID_ARGUMENT);
+  int64_t lo = 0, hi = 0;
+  ASSERT_EQ(ivf_param_bounds(IVF_PARAM_SHARDS, &lo, &hi), IVF_OK);
+  EXPECT_EQ(lo, 1);
+  // One part is a plain index.
+  auto one = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_NLIST, 4}, {IVF_PARAM_SHARDS, 1}});
+  IndexPtr idx = make_index(8, one.get());
+  EXPECT_EQ(info(idx.get(), IVF_INFO_SHARDS), 1);
+  EXPECT_EQ(info(idx.get(), IVF_INFO_LIVE_SHARDS), 1);
+}
