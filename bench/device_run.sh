@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: configure, build, GPU tests, sanitizers, benchmark. Logs go to
 # $OUT (or ./device-out). Phases are chosen by arguments:
-#   build test sanitize profile bench bench960 concurrency tier tiertest prev ab
+#   build test sanitize profile bench bench960 concurrency tier tiertest shards prev ab
 #   bash bench/device_run.sh build test bench
 # `prev` builds the tree in $PREV_SRC (default .prev: e.g. `git archive <commit> | tar -x -C .prev`)
 # and `ab` runs its benchmark and this tree's interleaved, $AB_REPS times (median: bench/ab.py).
@@ -121,6 +121,17 @@ if has tier "$@"; then
   "$B/bench/load_bench" --phase load --n 10000000 --dim 96 --nlist 4096 --file /tmp/tier_open.ivf \
     --device-budget 1G >> "$OUT/open.log" 2>&1
   grep -E "load|open" "$OUT/open.log" | tail -6
+fi
+if has shards "$@"; then
+  # Issue 15's benchmark (nvidia-h200-x2): 10M x 96, nlist 4096, nq 10,000, nprobe 64, k 10 on
+  # 1 part, 2 parts split and 2 replicated (run on one GPU, the 2 parts share it).
+  for dev in "1 split" "2 split" "2 replicate"; do
+    set -- $dev
+    stamp "shards: $1 part(s), $2"
+    timeout 300 "$B/bench/ivfgpu_bench" --n 10000000 --dim 96 --nlist 4096 --nq 10000 --nprobe 64 --k 10 \
+      --batch 10000 --reps 3 --no-recall --devices $1 --shard-mode $2 --json "$OUT/shards_$1_$2.json" 2>&1 \
+      | tee "$OUT/shards_$1_$2.log" | tail -3
+  done
 fi
 if has load "$@"; then
   stamp "peak device memory of loading 1M x 128 (nvidia-smi every 10 ms)"

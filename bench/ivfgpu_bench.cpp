@@ -87,6 +87,8 @@ struct Row {
 struct Options {
   int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000, reps = 3, seed = 1, max_base = 0;
   int64_t device_budget = 0;
+  int64_t shards = 1;              // --devices: parts of the index (IVF_PARAM_SHARDS)
+  std::string shard_mode = "split";
   double zipf = 0;
   ivftools::DataFiles files;
   std::string json_path, csv_path, backend = "auto";
@@ -110,6 +112,14 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--csv", o.csv_path, "write the result rows as CSV")->type_name("FILE");
   app.add_option("--seed", o.seed, "synthetic data: seed")->type_name("N")->capture_default_str();
   app.add_flag("--no-recall", o.no_recall, "skip the ground truth (recall is reported as -1)");
+  app.add_option("--devices", o.shards,
+                 "IVF_PARAM_SHARDS: build the index over this many parts (CUDA devices 0, 1, ... wrapping round "
+                 "the usable ones; CPU parts with --backend cpu)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+      ->capture_default_str();
+  app.add_option("--shard-mode", o.shard_mode, "with --devices > 1: split (each part ~1/G of the rows) or replicate")
+      ->check(CLI::IsMember({"split", "replicate"}))
+      ->capture_default_str();
   ivftools::add_bytes_option(app, "--device-budget", o.device_budget,
                              "IVF_PARAM_DEVICE_BUDGET: device memory the index may hold, e.g. 8G, 512M (K, M, G, T: "
                              "powers of 1024); the lists live in pinned host memory and the device caches the "
@@ -216,6 +226,11 @@ int main(int argc, char** argv) {
   check(ivf_params_set_int(bp, IVF_PARAM_NLIST, nlist), "nlist");
   check(ivf_params_set_int(bp, IVF_PARAM_BACKEND, backend_value), "backend");
   if (opt.device_budget > 0) check(ivf_params_set_int(bp, IVF_PARAM_DEVICE_BUDGET, opt.device_budget), "device budget");
+  if (opt.shards > 1) {
+    check(ivf_params_set_int(bp, IVF_PARAM_SHARDS, opt.shards), "devices");
+    check(ivf_params_set_int(bp, IVF_PARAM_SHARD_MODE, opt.shard_mode == "replicate" ? IVF_SHARD_REPLICATE : IVF_SHARD_SPLIT),
+          "shard mode");
+  }
   ivf_index* idx = nullptr;
   check(ivf_create(&idx, dim, bp), "ivf_create");
   int64_t used_backend = 0;
@@ -389,6 +404,8 @@ int main(int argc, char** argv) {
                                 {"exhaustive_s", exhaustive_s},
                                 {"groundtruth", gt_path.empty() ? "exhaustive search" : gt_path},
                                 {"device_budget", opt.device_budget},
+                                {"devices", opt.shards},
+                                {"shard_mode", opt.shard_mode},
                                 {"zipf", opt.zipf},
                                 {"results", nlohmann::ordered_json::array()}};
     // Per row, after the timing fields: the host tier after the row's timed searches
