@@ -43,9 +43,16 @@ TierBudget TierBudget::plan(std::size_t budget, int64_t nlist, int64_t dim) {
   return b;
 }
 
-TierCache::TierCache(const DeviceContext&, const TierBudget& budget, int64_t nlist)
-    : budget_(budget), copy_(make_stream()), plan_ready_(make_event()), copied_{make_event(), make_event()},
-      slot_free_{make_event(), make_event()}, nlist_(nlist) {
+TierCache::TierCache(const DeviceContext& ctx, const TierBudget& budget, int64_t nlist)
+    : budget_(budget), nlist_(nlist) {
+  // Streams and events belong to the index's device, whichever is current.
+  DeviceGuard guard(ctx.device());
+  copy_ = make_stream();
+  plan_ready_ = make_event();
+  for (int s = 0; s < 2; ++s) {
+    copied_[s] = make_event();
+    slot_free_[s] = make_event();
+  }
   IVF_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_counts_), sizeof(int32_t) * std::max<int64_t>(nlist, 1),
                                cudaHostAllocPortable));
 }
