@@ -34,6 +34,7 @@ struct Call {
 }  // namespace
 
 TEST(DynamicBatching, SixtyFourClientsGetTheirSoloAnswers) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   const int64_t dim = 24, nlist = 32, nbase = 20000;
   const auto base = clustered_vectors(nbase, dim, 128, 1);
   const auto queries = clustered_vectors(4000, dim, 128, 2);
@@ -92,6 +93,7 @@ TEST(DynamicBatching, SixtyFourClientsGetTheirSoloAnswers) {
 }
 
 TEST(DynamicBatching, OffOrAWindowOfZeroMergesNothing) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   const int64_t dim = 8, nlist = 8, nbase = 2000;
   const auto base = clustered_vectors(nbase, dim, 16, 3);
   for (int64_t option : {0, 1}) {
@@ -125,6 +127,7 @@ TEST(DynamicBatching, OffOrAWindowOfZeroMergesNothing) {
 // A bad call in a batch fails alone? Bad input is refused before batching (checks run first):
 // a NaN query fails its own call and the others in the window still succeed.
 TEST(DynamicBatching, ABadCallDoesNotFailItsNeighbours) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   const int64_t dim = 8, nlist = 8, nbase = 2000;
   const auto base = clustered_vectors(nbase, dim, 16, 4);
   auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_DYNAMIC_BATCHING, 1}});

@@ -73,6 +73,7 @@ int64_t version(const ivf_index* idx) {
 }  // namespace
 
 TEST(Progress, TrainAddSearchAndLoadReportFromZeroToOne) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   Fixture f;
   IndexPtr idx = f.make();
   Recorder t;
@@ -105,6 +106,7 @@ TEST(Progress, TrainAddSearchAndLoadReportFromZeroToOne) {
 // Cancel at the first call, half way and at the last call (fraction 1) of a train and an add: the call
 // returns IVF_ERR_CANCELLED and the index is the one before it (version, content, results).
 TEST(Progress, CancelLeavesTheIndexExactlyAsItWas) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   Fixture f;
   IndexPtr idx = f.make();
   for (double at : {0.0, 0.5, 1.0}) {
@@ -137,6 +139,7 @@ TEST(Progress, CancelLeavesTheIndexExactlyAsItWas) {
 
 // Any non-zero return cancels, whatever the value.
 TEST(Progress, GarbageReturnCodesCancel) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   Fixture f;
   IndexPtr idx = f.make();
   ASSERT_EQ(ivf_train(idx.get(), f.x.data(), IVF_DTYPE_F32, f.n, f.dim), IVF_OK);
@@ -155,6 +158,7 @@ TEST(Progress, GarbageReturnCodesCancel) {
 }
 
 TEST(Progress, ACancelledLoadReturnsNoHandle) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   Fixture f;
   IndexPtr idx = f.make();
   ASSERT_EQ(ivf_train(idx.get(), f.x.data(), IVF_DTYPE_F32, f.n, f.dim), IVF_OK);
@@ -173,6 +177,7 @@ TEST(Progress, ACancelledLoadReturnsNoHandle) {
 }
 
 TEST(Progress, ACancelledSearchSaysSo) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   Fixture f;
   IndexPtr idx = f.make();
   ASSERT_EQ(ivf_train(idx.get(), f.x.data(), IVF_DTYPE_F32, f.n, f.dim), IVF_OK);
