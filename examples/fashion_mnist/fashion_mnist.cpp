@@ -267,20 +267,26 @@ int main(int argc, char** argv) {
                             : backend == IVF_BACKEND_CPU     ? std::string("CPU (--backend cpu)")
                                                              : std::string("CPU (no usable CUDA device)");
   status("training " + std::to_string(nlist) + " lists on " + std::to_string(nb) + " vectors on the " + where + " ...");
+  // The library reports each long call's progress through a callback on its parameters
+  // (ivf_params_set_progress); on a terminal it becomes a progress line.
+  const auto show = [](ivf_progress_stage, double fraction, void* line) -> int32_t {
+    static_cast<ivftools::Progress*>(line)->update(static_cast<int64_t>(fraction * 1000.0));
+    return 0;  // never cancel
+  };
   auto t0 = Clock::now();
-  check(ivf_train(index, base.data.data(), IVF_DTYPE_F32, nb, dim), "ivf_train");
+  {
+    ivftools::Progress line("training", 1000);
+    check(ivf_params_set_progress(params, show, &line), "progress");
+    check(ivf_train_ex(index, params, base.data.data(), IVF_DTYPE_F32, nb, dim), "ivf_train");
+  }
   const double train_s = seconds_since(t0);
   t0 = Clock::now();
   {
-    // On a terminal, in 20 pieces so that progress can be shown (ids stay 0..nb-1); otherwise
-    // in one call.
-    const int64_t pieces = ivftools::interactive() ? 20 : 1, step = (nb + pieces - 1) / pieces;
-    ivftools::Progress progress("adding", nb);
-    for (int64_t i = 0; i < nb; i += step) {
-      check(ivf_add(index, base.data.data() + i * dim, IVF_DTYPE_F32, std::min(step, nb - i), dim, nullptr), "ivf_add");
-      progress.update(std::min(nb, i + step));
-    }
+    ivftools::Progress line("adding", 1000);
+    check(ivf_params_set_progress(params, show, &line), "progress");
+    check(ivf_add_ex(index, params, base.data.data(), IVF_DTYPE_F32, nb, dim, nullptr), "ivf_add");
   }
+  check(ivf_params_set_progress(params, nullptr, nullptr), "progress");
   const double add_s = seconds_since(t0);
 
   std::printf("libivfgpu %s: %s, %lld x %lld base, %lld queries, nlist %lld, k %lld\n", ivf_version(),
