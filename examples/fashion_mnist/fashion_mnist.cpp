@@ -269,20 +269,26 @@ int main(int argc, char** argv) {
   status("training " + std::to_string(nlist) + " lists on " + std::to_string(nb) + " vectors on the " + where + " ...");
   // The library reports each long call's progress through a callback on its parameters
   // (ivf_params_set_progress); on a terminal it becomes a progress line.
-  const auto show = [](ivf_progress_stage, double fraction, void* line) -> int32_t {
-    static_cast<ivftools::Progress*>(line)->update(static_cast<int64_t>(fraction * 1000.0));
+  // The line counts in its own unit (percent of training, rows added).
+  struct Line {
+    ivftools::Progress progress;
+    int64_t total;
+  };
+  const auto show = [](ivf_progress_stage, double fraction, void* user) -> int32_t {
+    auto* line = static_cast<Line*>(user);
+    line->progress.update(static_cast<int64_t>(fraction * static_cast<double>(line->total) + 0.5));
     return 0;  // never cancel
   };
   auto t0 = Clock::now();
   {
-    ivftools::Progress line("training", 1000);
+    Line line{ivftools::Progress("training (%)", 100), 100};
     check(ivf_params_set_progress(params, show, &line), "progress");
     check(ivf_train_ex(index, params, base.data.data(), IVF_DTYPE_F32, nb, dim), "ivf_train");
   }
   const double train_s = seconds_since(t0);
   t0 = Clock::now();
   {
-    ivftools::Progress line("adding", 1000);
+    Line line{ivftools::Progress("adding", nb), nb};
     check(ivf_params_set_progress(params, show, &line), "progress");
     check(ivf_add_ex(index, params, base.data.data(), IVF_DTYPE_F32, nb, dim, nullptr), "ivf_add");
   }
