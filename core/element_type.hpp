@@ -9,11 +9,14 @@
 #include <cstdint>
 #include <string>
 
+#include "element_codec.hpp"
 #include "errors.hpp"
 
 namespace ivfgpu {
 
-enum class ElementType : int32_t { F32 = 0 };
+enum class ElementType : int32_t { F32 = 0, F16 = 1, U8 = 2, I8 = 3, BF16 = 4 };
+
+inline bool is_integer(ElementType t) { return t == ElementType::U8 || t == ElementType::I8; }
 
 template <class T>
 struct ElementTag {
@@ -23,6 +26,10 @@ struct ElementTag {
 inline std::size_t element_size(ElementType t) {
   switch (t) {
     case ElementType::F32: return sizeof(float);
+    case ElementType::F16: return 2;
+    case ElementType::BF16: return 2;
+    case ElementType::U8: return 1;
+    case ElementType::I8: return 1;
   }
   fail(Errc::Unsupported, "unknown element type " + std::to_string(static_cast<int>(t)));
 }
@@ -30,6 +37,10 @@ inline std::size_t element_size(ElementType t) {
 inline const char* element_name(ElementType t) {
   switch (t) {
     case ElementType::F32: return "f32";
+    case ElementType::F16: return "f16";
+    case ElementType::BF16: return "bf16";
+    case ElementType::U8: return "uint8";
+    case ElementType::I8: return "int8";
   }
   return "unknown";
 }
@@ -39,6 +50,10 @@ template <class Fn>
 decltype(auto) dispatch_element_type(ElementType t, Fn&& fn) {
   switch (t) {
     case ElementType::F32: return fn(ElementTag<float>{});
+    case ElementType::F16: return fn(ElementTag<Half>{});
+    case ElementType::BF16: return fn(ElementTag<BFloat16>{});
+    case ElementType::U8: return fn(ElementTag<uint8_t>{});
+    case ElementType::I8: return fn(ElementTag<int8_t>{});
   }
   fail(Errc::Unsupported, std::string("element type ") + element_name(t) + " is not built in");
 }

@@ -29,9 +29,13 @@ void HostModel::validate() const {
   for (int64_t l = 0; l < nlist; ++l)
     if (list_offsets[l + 1] < list_offsets[l]) bad("list_offsets not monotone");
   if (list_offsets.back() != ntotal()) bad("list_offsets do not end at ntotal");
-  if (vectors.size() / static_cast<std::size_t>(dim) != ids.size() ||
-      vectors.size() % static_cast<std::size_t>(dim) != 0)
-    bad("vector array size != ntotal * dim");
+  if (type == ElementType::F32) {
+    if (vectors.size() / static_cast<std::size_t>(dim) != ids.size() ||
+        vectors.size() % static_cast<std::size_t>(dim) != 0 || !packed.empty())
+      bad("vector array size != ntotal * dim");
+  } else if (packed.size() != ids.size() * row_bytes() || !vectors.empty()) {
+    bad(std::string(element_name(type)) + " row array size != ntotal * dim");
+  }
   if (trained) {
     if (centroids.size() != static_cast<std::size_t>(nlist * dim)) bad("centroid array size != nlist * dim");
     if (centroid_norms.size() != static_cast<std::size_t>(nlist)) bad("centroid norm array size != nlist");
@@ -44,7 +48,7 @@ void HostModel::validate() const {
 
 std::size_t HostModel::bytes() const {
   return centroids.size() * sizeof(float) + centroid_norms.size() * sizeof(float) +
-         list_offsets.size() * sizeof(int64_t) + vectors.size() * sizeof(float) +
+         list_offsets.size() * sizeof(int64_t) + vectors.size() * sizeof(float) + packed.size() +
          ids.size() * sizeof(int64_t);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "element_type.hpp"
 #include "types.hpp"
 
 namespace ivfgpu {
@@ -18,8 +19,17 @@ struct HostModel {
   std::vector<float> centroids;        // nlist * dim (empty until trained)
   std::vector<float> centroid_norms;   // nlist, ||c||^2
   std::vector<int64_t> list_offsets;   // nlist + 1, list l is [offsets[l], offsets[l+1])
-  std::vector<float> vectors;          // ntotal * dim
+  // The rows, list by list: f32 in `vectors`; a compact storage type (issue 11) as its raw
+  // elements in `packed` (ntotal * dim * element_size(type) bytes), `vectors` then empty.
+  ElementType type = ElementType::F32;
+  std::vector<float> vectors;          // ntotal * dim (f32)
+  std::vector<unsigned char> packed;   // ntotal * dim elements of `type` (other types)
   std::vector<int64_t> ids;            // ntotal
+
+  std::size_t row_bytes() const { return static_cast<std::size_t>(dim) * element_size(type); }
+  const void* row_data() const {
+    return type == ElementType::F32 ? static_cast<const void*>(vectors.data()) : static_cast<const void*>(packed.data());
+  }
 
   int64_t ntotal() const { return static_cast<int64_t>(ids.size()); }
   int64_t list_size(int64_t l) const { return list_offsets[l + 1] - list_offsets[l]; }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "element_convert.hpp"
 #include "errors.hpp"
 #include "progress.hpp"
 #include "vector_ops.hpp"
@@ -17,8 +18,8 @@ namespace ivfgpu {
 namespace {
 
 void reject_non_finite(const MatrixView& x, const char* what) {
-  if (!x.on_host() || x.type != ElementType::F32) return;  // device data: checked by the backend
-  const int64_t row = first_non_finite_row(x.as<float>(), x.rows, x.dim);
+  if (!x.on_host()) return;  // device data: checked by the backend
+  const int64_t row = first_non_finite(x);
   if (row >= 0)
     fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(row) +
                                     " holds NaN or Inf (rejected: no distance is defined for it)");
@@ -28,6 +29,15 @@ void reject_padding_ids(const MatrixView& x, const int64_t* ids) {
   if (ids == nullptr || !x.on_host()) return;  // device ids: checked by the backend
   for (int64_t i = 0; i < x.rows; ++i)
     if (ids[i] == -1) fail(Errc::InvalidArgument, "add: id -1 is reserved for padding (row " + std::to_string(i) + ")");
+}
+
+// Input rows are f32 or the index's storage type (issue 11); anything else is refused here,
+// once, for every call.
+void check_input_type(const MatrixView& x, ElementType storage, const char* what) {
+  if (x.type == ElementType::F32 || x.type == storage) return;
+  fail(Errc::InvalidArgument, std::string(what) + ": the data is " + element_name(x.type) +
+                                  "; this index stores " + element_name(storage) + ": pass f32 or " +
+                                  element_name(storage));
 }
 
 }  // namespace
@@ -41,6 +51,7 @@ Index::Index(HostModel model, const BuildParams& params)
         BuildParams p = params;
         p.nlist = model.nlist;
         p.metric = model.metric;
+        p.storage = static_cast<int32_t>(model.type);
         return p;
       }()),
       backend_(make_backend(dim_, params_)), state_(nullptr) {
@@ -80,14 +91,20 @@ void Index::train(const MatrixView& x) {
                                     ") training vectors, got " + std::to_string(x.rows));
   if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "train: device memory needs an index on a CUDA backend");
+  check_input_type(x, storage(), "train");
   mutate([&](const IndexState& current) {
     if (current.ntotal() > 0)
       fail(Errc::InvalidState, "train: the index already holds vectors; call ivf_reset first");
-    // The sample is drawn on the host: training data in device memory is copied over first.
+    // The sample is drawn on the host: training data in device memory is copied over first,
+    // compact rows are decoded (k-means runs in f32 on the values the rows hold).
     std::vector<float> host;
     const float* rows = x.as<float>();
     if (!x.on_host()) {
       host = backend_->host_copy(x);
+      rows = host.data();
+    } else if (x.type != ElementType::F32) {
+      reject_non_finite(x, "train: data");
+      host = decode_rows(x.data, x.type, x.rows, x.dim);
       rows = host.data();
     }
     reject_non_finite(MatrixView::host_f32(rows, x.rows, dim_), "train: data");
@@ -139,6 +156,7 @@ int64_t next_free_after(const std::vector<int64_t>& ids, int64_t current) {
 void Index::add(const MatrixView& x, const int64_t* ids) {
   if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "add: device memory needs an index on a CUDA backend");
+  check_input_type(x, storage(), "add");
   reject_non_finite(x, "add: data");
   reject_padding_ids(x, ids);
   mutate([&](const IndexState& current) {
@@ -173,6 +191,7 @@ void Index::update(const MatrixView& x, const int64_t* ids) {
   if (ids == nullptr) fail(Errc::InvalidArgument, "update: ids is NULL (an update names the ids it replaces)");
   if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "update: device memory needs an index on a CUDA backend");
+  check_input_type(x, storage(), "update");
   reject_non_finite(x, "update: data");
   reject_padding_ids(x, ids);
   mutate([&](const IndexState& current) {
@@ -209,6 +228,7 @@ void Index::search(SearchRequest req) const {
                                 std::to_string(max_k) + ")");
   if (req.memory == MemoryKind::Device && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "search: device memory needs an index on a CUDA backend");
+  check_input_type(req.queries, storage(), "search");
   reject_non_finite(req.queries, "search: query");
   if (params_.dynamic_batching && req.batch_window_us > 0 && SearchBatcher::eligible(req)) {
     // The merged search reads the state published when it runs: every member's call started

@@ -51,6 +51,8 @@ class Index {
   StatePtr state() const { return state_.load(); }
   int64_t dim() const { return dim_; }
   const BuildParams& params() const { return params_; }
+  // The element type the index stores its rows in (BuildParams::storage).
+  ElementType storage() const { return static_cast<ElementType>(params_.storage); }
   int64_t ntotal() const { return state()->ntotal(); }
   bool is_trained() const { return state()->trained(); }
   uint64_t version() const { return state()->version; }

@@ -29,6 +29,7 @@ struct BuildParams {
   bool dynamic_batching = false;  // merge concurrent small searches (search_batcher.hpp)
   int64_t shards = 1;             // parts of one index (sharded_backend.hpp); 1: a plain index
   int64_t shard_mode = 0;         // ShardMode: 0 split the rows, 1 replicate them
+  int32_t storage = 0;            // ElementType of the stored rows (issue 11); 0 = f32
 };
 
 }  // namespace ivfgpu

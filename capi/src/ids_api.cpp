@@ -1,9 +1,11 @@
 // Entry points of ids (remove, update, get, count) and of filters: argument checks, then the
 // engine. Mutations publish one new state each (core/index.hpp).
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
 
+#include "../../core/element_convert.hpp"
 #include "../../core/id_filter.hpp"
 #include "guard.hpp"
 #include "handles.hpp"
@@ -66,11 +68,22 @@ IVF_API ivf_status ivf_get(const ivf_index* index, const ivf_params* params, con
     if (n > 0 && out == nullptr) invalid("ivf_get: out is NULL");
     if (dim != idx.dim())
       invalid("ivf_get: dimension " + std::to_string(dim) + " does not match the index's " + std::to_string(idx.dim()));
-    if (dtype != IVF_DTYPE_F32) fail(Errc::Unsupported, "ivf_get: only IVF_DTYPE_F32 output is supported in this version");
+    if (dtype != IVF_DTYPE_F32 && dtype != static_cast<ivf_dtype>(idx.storage()))
+      invalid("ivf_get: output dtype " + std::to_string(dtype) + " is neither f32 nor the index's storage type (" +
+              element_name(idx.storage()) + ")");
     if (n > std::numeric_limits<int64_t>::max() / dim / int64_t(sizeof(float)))
       invalid("ivf_get: n * dim overflows the addressable size");
     if (n == 0) return;
-    idx.get(ids, n, static_cast<float*>(out), found);
+    if (dtype == IVF_DTYPE_F32) {
+      idx.get(ids, n, static_cast<float*>(out), found);
+      return;
+    }
+    // The stored type: the decoded rows encode back exactly.
+    std::vector<float> rows(static_cast<std::size_t>(n * dim));
+    idx.get(ids, n, rows.data(), found);
+    const std::vector<unsigned char> bytes =
+        encode_rows(MatrixView::host_f32(rows.data(), n, dim), idx.storage(), "ivf_get: row");
+    std::memcpy(out, bytes.data(), bytes.size());
   });
 }
 

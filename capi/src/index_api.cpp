@@ -23,11 +23,8 @@ MatrixView matrix_arg(const void* data, ivf_dtype dtype, int64_t n, int64_t dim,
   if (n <= 0) invalid(w + ": n must be >= 1, got " + std::to_string(n));
   if (dim != index_dim)
     invalid(w + ": dimension " + std::to_string(dim) + " does not match the index's " + std::to_string(index_dim));
-  if (dtype != IVF_DTYPE_F32) {
-    if (dtype >= IVF_DTYPE_F16 && dtype <= IVF_DTYPE_I8)
-      fail(Errc::Unsupported, w + ": only IVF_DTYPE_F32 is supported in this version");
-    invalid(w + ": unknown dtype " + std::to_string(dtype));
-  }
+  // Which types the index takes is the engine's rule (f32 or its storage type).
+  if (dtype < IVF_DTYPE_F32 || dtype > IVF_DTYPE_BF16) invalid(w + ": unknown dtype " + std::to_string(dtype));
   // The byte count n * dim * 4 must fit: anything larger cannot be a real buffer.
   if (n > std::numeric_limits<int64_t>::max() / dim / int64_t(sizeof(float)))
     invalid(w + ": n * dim overflows the addressable size");
@@ -199,6 +196,7 @@ IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int6
       case IVF_INFO_MERGED_SEARCHES: *value = idx.merged_searches(); break;
       case IVF_INFO_SHARDS: *value = info().parts; break;
       case IVF_INFO_LIVE_SHARDS: *value = info().live_parts; break;
+      case IVF_INFO_STORAGE_TYPE: *value = static_cast<int64_t>(idx.storage()); break;
       default: fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
     }
   });

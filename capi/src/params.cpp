@@ -37,6 +37,7 @@ constexpr KeySpec kKeys[] = {
     {IVF_PARAM_BATCH_WINDOW_US, "IVF_PARAM_BATCH_WINDOW_US", 0, 10000000},
     {IVF_PARAM_SHARDS, "IVF_PARAM_SHARDS", 1, limits::kMaxShards},
     {IVF_PARAM_SHARD_MODE, "IVF_PARAM_SHARD_MODE", IVF_SHARD_SPLIT, IVF_SHARD_REPLICATE},
+    {IVF_PARAM_STORAGE_TYPE, "IVF_PARAM_STORAGE_TYPE", IVF_DTYPE_F32, IVF_DTYPE_BF16},
     {IVF_PARAM_NPROBE, "IVF_PARAM_NPROBE", 1, limits::kMaxNprobe},
     {IVF_PARAM_MEMORY_KIND, "IVF_PARAM_MEMORY_KIND", IVF_MEMORY_HOST, IVF_MEMORY_DEVICE},
 };
@@ -110,6 +111,7 @@ IVF_API ivf_status ivf_params_set_int(ivf_params* params, ivf_param_key key, int
       case IVF_PARAM_MEMORY_KIND: params->search.memory = static_cast<MemoryKind>(value); break;
       case IVF_PARAM_UNIQUE_IDS: params->build.unique_ids = value != 0; break;
       case IVF_PARAM_DYNAMIC_BATCHING: params->build.dynamic_batching = value != 0; break;
+      case IVF_PARAM_STORAGE_TYPE: params->build.storage = static_cast<int32_t>(value); break;
       case IVF_PARAM_BATCH_WINDOW_US: params->search.batch_window_us = value; break;
       case IVF_PARAM_NPROBE:
         // One key, two readers: ivf_create takes it as the index's default, ivf_search as this
@@ -133,6 +135,7 @@ IVF_API ivf_status ivf_params_get_int(const ivf_params* params, ivf_param_key ke
       case IVF_PARAM_NPROBE: *value = params->build.nprobe; break;
       case IVF_PARAM_UNIQUE_IDS: *value = params->build.unique_ids ? 1 : 0; break;
       case IVF_PARAM_DYNAMIC_BATCHING: *value = params->build.dynamic_batching ? 1 : 0; break;
+      case IVF_PARAM_STORAGE_TYPE: *value = params->build.storage; break;
       case IVF_PARAM_BATCH_WINDOW_US: *value = params->search.batch_window_us; break;
       default: *value = *int_field(const_cast<ivf_params&>(*params), key);
     }

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "../../core/element_convert.hpp"
 #include "../../core/io/index_file.hpp"
 #include "../../core/io/native_format.hpp"
 #include "guard.hpp"
@@ -31,6 +32,8 @@ Snapshot snapshot_of(const ivf_index* index) { return Snapshot{index->impl->snap
 std::unique_ptr<ivf_index> handle_from(io::IndexImage image, const ivf_params* params) {
   auto handle = std::make_unique<ivf_index>();
   const BuildParams build = io::load_params(image, build_params_of(params));
+  // A caller's storage type converts the file's rows (an f32 index opened as uint8, say).
+  convert_model(image.model, static_cast<ElementType>(build.storage));
   handle->impl = std::make_unique<Index>(std::move(image.model), build);
   return handle;
 }
@@ -78,7 +81,8 @@ IVF_API ivf_status ivf_serialize(const ivf_index* index, void* buffer, size_t ca
     if (size == nullptr) invalid("ivf_serialize: size is NULL");
     // The size and the bytes come from the same published state.
     const StatePtr state = idx.state();
-    needed = static_cast<size_t>(io::native_size(idx.dim(), idx.params().nlist, state->ntotal(), state->trained()));
+    needed = static_cast<size_t>(io::native_size(idx.dim(), idx.params().nlist, state->ntotal(), state->trained(),
+                                                   element_size(idx.storage())));
     if (buffer == nullptr) return;
     if (capacity < needed)
       fail(Errc::BufferTooSmall, "ivf_serialize: the buffer holds " + std::to_string(capacity) +

@@ -1,6 +1,7 @@
 #include "cpu_backend.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <numeric>
 #include <unordered_map>
 #include <unordered_set>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "../centroids.hpp"
+#include "../element_convert.hpp"
 #include "../errors.hpp"
 #include "../kmeans_steps.hpp"
 #include "../progress.hpp"
@@ -35,11 +37,12 @@ const CpuState& cpu_state(const IndexState& s) { return static_cast<const CpuSta
 class CpuBackend final : public Backend {
  public:
   CpuBackend(int64_t dim, const BuildParams& params)
-      : params_(params), dim_(dim), threads_(resolve_threads(params.num_threads)) {}
+      : params_(params), dim_(dim), threads_(resolve_threads(params.num_threads)),
+        storage_(static_cast<ElementType>(params.storage)) {}
 
   NewState initial_state() override {
     auto s = std::make_shared<CpuState>();
-    s->store = HostListStore::empty(dim_, params_.nlist);
+    s->store = HostListStore::empty(dim_, params_.nlist, storage_);
     return s;
   }
 
@@ -53,14 +56,12 @@ class CpuBackend final : public Backend {
     squared_norms(c->centroids.data(), params_.nlist, dim_, c->norms);
     auto s = std::make_shared<CpuState>();
     s->centroids = std::move(c);
-    s->store = HostListStore::empty(dim_, params_.nlist);
+    s->store = HostListStore::empty(dim_, params_.nlist, storage_);
     return s;
   }
 
   NewState add(const IndexState& current, const MatrixView& rows, const int64_t* ids, MemoryKind) override {
     const CpuState& cur = cpu_state(current);
-    std::vector<float> unit;
-    const float* x = prepared(rows, unit);
     const int64_t n = rows.rows;
     std::vector<int64_t> sequential;
     if (ids == nullptr) {
@@ -68,20 +69,41 @@ class CpuBackend final : public Backend {
       std::iota(sequential.begin(), sequential.end(), cur.ntotal());
       ids = sequential.data();
     }
+    // The rows as the index stores them, and the f32 values they hold (assignment works on
+    // what is stored, so a row's list never depends on the input's type).
+    std::vector<unsigned char> stored;
+    std::vector<float> values, unit;
+    const void* bytes = nullptr;
+    const float* x = nullptr;
+    if (storage_ == ElementType::F32) {
+      x = prepared(rows, unit);
+      bytes = x;
+    } else {
+      MatrixView in = rows;
+      if (params_.metric == Metric::Cosine) {  // float types only (checked at creation)
+        unit = rows.type == ElementType::F32 ? normalized_copy(rows.as<float>(), n, dim_)
+                                             : normalized_copy(decode_rows(rows.data, rows.type, n, dim_).data(), n, dim_);
+        in = MatrixView::host_f32(unit.data(), n, dim_);
+      }
+      stored = encode_rows(in, storage_, "add: data");
+      values = decode_rows(stored.data(), storage_, n, dim_);
+      bytes = stored.data();
+      x = values.data();
+    }
     std::vector<int64_t> assign(static_cast<std::size_t>(n));
     nearest_centroids(x, n, cur.centroids->centroids.data(), cur.centroids->norms.data(), params_.nlist, dim_,
                       params_.metric, assign.data());
     progress::set(0.8);
     auto s = std::make_shared<CpuState>();
     s->centroids = cur.centroids;
-    s->store = cur.store->append(x, ids, assign.data(), n);
+    s->store = cur.store->append(bytes, ids, assign.data(), n);
     return s;
   }
 
   NewState reset(const IndexState& current) override {
     auto s = std::make_shared<CpuState>();
     s->centroids = cpu_state(current).centroids;
-    s->store = HostListStore::empty(dim_, params_.nlist);
+    s->store = HostListStore::empty(dim_, params_.nlist, storage_);
     return s;
   }
 
@@ -112,7 +134,7 @@ class CpuBackend final : public Backend {
       auto it = wanted.find(v.ids[slot]);
       if (it == wanted.end() || !done.insert(it->first).second) return;
       for (int64_t i : it->second) {
-        std::copy_n(v.rows<float>() + slot * dim_, dim_, out + i * dim_);
+        decode_row(v, slot, out + i * dim_);
         if (found) found[i] = 1;
       }
     });
@@ -192,13 +214,32 @@ class CpuBackend final : public Backend {
     return unit.data();
   }
 
+  // Row `slot` of the view decoded to f32.
+  void decode_row(const ListView& v, int64_t slot, float* out) const {
+    const std::size_t rb = static_cast<std::size_t>(dim_) * element_size(v.type);
+    const std::vector<float> f = decode_rows(static_cast<const unsigned char*>(v.vectors) + slot * rb, v.type, 1, dim_);
+    std::copy(f.begin(), f.end(), out);
+  }
+
+  // Queries against the stored rows: f32 queries stay f32 (the distance is exact in fp32
+  // between the query and the stored, decoded vector); queries of the storage type are
+  // decoded, except integer queries against integer rows, whose distances are exact integers
+  // (int64 sums) rounded once to float.
   template <class T>
   void scan(const CpuState& st, const ListView& lists, const SearchRequest& req) const {
     const int64_t dim = dim_, nlist = params_.nlist, n = req.n();
     const bool larger = larger_is_better(params_.metric);
     const Metric kernel = larger ? Metric::InnerProduct : Metric::L2;
-    std::vector<float> unit;
-    const float* queries = prepared(req.queries, unit);
+    std::vector<float> unit, decoded;
+    const bool integer_queries = is_integer(req.queries.type) && req.queries.type == lists.type;
+    MatrixView qv = req.queries;
+    if (qv.type != ElementType::F32) {
+      decoded = decode_rows(qv.data, qv.type, n, dim);
+      qv = MatrixView::host_f32(decoded.data(), n, dim);
+    }
+    const float* queries = prepared(qv, unit);
+    const T* int_queries = integer_queries ? req.queries.as<T>() : nullptr;
+    (void)int_queries;
     const T* rows = lists.rows<T>();
     // Coarse scores for a block of queries at once (one GEMM), then a parallel scan.
     const int64_t block = std::max<int64_t>(1, std::min<int64_t>(4096, (int64_t{1} << 24) / nlist));
@@ -225,7 +266,14 @@ class CpuBackend final : public Backend {
             for (int64_t i = first; i < last; ++i) {
               // Removed and filtered-out rows are skipped inside the scan, never after it.
               if (lists.host_removed_at(i) || (req.filter && !req.filter->permits(lists.ids[i]))) continue;
-              top.push(exact_distance(query, rows + i * dim, dim, kernel), lists.ids[i]);
+              float d;
+              if constexpr (std::is_integral_v<T>) {
+                d = int_queries != nullptr ? exact_integer_distance(int_queries + q * dim, rows + i * dim, dim, kernel)
+                                           : exact_distance(query, rows + i * dim, dim, kernel);
+              } else {
+                d = exact_distance(query, rows + i * dim, dim, kernel);
+              }
+              top.push(d, lists.ids[i]);
             }
           }
           top.write(req.ids + q * req.k, req.dists + q * req.k);
@@ -237,6 +285,7 @@ class CpuBackend final : public Backend {
   BuildParams params_;
   int64_t dim_;
   int threads_;
+  ElementType storage_;
 };
 
 }  // namespace

@@ -36,6 +36,22 @@ float exact_distance(const float* a, const T* b, int64_t dim, Metric metric) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+// Integer rows (uint8, int8) against an integer query of the same type: the exact distance in
+// int64, rounded once to float (uint8 L2 at d = 784 passes 2^24).
+template <class T>
+float exact_integer_distance(const T* a, const T* b, int64_t dim, Metric metric) {
+  int64_t acc = 0;
+  if (metric == Metric::L2) {
+    for (int64_t j = 0; j < dim; ++j) {
+      const int64_t d = static_cast<int64_t>(a[j]) - static_cast<int64_t>(b[j]);
+      acc += d * d;
+    }
+  } else {
+    for (int64_t j = 0; j < dim; ++j) acc += static_cast<int64_t>(a[j]) * static_cast<int64_t>(b[j]);
+  }
+  return static_cast<float>(acc);
+}
+
 // For n rows of x, scores[i * nc + c] against nc centroids, ordered so that SMALLER is
 // better for every metric: ||c||^2 - 2 x.c for L2 (||x||^2 dropped: constant per row),
 // -x.c for inner product. Row-blocked; scores must hold n * nc floats.

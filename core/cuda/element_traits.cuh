@@ -1,5 +1,5 @@
 // Device-side decoding of stored elements into the fp32 that distances are computed in. A new
-// storage type is a new specialisation here plus its entry in dispatch_element_type
+// storage type is a new specialisation here plus its case in scan.cu's dispatch
 // (element_type.hpp); kernels are written once over T.
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "../element_type.hpp"
+#include "../errors.hpp"
 #include "check.hpp"
 #include "device_buffer.hpp"
 #include "element_traits.cuh"
@@ -317,7 +318,11 @@ namespace {
 void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
                const ScanSegment* segments, int64_t nseg, const int64_t* tile_off) {
   const bool ip = p.metric != Metric::L2;
-  dispatch_element_type(p.lists.type, [&](auto tag) {
+  // The device stores f32 only so far (compact types are CPU-only: the CUDA backends refuse
+  // them at creation), so only the f32 kernels are instantiated.
+  if (p.lists.type != ElementType::F32)
+    fail(Errc::Unsupported, std::string("the CUDA scan has no ") + element_name(p.lists.type) + " kernel");
+  [&](auto tag) {
     using T = typename decltype(tag)::type;
     // 16-byte loads need whole loads per row and 16-byte aligned bases (pool allocations are;
     // segments are placed on 256-byte boundaries).
@@ -331,7 +336,7 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
                      tile_off, p.cand, vec4, removed != nullptr || filter != 0, removed, p.lists.ids, filter,
                      p.filter_set, p.excluded};
     launch_scan<T>(ctx, stream, g.tile_q, ip, args);
-  });
+  }(ElementTag<float>{});
 }
 
 }  // namespace

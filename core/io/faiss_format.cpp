@@ -226,6 +226,9 @@ IndexImage read_faiss(ByteSource& in) {
 }
 
 void write_faiss(const HostModel& m, const BuildParams& params, ByteSink& out) {
+  if (m.type != ElementType::F32)
+    fail(Errc::Unsupported, std::string("FAISS IndexIVFFlat stores f32 vectors; this index stores ") + element_name(m.type) +
+                                " (save it with ivf_save, or load it with IVF_PARAM_STORAGE_TYPE = f32 and export that)");
   if (m.metric == Metric::Cosine)
     fail(Errc::Unsupported, "FAISS has no cosine IndexIVFFlat: only L2 and inner-product indexes can be written as FAISS files");
   const int32_t metric = m.metric == Metric::L2 ? kMetricL2 : kMetricInnerProduct;

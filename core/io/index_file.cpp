@@ -34,6 +34,7 @@ BuildParams load_params(const IndexImage& image, const BuildParams& caller) {
   p.dynamic_batching = caller.dynamic_batching;  // and of the service
   p.shards = caller.shards;  // the same file opens on any number of parts
   p.shard_mode = caller.shard_mode;
+  if (caller.storage != 0) p.storage = caller.storage;  // convert_storage() makes the model match
   return p;
 }
 
@@ -52,13 +53,16 @@ void save_native_file(const std::string& path, const HostModel& model, const Bui
 }
 
 void save_faiss_file(const std::string& path, const HostModel& model, const BuildParams& params) {
+  if (model.type != ElementType::F32)  // refuse before a temporary file exists
+    fail(Errc::Unsupported, std::string("FAISS IndexIVFFlat stores f32 vectors; this index stores ") +
+                                element_name(model.type) + ": save it with ivf_save");
   if (model.metric == Metric::Cosine)  // refuse before a temporary file exists
     fail(Errc::Unsupported, "FAISS has no cosine IndexIVFFlat: only L2 and inner-product indexes can be written as FAISS files");
   write_file_atomic(path, [&](ByteSink& out) { write_faiss(model, params, out); });
 }
 
 std::size_t serialize_native(const HostModel& model, const BuildParams& params, void* buffer, std::size_t capacity) {
-  const std::size_t need = to_size(native_size(model.dim, model.nlist, model.ntotal(), model.trained), "index image");
+  const std::size_t need = to_size(native_size(model.dim, model.nlist, model.ntotal(), model.trained, element_size(model.type)), "index image");
   if (capacity < need)
     fail(Errc::BufferTooSmall, "serialize: the buffer holds " + std::to_string(capacity) + " bytes, the index needs " +
                                    std::to_string(need));

@@ -1,5 +1,7 @@
 #include "native_format.hpp"
 
+#include "../element_convert.hpp"
+
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -85,13 +87,13 @@ void no_check(const unsigned char*, std::size_t, uint64_t) {}
 
 }  // namespace
 
-uint64_t native_size(int64_t dim, int64_t nlist, int64_t ntotal, bool trained) {
+uint64_t native_size(int64_t dim, int64_t nlist, int64_t ntotal, bool trained, std::size_t element_bytes) {
   const auto d = static_cast<uint64_t>(dim), l = static_cast<uint64_t>(nlist), n = static_cast<uint64_t>(ntotal);
   const char* what = "file size";
   uint64_t size = kHeaderSize + kSectionCount * kSectionHeaderSize;
   if (trained) size = checked_add(size, checked_mul(checked_mul(l, d, what), sizeof(float), what), what);
   size = checked_add(size, checked_mul(checked_add(l, 1, what), sizeof(int64_t), what), what);
-  size = checked_add(size, checked_mul(checked_mul(n, d, what), sizeof(float), what), what);
+  size = checked_add(size, checked_mul(checked_mul(n, d, what), element_bytes, what), what);
   size = checked_add(size, checked_mul(n, sizeof(int64_t), what), what);
   return size;
 }
@@ -103,12 +105,12 @@ void write_native(const HostModel& m, const BuildParams& p, ByteSink& out) {
   put_at<uint32_t>(h, kOffEndian, kEndianMarker);
   put_at<uint32_t>(h, kOffHeaderSize, static_cast<uint32_t>(kHeaderSize));
   put_at<uint32_t>(h, kOffFlags, (m.trained ? kFlagTrained : 0) | (p.unique_ids ? kFlagUniqueIds : 0));
-  put_at<uint64_t>(h, kOffFileSize, native_size(m.dim, m.nlist, m.ntotal(), m.trained));
+  put_at<uint64_t>(h, kOffFileSize, native_size(m.dim, m.nlist, m.ntotal(), m.trained, element_size(m.type)));
   put_at<int64_t>(h, kOffDim, m.dim);
   put_at<int64_t>(h, kOffNlist, m.nlist);
   put_at<int64_t>(h, kOffNtotal, m.ntotal());
   put_at<int32_t>(h, kOffMetric, static_cast<int32_t>(m.metric));
-  put_at<int32_t>(h, kOffDtype, 0);
+  put_at<int32_t>(h, kOffDtype, static_cast<int32_t>(m.type));
   put_at<int64_t>(h, kOffNprobe, p.nprobe);
   put_at<int64_t>(h, kOffKmeansIters, p.kmeans_iters);
   put_at<int64_t>(h, kOffMaxPointsPerCentroid, p.max_points_per_centroid);
@@ -119,7 +121,7 @@ void write_native(const HostModel& m, const BuildParams& p, ByteSink& out) {
   write_section(out, kTagCentroids, m.trained ? m.centroids.data() : nullptr,
                 m.trained ? m.centroids.size() * sizeof(float) : 0);
   write_section(out, kTagOffsets, m.list_offsets.data(), m.list_offsets.size() * sizeof(int64_t));
-  write_section(out, kTagVectors, m.vectors.data(), m.vectors.size() * sizeof(float));
+  write_section(out, kTagVectors, m.row_data(), static_cast<uint64_t>(m.ntotal()) * m.row_bytes());
   write_section(out, kTagIds, m.ids.data(), m.ids.size() * sizeof(int64_t));
 }
 
@@ -154,8 +156,9 @@ IndexImage read_native(ByteSource& in) {
   if (!trained && ntotal != 0) fail(Errc::CorruptData, "an untrained index holds " + std::to_string(ntotal) + " vectors");
   const int32_t metric = get_at<int32_t>(h, kOffMetric), dtype = get_at<int32_t>(h, kOffDtype);
   check_range(metric, 0, 2, "metric");
-  if (dtype >= 1 && dtype <= 3) fail(Errc::Unsupported, "index file stores dtype " + std::to_string(dtype) + "; only f32 (0) is supported");
-  check_range(dtype, 0, 0, "dtype");
+  // Versions 1 and 2 store f32 only; 3 adds the compact types (issue 11).
+  check_range(dtype, 0, version >= 3 ? 4 : 0, "dtype");
+  const auto type = static_cast<ElementType>(dtype);
   BuildParams params;
   params.nlist = nlist;
   params.metric = static_cast<Metric>(metric);
@@ -164,6 +167,7 @@ IndexImage read_native(ByteSource& in) {
   params.max_points_per_centroid = get_at<int64_t>(h, kOffMaxPointsPerCentroid);
   params.seed = get_at<int64_t>(h, kOffSeed);
   params.unique_ids = (flags & kFlagUniqueIds) != 0;
+  params.storage = dtype;
   check_range(params.nprobe, 1, std::numeric_limits<int64_t>::max(), "nprobe");
   check_range(params.kmeans_iters, 0, 1000000, "kmeans_iters");
   check_range(params.max_points_per_centroid, 1, int64_t{1} << 40, "max_points_per_centroid");
@@ -174,7 +178,7 @@ IndexImage read_native(ByteSource& in) {
 
   // Sizes: overflow-checked, and the whole file must be exactly that long before anything
   // is allocated.
-  const uint64_t expected = native_size(dim, nlist, ntotal, trained);
+  const uint64_t expected = native_size(dim, nlist, ntotal, trained, element_size(type));
   const uint64_t declared = get_at<uint64_t>(h, kOffFileSize);
   if (declared != expected)
     fail(Errc::CorruptData, "header says the file is " + std::to_string(declared) + " bytes; its shape needs " +
@@ -201,11 +205,23 @@ IndexImage read_native(ByteSource& in) {
   m.list_offsets.resize(l + 1);
   read_section(in, kTagOffsets, "list offsets", m.list_offsets.data(), m.list_offsets.size() * sizeof(int64_t), no_check);
   check_offsets(m.list_offsets.data(), nlist, ntotal, "list offsets");
-  m.vectors.resize(n * d);
-  read_section(in, kTagVectors, "vectors", m.vectors.data(), m.vectors.size() * sizeof(float),
-               [&](const unsigned char* p, std::size_t bytes, uint64_t first) {
-                 check_finite(reinterpret_cast<const float*>(p), bytes / 4, first / 4, dim, "vectors");
-               });
+  m.type = type;
+  if (type == ElementType::F32) {
+    m.vectors.resize(n * d);
+    read_section(in, kTagVectors, "vectors", m.vectors.data(), m.vectors.size() * sizeof(float),
+                 [&](const unsigned char* p, std::size_t bytes, uint64_t first) {
+                   check_finite(reinterpret_cast<const float*>(p), bytes / 4, first / 4, dim, "vectors");
+                 });
+  } else {
+    const std::size_t es = element_size(type);
+    m.packed.resize(n * d * es);
+    read_section(in, kTagVectors, "vectors", m.packed.data(), m.packed.size(),
+                 [&](const unsigned char* p, std::size_t bytes, uint64_t first) {
+                   if (type != ElementType::F16 && type != ElementType::BF16) return;  // integers: all values valid
+                   const std::vector<float> f = decode_rows(p, type, 1, static_cast<int64_t>(bytes / es));
+                   check_finite(f.data(), f.size(), first / es, dim, "vectors");
+                 });
+  }
   m.ids.resize(n);
   read_section(in, kTagIds, "ids", m.ids.data(), m.ids.size() * sizeof(int64_t),
                [&](const unsigned char* p, std::size_t bytes, uint64_t first) {

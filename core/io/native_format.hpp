@@ -17,7 +17,7 @@ namespace native {
 
 inline constexpr unsigned char kMagic[8] = {0x89, 'I', 'V', 'F', '\r', '\n', 0x1a, '\n'};
 // Version 2 (this library) adds the unique-ids flag; version 1 files still load.
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;  // 3: the dtype field may name a compact storage type
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr uint32_t kEndianMarker = 0x01020304;  // stored as 04 03 02 01
 inline constexpr uint32_t kSectionCount = 4;
@@ -44,7 +44,7 @@ inline constexpr int64_t kMaxNlist = int64_t{1} << 30;
 }  // namespace native
 
 // Exact size in bytes of the native file of a model of this shape.
-uint64_t native_size(int64_t dim, int64_t nlist, int64_t ntotal, bool trained);
+uint64_t native_size(int64_t dim, int64_t nlist, int64_t ntotal, bool trained, std::size_t element_bytes = 4);
 // Writes model (which must be valid) and params in the native format.
 void write_native(const HostModel& model, const BuildParams& params, ByteSink& out);
 // Reads and validates a native file from the start of `in`. Errc::CorruptData,

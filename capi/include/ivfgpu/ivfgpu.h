@@ -118,13 +118,23 @@ typedef int32_t ivf_metric;
 #define IVF_METRIC_INNER_PRODUCT 1
 #define IVF_METRIC_COSINE        2
 
-/** Element type of input vectors. Only IVF_DTYPE_F32 is supported today; the others return
- *  IVF_ERR_UNSUPPORTED. */
+/** Element types. An index stores its rows in one type (IVF_PARAM_STORAGE_TYPE; default f32);
+ *  train, add, update, search and get take data in f32 or in that type (any other type:
+ *  IVF_ERR_INVALID_ARGUMENT). f32 data for a compact index is converted: f16 and bf16 round to
+ *  nearest, ties to even (a value beyond the type's range is refused); uint8 and int8 take only
+ *  integers in range (no scaling; anything else is refused, naming the row). Distances are
+ *  exact for the stored values: an f32 query stays f32 and the distance between it and the
+ *  stored (decoded) vector is computed in fp32; a query of the storage type is decoded, except
+ *  integer queries against integer rows, whose distances are exact integers rounded once to
+ *  float. Centroids are f32. Cosine needs a floating type (f32, f16, bf16: rows are normalised
+ *  in f32, then rounded). Compact types run on the CPU backend in this version: AUTO picks the
+ *  CPU for them, and an explicit CUDA backend refuses them (IVF_ERR_UNSUPPORTED). */
 typedef int32_t ivf_dtype;
-#define IVF_DTYPE_F32 0
-#define IVF_DTYPE_F16 1
-#define IVF_DTYPE_U8  2
-#define IVF_DTYPE_I8  3
+#define IVF_DTYPE_F32  0
+#define IVF_DTYPE_F16  1
+#define IVF_DTYPE_U8   2
+#define IVF_DTYPE_I8   3
+#define IVF_DTYPE_BF16 4
 
 /** Where an index lives. AUTO picks the first usable CUDA device, else the CPU. */
 typedef int32_t ivf_backend;
@@ -201,6 +211,10 @@ typedef int32_t ivf_param_key;
                                            pointers: IVF_ERR_UNSUPPORTED). Also read by
                                            ivf_load: a file opens on any number of parts     */
 #define IVF_PARAM_SHARD_MODE      13  /**< an ivf_shard_mode; default IVF_SHARD_SPLIT        */
+#define IVF_PARAM_STORAGE_TYPE    14  /**< the ivf_dtype the index stores rows in; default
+                                           IVF_DTYPE_F32. Read by ivf_load / ivf_deserialize
+                                           too: a file of f32 rows then converts on load (a
+                                           file already compact keeps its type)              */
 /* search keys (IVF_PARAM_NPROBE given to ivf_create sets the index's default nprobe);
    IVF_PARAM_MEMORY_KIND and IVF_PARAM_CUDA_STREAM are also read by ivf_train_ex / ivf_add_ex */
 #define IVF_PARAM_NPROBE          32  /**< lists probed per query, >= 1, clamped to nlist; default 8 */
@@ -438,6 +452,7 @@ typedef int32_t ivf_info_key;
 #define IVF_INFO_SHARDS             24  /**< parts of the index (IVF_PARAM_SHARDS)            */
 #define IVF_INFO_LIVE_SHARDS        25  /**< parts still serving (a replica whose device was
                                              lost no longer does)                            */
+#define IVF_INFO_STORAGE_TYPE       26  /**< the ivf_dtype rows are stored in                */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,

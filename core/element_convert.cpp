@@ -1,0 +1,113 @@
+#include "element_convert.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "errors.hpp"
+#include "vector_ops.hpp"
+
+namespace ivfgpu {
+
+namespace {
+
+[[noreturn]] void bad_value(const char* what, int64_t i, int64_t dim, float v, const std::string& why) {
+  fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(i / dim) + ", element " +
+                                  std::to_string(i % dim) + ": " + std::to_string(v) + " " + why);
+}
+
+template <class Out, class Encode>
+void encode_all(const float* src, int64_t count, int64_t dim, unsigned char* out, Encode encode) {
+  auto* o = reinterpret_cast<Out*>(out);
+  for (int64_t i = 0; i < count; ++i) o[i] = encode(src[i], i);
+  (void)dim;
+}
+
+}  // namespace
+
+std::vector<unsigned char> encode_rows(const MatrixView& x, ElementType to, const char* what) {
+  const int64_t count = x.rows * x.dim;
+  std::vector<unsigned char> out(static_cast<std::size_t>(count) * element_size(to));
+  if (x.type == to) {
+    std::memcpy(out.data(), x.data, out.size());
+    return out;
+  }
+  if (x.type != ElementType::F32)
+    fail(Errc::InvalidArgument, std::string(what) + " is " + element_name(x.type) + ": pass f32 or the index's storage type (" +
+                                    element_name(to) + ")");
+  const float* src = x.as<float>();
+  const int64_t dim = x.dim;
+  switch (to) {
+    case ElementType::F32:
+      std::memcpy(out.data(), src, out.size());
+      break;
+    case ElementType::F16:
+      encode_all<Half>(src, count, dim, out.data(), [&](float v, int64_t i) {
+        const Half h = to_half(v);
+        if ((h.bits & 0x7c00u) == 0x7c00u) bad_value(what, i, dim, v, "is outside the f16 range (|x| < 65520)");
+        return h;
+      });
+      break;
+    case ElementType::BF16:
+      encode_all<BFloat16>(src, count, dim, out.data(), [&](float v, int64_t i) {
+        const BFloat16 b = to_bfloat16(v);
+        if ((b.bits & 0x7f80u) == 0x7f80u) bad_value(what, i, dim, v, "is outside the bf16 range");
+        return b;
+      });
+      break;
+    case ElementType::U8:
+      encode_all<uint8_t>(src, count, dim, out.data(), [&](float v, int64_t i) {
+        if (!(v >= 0.0f && v <= 255.0f) || v != std::floor(v))
+          bad_value(what, i, dim, v, "is not an integer in [0, 255] (uint8 storage: no scaling is applied)");
+        return static_cast<uint8_t>(v);
+      });
+      break;
+    case ElementType::I8:
+      encode_all<int8_t>(src, count, dim, out.data(), [&](float v, int64_t i) {
+        if (!(v >= -128.0f && v <= 127.0f) || v != std::floor(v))
+          bad_value(what, i, dim, v, "is not an integer in [-128, 127] (int8 storage: no scaling is applied)");
+        return static_cast<int8_t>(v);
+      });
+      break;
+  }
+  return out;
+}
+
+std::vector<float> decode_rows(const void* rows, ElementType type, int64_t n, int64_t dim) {
+  const int64_t count = n * dim;
+  std::vector<float> out(static_cast<std::size_t>(count));
+  dispatch_element_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(rows);
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(src[i]);
+  });
+  return out;
+}
+
+void convert_model(HostModel& m, ElementType to) {
+  if (m.type == to) return;
+  std::vector<float> f32 = m.type == ElementType::F32 ? std::move(m.vectors)
+                                                      : decode_rows(m.packed.data(), m.type, m.ntotal(), m.dim);
+  m.vectors.clear();
+  m.packed.clear();
+  if (to == ElementType::F32) {
+    m.vectors = std::move(f32);
+  } else {
+    m.packed = encode_rows(MatrixView::host_f32(f32.data(), m.ntotal(), m.dim), to, "load: stored");
+  }
+  m.type = to;
+}
+
+int64_t first_non_finite(const MatrixView& x) {
+  switch (x.type) {
+    case ElementType::F32: return first_non_finite_row(x.as<float>(), x.rows, x.dim);
+    case ElementType::F16:
+    case ElementType::BF16: {
+      const std::vector<float> f = decode_rows(x.data, x.type, x.rows, x.dim);
+      return first_non_finite_row(f.data(), x.rows, x.dim);
+    }
+    default: return -1;
+  }
+}
+
+}  // namespace ivfgpu

@@ -1,0 +1,26 @@
+// Moving rows between f32 and the storage types (issue 11), on the host: encoding with the
+// documented rounding and checks, exact decoding, and the non-finite check for float inputs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "element_type.hpp"
+#include "host_model.hpp"
+#include "matrix_view.hpp"
+
+namespace ivfgpu {
+
+// Host rows x (f32, or already of type `to`) as elements of `to`, in bytes. f32 -> f16/bf16
+// rounds to nearest even (values beyond the type's range become +-inf and are refused: they
+// cannot be searched); f32 -> uint8/int8 requires integers in range, else Errc::InvalidArgument
+// naming the row and column. `what` prefixes messages ("add: data").
+std::vector<unsigned char> encode_rows(const MatrixView& x, ElementType to, const char* what);
+// n x dim elements of `type` as f32 (exact for every type).
+std::vector<float> decode_rows(const void* rows, ElementType type, int64_t n, int64_t dim);
+// A model's rows in type `to` (encoded as encode_rows does: a refused value names its row).
+void convert_model(HostModel& m, ElementType to);
+// The first row of host rows x holding NaN or Inf (f32, f16, bf16; integers have none), or -1.
+int64_t first_non_finite(const MatrixView& x);
+
+}  // namespace ivfgpu
