@@ -22,6 +22,7 @@
 #include "device_buffer.hpp"
 #include "device_centroids.hpp"
 #include "device_context.hpp"
+#include "failure_policy.hpp"
 #include "device_list_store.hpp"
 #include "id_ops.hpp"
 #include "id_set.hpp"
@@ -373,14 +374,7 @@ class CudaBackend final : public Backend {
  private:
   template <typename F>
   auto guarded(F&& f) const -> decltype(f()) {
-    if (lost_.load()) fail(Errc::DeviceLost, "the CUDA device of this index was lost after an earlier error");
-    try {
-      DeviceGuard guard(ctx_.device());
-      return f();
-    } catch (const Error& e) {
-      if (e.code() == Errc::DeviceLost) lost_.store(true);
-      throw;
-    }
+    return failures_.run(ctx_.device(), std::forward<F>(f));
   }
 
   cudaStream_t main() const { return main_.get(); }
@@ -425,7 +419,7 @@ class CudaBackend final : public Backend {
   UniqueStream main_;  // mutations (high priority); serialised by the Index
   mutable std::mutex pending_mutex_;
   mutable std::vector<PendingRelease> pending_;
-  mutable std::atomic<bool> lost_{false};
+  FailurePolicy failures_;
 };
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "device_buffer.hpp"
 #include "device_centroids.hpp"
 #include "device_context.hpp"
+#include "failure_policy.hpp"
 #include "id_set.hpp"
 #include "pinned_memory.hpp"
 #include "search.hpp"
@@ -301,14 +302,7 @@ class TieredBackend final : public Backend {
  private:
   template <typename F>
   auto guarded(F&& f) const -> decltype(f()) {
-    if (lost_.load()) fail(Errc::DeviceLost, "the CUDA device of this index was lost after an earlier error");
-    try {
-      DeviceGuard guard(ctx_.device());
-      return f();
-    } catch (const Error& e) {
-      if (e.code() == Errc::DeviceLost) lost_.store(true);
-      throw;
-    }
+    return failures_.run(ctx_.device(), std::forward<F>(f));
   }
 
   cudaStream_t main() const { return main_.get(); }
@@ -378,7 +372,7 @@ class TieredBackend final : public Backend {
   std::shared_ptr<tier::HostArenas> arenas_;
   mutable TierCache cache_;
   int threads_;
-  mutable std::atomic<bool> lost_{false};
+  FailurePolicy failures_;
 };
 
 }  // namespace
