@@ -32,6 +32,7 @@ const (
 	ErrVersionMismatch   Code = C.IVF_ERR_VERSION_MISMATCH     // format or ABI version not understood
 	ErrDeviceLost        Code = C.IVF_ERR_DEVICE_LOST          // sticky CUDA error: close the index
 	ErrInternal          Code = C.IVF_ERR_INTERNAL             // a library bug
+	ErrCancelled         Code = C.IVF_ERR_CANCELLED            // a context or progress func stopped the call
 )
 
 var (
@@ -53,25 +54,45 @@ func (e closedError) Is(target error) bool { return target == ErrClosed }
 // was copied in the same cgo call as the failing C function (so no other goroutine's call
 // on that thread can have replaced it). Errors found by the Go side before calling C (a
 // slice of the wrong length) have Code ErrInvalidArgument and a message of their own.
+//
+// A cancelled call (Code ErrCancelled) has a Cause: ctx.Err() of the Context method that was
+// cancelled (context.Canceled or context.DeadlineExceeded), or the error a ProgressFunc
+// returned. errors.Is and errors.As match the Cause as well as the Code, so
+// errors.Is(err, context.Canceled) and errors.Is(err, ivfgpu.ErrCancelled) both hold.
 type Error struct {
 	Op      string // the method that failed, e.g. "Search"
 	Code    Code   // the status code
 	Message string // the library's description of this failure; may be empty
+	Cause   error  // why a cancelled call was cancelled; nil otherwise
 }
 
 func (e *Error) Error() string {
-	if e.Message == "" {
-		return fmt.Sprintf("ivfgpu: %s: %s", e.Op, e.Code.text())
+	text := fmt.Sprintf("ivfgpu: %s: %s", e.Op, e.Code.text())
+	if e.Message != "" {
+		text += ": " + e.Message
 	}
-	return fmt.Sprintf("ivfgpu: %s: %s: %s", e.Op, e.Code.text(), e.Message)
+	if e.Cause != nil {
+		text += ": " + e.Cause.Error()
+	}
+	return text
 }
 
 // Unwrap returns the Code, so that errors.Is(err, ivfgpu.ErrInvalidState) works.
 func (e *Error) Unwrap() error { return e.Code }
 
-// Is reports whether the error matches ErrOutOfMemory (either kind of out-of-memory).
+// Is reports whether the error matches ErrOutOfMemory (either kind of out-of-memory) or,
+// for a cancelled call, its Cause.
 func (e *Error) Is(target error) bool {
-	return target == ErrOutOfMemory && (e.Code == ErrOutOfDeviceMemory || e.Code == ErrOutOfHostMemory)
+	if target == ErrOutOfMemory && (e.Code == ErrOutOfDeviceMemory || e.Code == ErrOutOfHostMemory) {
+		return true
+	}
+	return e.Cause != nil && errors.Is(e.Cause, target)
+}
+
+// As finds target in the Cause of a cancelled call (errors.As looks at the Code through
+// Unwrap, and at the Cause through this method).
+func (e *Error) As(target any) bool {
+	return e.Cause != nil && errors.As(e.Cause, target)
 }
 
 func invalid(op, format string, args ...any) error {

@@ -1,6 +1,7 @@
 package ivfgpu_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -68,4 +69,34 @@ func ExampleIndex_Close() {
 	// Output:
 	// <nil> <nil>
 	// ivfgpu: index is closed
+}
+
+// The Context forms of the long calls stop when the context is done; WithProgress reports how
+// far a call got (and can stop it too, by returning an error).
+func ExampleIndex_TrainContext() {
+	const dim = 4
+	data := make([]float32, 0, 64*dim)
+	for i := 0; i < 64; i++ {
+		data = append(data, float32(i), float32(i), float32(i), float32(i))
+	}
+	ix, err := ivfgpu.New(dim, ivfgpu.WithNList(4), ivfgpu.WithBackend(ivfgpu.BackendCPU))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ix.Close()
+	last := -1.0
+	err = ix.TrainContext(context.Background(), data, ivfgpu.WithProgress(func(stage ivfgpu.Stage, done float64) error {
+		last = done
+		return nil
+	}))
+	fmt.Println(err, last)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the caller gave up
+	err = ix.AddContext(ctx, data)
+	n, _ := ix.NTotal()
+	fmt.Println(errors.Is(err, context.Canceled), errors.Is(err, ivfgpu.ErrCancelled), n)
+	// Output:
+	// <nil> 1
+	// true true 0
 }

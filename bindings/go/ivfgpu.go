@@ -12,6 +12,12 @@
 // Errors are *Error values that wrap a Code; compare with errors.Is against the sentinels
 // (ErrInvalidArgument, ErrInvalidState, ErrOutOfMemory, ...).
 //
+// Cancellation and progress: TrainContext, AddContext, AddWithIDsContext, SearchContext,
+// SearchIntoContext, LoadContext and DeserializeContext stop when their context is done (the
+// library checks about every 50 ms) with the index unchanged; the error matches both
+// ErrCancelled and ctx.Err(). WithProgress(fn) reports a call's progress (0 to 1) to fn, which
+// may cancel it by returning an error.
+//
 // Thread-safety: all methods may be called from any goroutine, concurrently, except that Close
 // waits for the calls in progress. Mutations (Train, Add, AddWithIDs, Reset) never block
 // searches and searches never block mutations: the library publishes each mutation as a new
@@ -53,6 +59,23 @@ static ivf_status ivfgo_params(const ivfgo_kv* kv, int64_t nkv, ivf_params** out
   return s;
 }
 
+// The progress callback: ivfgoProgress (progress.go) reaches the call's Go state through the
+// cgo.Handle that travels as the user pointer (an integer, never a Go pointer).
+extern int32_t ivfgoProgress(ivf_progress_stage stage, double fraction, uintptr_t handle);
+
+static int32_t ivfgo_progress_fn(ivf_progress_stage stage, double fraction, void* user) {
+  return ivfgoProgress(stage, fraction, (uintptr_t)user);
+}
+
+// Adds the progress callback to *p (created when NULL) when handle is not 0.
+static ivf_status ivfgo_progress(ivf_params** p, uintptr_t handle) {
+  if (handle == 0) return IVF_OK;
+  ivf_status s = IVF_OK;
+  if (*p == NULL) s = ivf_params_create(p);
+  if (s == IVF_OK) s = ivf_params_set_progress(*p, ivfgo_progress_fn, (void*)handle);
+  return s;
+}
+
 static ivf_status ivfgo_create(ivf_index** out, int64_t dim, const ivfgo_kv* kv, int64_t nkv,
                                ivfgo_msg* msg) {
   ivf_params* p;
@@ -64,13 +87,23 @@ static ivf_status ivfgo_create(ivf_index** out, int64_t dim, const ivfgo_kv* kv,
 }
 
 static ivf_status ivfgo_train(ivf_index* ix, const float* data, int64_t n, int64_t dim,
-                              ivfgo_msg* msg) {
-  return ivfgo_capture(ivf_train(ix, data, IVF_DTYPE_F32, n, dim), msg);
+                              uintptr_t progress, ivfgo_msg* msg) {
+  ivf_params* p = NULL;
+  ivf_status s = ivfgo_progress(&p, progress);
+  if (s == IVF_OK) s = ivf_train_ex(ix, p, data, IVF_DTYPE_F32, n, dim);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
 }
 
 static ivf_status ivfgo_add(ivf_index* ix, const float* data, int64_t n, int64_t dim,
-                            const int64_t* ids, ivfgo_msg* msg) {
-  return ivfgo_capture(ivf_add(ix, data, IVF_DTYPE_F32, n, dim, ids), msg);
+                            const int64_t* ids, uintptr_t progress, ivfgo_msg* msg) {
+  ivf_params* p = NULL;
+  ivf_status s = ivfgo_progress(&p, progress);
+  if (s == IVF_OK) s = ivf_add_ex(ix, p, data, IVF_DTYPE_F32, n, dim, ids);
+  s = ivfgo_capture(s, msg);
+  ivf_params_free(p);
+  return s;
 }
 
 // Parameters of a call whose input is CUDA device memory (and the stream to wait for, 0: none).
@@ -108,7 +141,7 @@ static ivf_status ivfgo_reset(ivf_index* ix, ivfgo_msg* msg) {
 static ivf_status ivfgo_search(const ivf_index* ix, const ivfgo_kv* kv, int64_t nkv,
                                const ivf_filter* filter, const float* queries, int64_t n,
                                int64_t dim, int64_t k, int64_t* ids, float* dists,
-                               ivfgo_msg* msg) {
+                               uintptr_t progress, ivfgo_msg* msg) {
   ivf_params* p;
   ivf_status s = ivfgo_params(kv, nkv, &p);
   if (s == IVF_OK && filter != NULL) {
@@ -116,6 +149,7 @@ static ivf_status ivfgo_search(const ivf_index* ix, const ivfgo_kv* kv, int64_t 
     // The library only reads the filter; the pointer key takes a void*.
     if (s == IVF_OK) s = ivf_params_set_ptr(p, IVF_PARAM_FILTER, (void*)filter);
   }
+  if (s == IVF_OK) s = ivfgo_progress(&p, progress);
   if (s == IVF_OK) s = ivf_search(ix, p, queries, IVF_DTYPE_F32, n, dim, k, ids, dists);
   s = ivfgo_capture(s, msg);
   ivf_params_free(p);
@@ -172,9 +206,10 @@ static ivf_status ivfgo_save(const ivf_index* ix, const char* path, int faiss, i
 }
 
 static ivf_status ivfgo_load(const char* path, const ivfgo_kv* kv, int64_t nkv, ivf_index** out,
-                             ivfgo_msg* msg) {
+                             uintptr_t progress, ivfgo_msg* msg) {
   ivf_params* p;
   ivf_status s = ivfgo_params(kv, nkv, &p);
+  if (s == IVF_OK) s = ivfgo_progress(&p, progress);
   if (s == IVF_OK) s = ivf_load(path, p, out);
   s = ivfgo_capture(s, msg);
   ivf_params_free(p);
@@ -187,9 +222,11 @@ static ivf_status ivfgo_serialize(const ivf_index* ix, void* buf, size_t cap, si
 }
 
 static ivf_status ivfgo_deserialize(const void* buf, size_t size, const ivfgo_kv* kv,
-                                    int64_t nkv, ivf_index** out, ivfgo_msg* msg) {
+                                    int64_t nkv, ivf_index** out, uintptr_t progress,
+                                    ivfgo_msg* msg) {
   ivf_params* p;
   ivf_status s = ivfgo_params(kv, nkv, &p);
+  if (s == IVF_OK) s = ivfgo_progress(&p, progress);
   if (s == IVF_OK) s = ivf_deserialize(buf, size, p, out);
   s = ivfgo_capture(s, msg);
   ivf_params_free(p);
@@ -203,6 +240,7 @@ static ivf_status ivfgo_cuda_device_count(int32_t* count, ivfgo_msg* msg) {
 import "C"
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -237,47 +275,48 @@ const (
 // does not read (WithNList given to Search, say), as the C library does. Values are checked
 // by the library against each key's bounds (ErrInvalidArgument).
 type Option struct {
-	key    C.ivf_param_key
-	value  int64
-	filter *Filter // for key IVF_PARAM_FILTER (a pointer key), which only Search reads
+	key      C.ivf_param_key
+	value    int64
+	filter   *Filter         // for key IVF_PARAM_FILTER (a pointer key), which only Search reads
+	progress *progressOption // for keyProgress (WithProgress)
 }
 
 // WithNList sets the number of inverted lists (build; default 1024).
-func WithNList(n int) Option { return Option{C.IVF_PARAM_NLIST, int64(n), nil} }
+func WithNList(n int) Option { return Option{C.IVF_PARAM_NLIST, int64(n), nil, nil} }
 
 // WithMetric sets the distance measure (build; default L2).
-func WithMetric(m Metric) Option { return Option{C.IVF_PARAM_METRIC, int64(m), nil} }
+func WithMetric(m Metric) Option { return Option{C.IVF_PARAM_METRIC, int64(m), nil, nil} }
 
 // WithBackend chooses the backend (build; default BackendAuto).
-func WithBackend(b Backend) Option { return Option{C.IVF_PARAM_BACKEND, int64(b), nil} }
+func WithBackend(b Backend) Option { return Option{C.IVF_PARAM_BACKEND, int64(b), nil, nil} }
 
 // WithDevice chooses the CUDA device ordinal (build; default 0).
-func WithDevice(ordinal int) Option { return Option{C.IVF_PARAM_DEVICE, int64(ordinal), nil} }
+func WithDevice(ordinal int) Option { return Option{C.IVF_PARAM_DEVICE, int64(ordinal), nil, nil} }
 
 // WithKMeansIters sets the number of k-means iterations (build).
-func WithKMeansIters(n int) Option { return Option{C.IVF_PARAM_KMEANS_ITERS, int64(n), nil} }
+func WithKMeansIters(n int) Option { return Option{C.IVF_PARAM_KMEANS_ITERS, int64(n), nil, nil} }
 
 // WithMaxPointsPerCentroid caps the training sample at n x nlist vectors (build; default 256).
 func WithMaxPointsPerCentroid(n int) Option {
-	return Option{C.IVF_PARAM_MAX_POINTS_PER_CENTROID, int64(n), nil}
+	return Option{C.IVF_PARAM_MAX_POINTS_PER_CENTROID, int64(n), nil, nil}
 }
 
 // WithSeed sets the random seed of sampling and k-means (build; default 1234).
-func WithSeed(seed int64) Option { return Option{C.IVF_PARAM_SEED, seed, nil} }
+func WithSeed(seed int64) Option { return Option{C.IVF_PARAM_SEED, seed, nil, nil} }
 
 // WithNumThreads sets the CPU threads, 0 = all cores (build; default 0).
-func WithNumThreads(n int) Option { return Option{C.IVF_PARAM_NUM_THREADS, int64(n), nil} }
+func WithNumThreads(n int) Option { return Option{C.IVF_PARAM_NUM_THREADS, int64(n), nil, nil} }
 
 // WithNProbe sets the lists probed per query, clamped to nlist. Given to New it sets the
 // index's default (8 unless set); given to Search it applies to that search. nprobe = nlist
 // is an exact search.
-func WithNProbe(n int) Option { return Option{C.IVF_PARAM_NPROBE, int64(n), nil} }
+func WithNProbe(n int) Option { return Option{C.IVF_PARAM_NPROBE, int64(n), nil, nil} }
 
 // WithUniqueIDs makes every id name at most one vector: an add or update that would repeat an
 // id is refused (ErrInvalidArgument), and Add without ids continues after the largest id ever
 // added (build; by default, as in FAISS, ids may repeat, and Remove and Update act on every
 // vector with the id).
-func WithUniqueIDs() Option { return Option{C.IVF_PARAM_UNIQUE_IDS, 1, nil} }
+func WithUniqueIDs() Option { return Option{C.IVF_PARAM_UNIQUE_IDS, 1, nil, nil} }
 
 // WithDeviceBudget sets the bytes of device memory a CUDA index may hold (build, and read by
 // Load and Deserialize; default 0: unlimited, every list on the device). With a budget every
@@ -287,18 +326,18 @@ func WithUniqueIDs() Option { return Option{C.IVF_PARAM_UNIQUE_IDS, 1, nil} }
 // into host memory. A budget too small for the centroids plus the ring and scratch is refused
 // (ErrInvalidArgument, naming the minimum). The CPU backend accepts it and has nothing to
 // limit.
-func WithDeviceBudget(bytes int64) Option { return Option{C.IVF_PARAM_DEVICE_BUDGET, bytes, nil} }
+func WithDeviceBudget(bytes int64) Option { return Option{C.IVF_PARAM_DEVICE_BUDGET, bytes, nil, nil} }
 
 // WithFilter restricts a search to the vectors f permits (search; the last WithFilter wins,
 // and WithFilter(nil) means no filter). The search holds f for its duration: Close of f waits
 // for it, and a search given a closed filter fails with ErrClosed.
-func WithFilter(f *Filter) Option { return Option{C.IVF_PARAM_FILTER, 0, f} }
+func WithFilter(f *Filter) Option { return Option{C.IVF_PARAM_FILTER, 0, f, nil} }
 
 // kvs turns the integer options into the C array the helpers read (nil pointer when empty).
 func kvs(opts []Option) (*C.ivfgo_kv, C.int64_t, []C.ivfgo_kv) {
 	arr := make([]C.ivfgo_kv, 0, len(opts))
 	for _, o := range opts {
-		if o.key != C.IVF_PARAM_FILTER {
+		if o.key != C.IVF_PARAM_FILTER && o.key != keyProgress {
 			arr = append(arr, C.ivfgo_kv{key: o.key, value: C.int64_t(o.value)})
 		}
 	}
@@ -418,7 +457,18 @@ func (ix *Index) rows(op string, data []float32) (int, error) {
 // search: they keep reading the previous state until it returns, and calls that start after
 // it returned see it.
 func (ix *Index) Train(data []float32) error {
-	n, err := ix.rows("Train", data)
+	return ix.train(nil, "Train", data, nil)
+}
+
+// TrainContext is Train that stops when ctx is done: the call is cancelled at its next
+// progress report (about every 50 ms) and returns an error matching both ErrCancelled and
+// ctx.Err(), with the index unchanged. It also reads WithProgress; it ignores other options.
+func (ix *Index) TrainContext(ctx context.Context, data []float32, opts ...Option) error {
+	return ix.train(ctx, "TrainContext", data, opts)
+}
+
+func (ix *Index) train(ctx context.Context, op string, data []float32, opts []Option) error {
+	n, err := ix.rows(op, data)
 	if err != nil {
 		return err
 	}
@@ -427,16 +477,24 @@ func (ix *Index) Train(data []float32) error {
 		return err
 	}
 	defer ix.release()
+	pc := newProgressCall(ctx, opts)
+	defer pc.delete()
 	var msg C.ivfgo_msg
-	s := C.ivfgo_train(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim), &msg)
+	s := C.ivfgo_train(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim), pc.user(), &msg)
 	runtime.KeepAlive(data)
-	return check("Train", s, &msg)
+	return pc.finish(check(op, s, &msg))
 }
 
 // Add adds vectors with sequential ids (continuing from NTotal). All or nothing: on failure
 // the index is unchanged.
 func (ix *Index) Add(data []float32) error {
-	return ix.add("Add", data, nil)
+	return ix.add(nil, "Add", data, nil, nil)
+}
+
+// AddContext is Add that stops when ctx is done, as TrainContext does (a cancelled add adds
+// nothing). It also reads WithProgress.
+func (ix *Index) AddContext(ctx context.Context, data []float32, opts ...Option) error {
+	return ix.add(ctx, "AddContext", data, nil, opts)
 }
 
 // AddWithIDs adds vectors with caller ids, one per vector (any value except NoID).
@@ -444,10 +502,19 @@ func (ix *Index) AddWithIDs(data []float32, ids []int64) error {
 	if ids == nil {
 		ids = []int64{}
 	}
-	return ix.add("AddWithIDs", data, ids)
+	return ix.add(nil, "AddWithIDs", data, ids, nil)
 }
 
-func (ix *Index) add(op string, data []float32, ids []int64) error {
+// AddWithIDsContext is AddWithIDs that stops when ctx is done, as TrainContext does. It also
+// reads WithProgress.
+func (ix *Index) AddWithIDsContext(ctx context.Context, data []float32, ids []int64, opts ...Option) error {
+	if ids == nil {
+		ids = []int64{}
+	}
+	return ix.add(ctx, "AddWithIDsContext", data, ids, opts)
+}
+
+func (ix *Index) add(ctx context.Context, op string, data []float32, ids []int64, opts []Option) error {
 	n, err := ix.rows(op, data)
 	if err != nil {
 		return err
@@ -464,11 +531,13 @@ func (ix *Index) add(op string, data []float32, ids []int64) error {
 		return err
 	}
 	defer ix.release()
+	pc := newProgressCall(ctx, opts)
+	defer pc.delete()
 	var msg C.ivfgo_msg
-	s := C.ivfgo_add(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim), idp, &msg)
+	s := C.ivfgo_add(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim), idp, pc.user(), &msg)
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(ids)
-	return check(op, s, &msg)
+	return pc.finish(check(op, s, &msg))
 }
 
 // TrainDevice is Train on n vectors in CUDA device memory: data is a device pointer on the
@@ -541,12 +610,23 @@ func (r Result) Row(i int) ([]int64, []float32) {
 
 // Search returns the k nearest neighbours of each query (queries: n*Dim() values).
 func (ix *Index) Search(queries []float32, k int, opts ...Option) (Result, error) {
-	n, total, err := ix.resultSize("Search", queries, k)
+	return ix.searchAlloc(nil, "Search", queries, k, opts)
+}
+
+// SearchContext is Search that stops when ctx is done: the search is cancelled at its next
+// progress report (about every 50 ms) and returns an error matching both ErrCancelled and
+// ctx.Err().
+func (ix *Index) SearchContext(ctx context.Context, queries []float32, k int, opts ...Option) (Result, error) {
+	return ix.searchAlloc(ctx, "SearchContext", queries, k, opts)
+}
+
+func (ix *Index) searchAlloc(ctx context.Context, op string, queries []float32, k int, opts []Option) (Result, error) {
+	n, total, err := ix.resultSize(op, queries, k)
 	if err != nil {
 		return Result{}, err
 	}
 	r := Result{IDs: make([]int64, total), Distances: make([]float32, total), K: k}
-	if err := ix.search("Search", queries, n, k, r.IDs, r.Distances, opts); err != nil {
+	if err := ix.search(ctx, op, queries, n, k, r.IDs, r.Distances, opts); err != nil {
 		return Result{}, err
 	}
 	return r, nil
@@ -556,15 +636,25 @@ func (ix *Index) Search(queries []float32, k int, opts ...Option) (Result, error
 // the number of queries. On an argument error the slices are untouched; on other errors
 // their contents are unspecified.
 func (ix *Index) SearchInto(queries []float32, k int, ids []int64, distances []float32, opts ...Option) error {
-	n, total, err := ix.resultSize("SearchInto", queries, k)
+	return ix.searchInto(nil, "SearchInto", queries, k, ids, distances, opts)
+}
+
+// SearchIntoContext is SearchInto that stops when ctx is done, as SearchContext does (the
+// slices' contents are then unspecified).
+func (ix *Index) SearchIntoContext(ctx context.Context, queries []float32, k int, ids []int64, distances []float32, opts ...Option) error {
+	return ix.searchInto(ctx, "SearchIntoContext", queries, k, ids, distances, opts)
+}
+
+func (ix *Index) searchInto(ctx context.Context, op string, queries []float32, k int, ids []int64, distances []float32, opts []Option) error {
+	n, total, err := ix.resultSize(op, queries, k)
 	if err != nil {
 		return err
 	}
 	if len(ids) != total || len(distances) != total {
-		return invalid("SearchInto", "%d queries x k = %d need %d ids and distances, got %d and %d",
+		return invalid(op, "%d queries x k = %d need %d ids and distances, got %d and %d",
 			n, k, total, len(ids), len(distances))
 	}
-	return ix.search("SearchInto", queries, n, k, ids, distances, opts)
+	return ix.search(ctx, op, queries, n, k, ids, distances, opts)
 }
 
 func (ix *Index) resultSize(op string, queries []float32, k int) (n, total int, err error) {
@@ -581,7 +671,7 @@ func (ix *Index) resultSize(op string, queries []float32, k int) (n, total int, 
 	return n, n * k, nil
 }
 
-func (ix *Index) search(op string, queries []float32, n, k int, ids []int64, dists []float32, opts []Option) error {
+func (ix *Index) search(ctx context.Context, op string, queries []float32, n, k int, ids []int64, dists []float32, opts []Option) error {
 	h, err := ix.acquire()
 	if err != nil {
 		return err
@@ -596,15 +686,17 @@ func (ix *Index) search(op string, queries []float32, n, k int, ids []int64, dis
 		defer f.release()
 	}
 	kv, nkv, keep := kvs(opts)
+	pc := newProgressCall(ctx, opts)
+	defer pc.delete()
 	var msg C.ivfgo_msg
 	s := C.ivfgo_search(h, kv, nkv, fh, (*C.float)(unsafe.Pointer(&queries[0])), C.int64_t(n),
 		C.int64_t(ix.dim), C.int64_t(k), (*C.int64_t)(unsafe.Pointer(&ids[0])),
-		(*C.float)(unsafe.Pointer(&dists[0])), &msg)
+		(*C.float)(unsafe.Pointer(&dists[0])), pc.user(), &msg)
 	runtime.KeepAlive(keep)
 	runtime.KeepAlive(queries)
 	runtime.KeepAlive(ids)
 	runtime.KeepAlive(dists)
-	return check(op, s, &msg)
+	return pc.finish(check(op, s, &msg))
 }
 
 // idsPtr is the C view of ids: its first element, or a valid dummy for an empty slice (the
@@ -901,34 +993,58 @@ func (ix *Index) Serialize() ([]byte, error) {
 // backend, device, threads and device budget (WithDeviceBudget: open it into host memory);
 // everything else comes from the file.
 func Load(path string, opts ...Option) (*Index, error) {
+	return load(nil, "Load", path, opts)
+}
+
+// LoadContext is Load that stops when ctx is done: the load is cancelled at its next
+// progress report (about every 50 ms) and returns no index and an error matching both
+// ErrCancelled and ctx.Err().
+func LoadContext(ctx context.Context, path string, opts ...Option) (*Index, error) {
+	return load(ctx, "LoadContext", path, opts)
+}
+
+func load(ctx context.Context, op, path string, opts []Option) (*Index, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	kv, nkv, keep := kvs(opts)
+	pc := newProgressCall(ctx, opts)
+	defer pc.delete()
 	var handle *C.ivf_index
 	var msg C.ivfgo_msg
-	s := C.ivfgo_load(cpath, kv, nkv, &handle, &msg)
+	s := C.ivfgo_load(cpath, kv, nkv, &handle, pc.user(), &msg)
 	runtime.KeepAlive(keep)
-	if err := check("Load", s, &msg); err != nil {
+	if err := pc.finish(check(op, s, &msg)); err != nil {
 		return nil, err
 	}
-	return adopt("Load", handle)
+	return adopt(op, handle)
 }
 
 // Deserialize builds an index from bytes written by Serialize (or a FAISS file image).
 func Deserialize(data []byte, opts ...Option) (*Index, error) {
+	return deserialize(nil, "Deserialize", data, opts)
+}
+
+// DeserializeContext is Deserialize that stops when ctx is done, as LoadContext does.
+func DeserializeContext(ctx context.Context, data []byte, opts ...Option) (*Index, error) {
+	return deserialize(ctx, "DeserializeContext", data, opts)
+}
+
+func deserialize(ctx context.Context, op string, data []byte, opts []Option) (*Index, error) {
 	if len(data) == 0 {
-		return nil, invalid("Deserialize", "no bytes given")
+		return nil, invalid(op, "no bytes given")
 	}
 	kv, nkv, keep := kvs(opts)
+	pc := newProgressCall(ctx, opts)
+	defer pc.delete()
 	var handle *C.ivf_index
 	var msg C.ivfgo_msg
-	s := C.ivfgo_deserialize(unsafe.Pointer(&data[0]), C.size_t(len(data)), kv, nkv, &handle, &msg)
+	s := C.ivfgo_deserialize(unsafe.Pointer(&data[0]), C.size_t(len(data)), kv, nkv, &handle, pc.user(), &msg)
 	runtime.KeepAlive(keep)
 	runtime.KeepAlive(data)
-	if err := check("Deserialize", s, &msg); err != nil {
+	if err := pc.finish(check(op, s, &msg)); err != nil {
 		return nil, err
 	}
-	return adopt("Deserialize", handle)
+	return adopt(op, handle)
 }
 
 // adopt wraps a handle made by the library, reading its dimension.

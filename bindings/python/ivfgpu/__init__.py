@@ -10,17 +10,22 @@ directory), then the prefix recorded when this package was installed, then the P
     >>> x = np.random.default_rng(0).random((1000, 64), dtype=np.float32)
     >>> index.train(x); index.add(x)
     >>> distances, ids = index.search(x[:2], 3)
+
+Long calls (train, add, search, load, deserialize) take ``progress=``, a callable
+``progress(stage, fraction)`` that returns False to cancel (``CancelledError``); Ctrl-C
+cancels them too (KeyboardInterrupt), leaving the index unchanged.
 """
 from __future__ import annotations
 
 from ctypes import byref, c_int32
 
 from . import _lib
-from ._errors import (BufferTooSmallError, CorruptDataError, CudaError, DeviceLostError,
-                      InternalError, InvalidArgumentError, InvalidStateError, IOError_, IvfError,
-                      IvfIOError, OutOfDeviceMemoryError, OutOfHostMemoryError, UnsupportedError,
-                      VersionMismatchError, check as _check)
+from ._errors import (BufferTooSmallError, CancelledError, CorruptDataError, CudaError,
+                      DeviceLostError, InternalError, InvalidArgumentError, InvalidStateError,
+                      IOError_, IvfError, IvfIOError, OutOfDeviceMemoryError, OutOfHostMemoryError,
+                      UnsupportedError, VersionMismatchError, check as _check)
 from ._index import Backend, Filter, Index, Metric, SearchResult
+from ._progress import Stage
 from ._lib import LibraryNotFoundError
 
 __version__ = "0.2.0"
@@ -85,7 +90,8 @@ __all__ = [
     "Index", "Filter", "SearchResult", "Metric", "Backend", "IvfError", "InvalidArgumentError",
     "OutOfDeviceMemoryError", "OutOfHostMemoryError", "CudaError", "UnsupportedError",
     "InvalidStateError", "BufferTooSmallError", "IvfIOError", "IOError_", "CorruptDataError",
-    "VersionMismatchError", "DeviceLostError", "InternalError", "LibraryNotFoundError",
+    "VersionMismatchError", "DeviceLostError", "InternalError", "CancelledError", "Stage",
+    "LibraryNotFoundError",
     "METRIC_L2", "METRIC_INNER_PRODUCT", "METRIC_COSINE", "BACKEND_AUTO", "BACKEND_CPU",
     "BACKEND_CUDA", "library_path", "version", "abi_version", "cuda_device_count",
 ]

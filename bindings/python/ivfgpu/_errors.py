@@ -102,11 +102,17 @@ class InternalError(IvfError):
     status = _lib.IVF_ERR_INTERNAL
 
 
+class CancelledError(IvfError):
+    """IVF_ERR_CANCELLED: a ``progress=`` callable returned False; nothing changed."""
+    status = _lib.IVF_ERR_CANCELLED
+
+
 ERRORS: Dict[int, Type[IvfError]] = {
     cls.status: cls
     for cls in (InvalidArgumentError, OutOfDeviceMemoryError, OutOfHostMemoryError, CudaError,
                 UnsupportedError, InvalidStateError, BufferTooSmallError, IvfIOError,
-                CorruptDataError, VersionMismatchError, DeviceLostError, InternalError)
+                CorruptDataError, VersionMismatchError, DeviceLostError, InternalError,
+                CancelledError)
 }
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from . import _arrays
 from . import _lib
 from ._errors import InvalidStateError, check
+from ._progress import ProgressCall, ProgressCallable
 
 
 class Metric(IntEnum):
@@ -151,6 +152,17 @@ class _Params:
         self._lib.ivf_params_free(self.ptr)
 
 
+@contextmanager
+def _progress_params(lib: ctypes.CDLL, pc: ProgressCall) -> Iterator[Optional[int]]:
+    """Parameters holding only the progress callback: NULL (None) when pc is inactive."""
+    if not pc.active:
+        yield None
+        return
+    with _Params(lib) as p:
+        pc.attach(lib, p.ptr)
+        yield p.ptr
+
+
 def _set_device_budget(p: _Params, device_budget: int) -> None:
     # Set only when given: 0 is the library's default, and a library older than the key
     # (IVF_PARAM_DEVICE_BUDGET) then still works. A negative value reaches the library's check.
@@ -231,6 +243,20 @@ class Index:
     The CPU backend accepts it and has nothing to limit. ``info(ivfgpu.INFO_RESIDENT_LISTS)``,
     ``INFO_RESIDENT_BYTES``, ``INFO_HOST_TIER_BYTES``, ``INFO_CACHE_HITS``,
     ``INFO_CACHE_MISSES`` and ``INFO_STREAMED_BYTES`` report the host tier (0 without a budget).
+
+    ``progress=``: train, add, search, load and deserialize take a callable
+    ``progress(stage, fraction)``, called on the calling thread while the call runs: at the
+    start (0.0), about every 50 ms, and at the end (1.0; for a mutation, before it is
+    published). ``stage`` is an ``ivfgpu.Stage`` (== "train", "add", "load" or "search").
+    Return ``None`` or ``True`` to continue, ``False`` to cancel: the call then raises
+    ``CancelledError`` and nothing changed (a cancelled load returns no index; a cancelled
+    search's ``out=`` arrays hold unspecified values). An exception raised by the callable
+    cancels the call the same way and is raised again once the call has returned. The
+    callable may read the index but must not mutate or close it.
+
+    Ctrl-C: a KeyboardInterrupt (SIGINT with Python's default handler, on the main thread)
+    arriving while one of those calls runs cancels it within about 50 ms, leaving the index
+    unchanged, and the call raises KeyboardInterrupt.
     """
 
     def __init__(self, dim: int, *, nlist: int = 1024, metric: MetricLike = "l2",
@@ -360,39 +386,49 @@ class Index:
             raise TypeError(f"ids: device ids must be int64 of shape ({n},), got {v.typestr} {v.shape}")
         return v
 
-    def train(self, x: Any, *, stream: Optional[int] = None) -> None:
+    def train(self, x: Any, *, stream: Optional[int] = None,
+              progress: Optional[ProgressCallable] = None) -> None:
         """Train the coarse quantizer on x (n, dim), n >= nlist. Device arrays go through
-        ivf_train_ex on their stream (``stream=`` overrides it, a cudaStream_t address)."""
+        ivf_train_ex on their stream (``stream=`` overrides it, a cudaStream_t address).
+        ``progress``: see the class documentation."""
         lib = _lib.load()
         if _arrays.is_device_array(x):
             v = self._dev_rows(x, "train", stream)
             s = stream if stream is not None else v.stream
-            with self._device_params(lib, s) as p, self._h.use("ivf_train_ex") as h:
-                check(lib.ivf_train_ex(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0], v.shape[1]),
-                      "ivf_train_ex")
+            with self._device_params(lib, s) as p, self._h.use("ivf_train_ex") as h, \
+                    ProgressCall(progress) as pc:
+                pc.attach(lib, p.ptr)
+                pc.check(lib.ivf_train_ex(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0],
+                                          v.shape[1]), "ivf_train_ex")
             return
         a = _arrays.rows(_arrays.host_array(x, np.float32, "train"), self.dim, "train")
-        with self._h.use("ivf_train") as h:
-            check(lib.ivf_train(h, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0], a.shape[1]),
-                  "ivf_train")
+        with self._h.use("ivf_train") as h, ProgressCall(progress) as pc, \
+                _progress_params(lib, pc) as p:
+            pc.check(lib.ivf_train_ex(h, p, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0],
+                                      a.shape[1]), "ivf_train")
 
-    def add(self, x: Any, ids: Any = None, *, stream: Optional[int] = None) -> None:
+    def add(self, x: Any, ids: Any = None, *, stream: Optional[int] = None,
+            progress: Optional[ProgressCallable] = None) -> None:
         """Add vectors x (n, dim), with ids (n int64 values, -1 excepted) or sequential ids.
-        All or nothing. Device x (and ids) go through ivf_add_ex."""
+        All or nothing. Device x (and ids) go through ivf_add_ex. ``progress``: see the class
+        documentation."""
         lib = _lib.load()
         if _arrays.is_device_array(x):
             v = self._dev_rows(x, "add", stream)
             s = stream if stream is not None else v.stream
             iv = None if ids is None else self._dev_ids(ids, v.shape[0], s)
-            with self._device_params(lib, s) as p, self._h.use("ivf_add_ex") as h:
-                check(lib.ivf_add_ex(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0], v.shape[1],
-                                     None if iv is None else iv.ptr), "ivf_add_ex")
+            with self._device_params(lib, s) as p, self._h.use("ivf_add_ex") as h, \
+                    ProgressCall(progress) as pc:
+                pc.attach(lib, p.ptr)
+                pc.check(lib.ivf_add_ex(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0],
+                                        v.shape[1], None if iv is None else iv.ptr), "ivf_add_ex")
             return
         a = _arrays.rows(_arrays.host_array(x, np.float32, "add"), self.dim, "add")
         i = None if ids is None else _arrays.id_array(ids, a.shape[0])
-        with self._h.use("ivf_add") as h:
-            check(lib.ivf_add(h, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0], a.shape[1],
-                              None if i is None else i.ctypes.data), "ivf_add")
+        with self._h.use("ivf_add") as h, ProgressCall(progress) as pc, \
+                _progress_params(lib, pc) as p:
+            pc.check(lib.ivf_add_ex(h, p, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0],
+                                    a.shape[1], None if i is None else i.ctypes.data), "ivf_add")
 
     def reset(self) -> None:
         """Remove every vector, keeping the centroids."""
@@ -450,7 +486,8 @@ class Index:
 
     def search(self, q: Any, k: int, *, nprobe: Optional[int] = None,
                filter: Optional[Filter] = None, out: Optional[Tuple[Any, Any]] = None,
-               stream: Optional[int] = None) -> SearchResult:
+               stream: Optional[int] = None,
+               progress: Optional[ProgressCallable] = None) -> SearchResult:
         """The k nearest neighbours of each query row: ``SearchResult(distances, ids)``, both
         (n, k), best first; ``distances, ids = index.search(q, k)`` as with FAISS.
 
@@ -460,6 +497,7 @@ class Index:
         queries' library (CuPy or PyTorch) unless out= is given; the call runs on the queries'
         stream (or ``stream=``, a cudaStream_t address) and may return before the results are
         ready on that stream; with no stream known it returns with results ready.
+        progress: see the class documentation.
         """
         lib = _lib.load()
         k = int(k)
@@ -492,31 +530,35 @@ class Index:
             dptr, iptr = d.ctypes.data, i.ctypes.data
             keep = a
         params = None
-        if nprobe is not None or filter is not None or device:
-            params = _Params(lib)
-        try:
-            if params is not None:
-                if nprobe is not None:
-                    params.set_int(_lib.IVF_PARAM_NPROBE, nprobe, "nprobe")
-                if device:
-                    params.set_int(_lib.IVF_PARAM_MEMORY_KIND, _lib.IVF_MEMORY_DEVICE, "memory_kind")
-                    if s:
-                        params.set_ptr(_lib.IVF_PARAM_CUDA_STREAM, s, "cuda_stream")
-            with self._h.use("ivf_search") as h:
-                if filter is not None:
-                    with filter._h.use("ivf_search") as fp:
-                        assert params is not None
-                        params.set_ptr(_lib.IVF_PARAM_FILTER, fp, "filter")
-                        st = lib.ivf_search(h, params.ptr, qptr, _lib.IVF_DTYPE_F32, n, dim, k,
-                                            iptr, dptr)
-                        check(st, "ivf_search")
-                else:
-                    st = lib.ivf_search(h, None if params is None else params.ptr, qptr,
-                                        _lib.IVF_DTYPE_F32, n, dim, k, iptr, dptr)
-                    check(st, "ivf_search")
-        finally:
-            if params is not None:
-                lib.ivf_params_free(params.ptr)
+        pc = ProgressCall(progress)
+        with pc:
+            if nprobe is not None or filter is not None or device or pc.active:
+                params = _Params(lib)
+            try:
+                if params is not None:
+                    if nprobe is not None:
+                        params.set_int(_lib.IVF_PARAM_NPROBE, nprobe, "nprobe")
+                    if device:
+                        params.set_int(_lib.IVF_PARAM_MEMORY_KIND, _lib.IVF_MEMORY_DEVICE,
+                                       "memory_kind")
+                        if s:
+                            params.set_ptr(_lib.IVF_PARAM_CUDA_STREAM, s, "cuda_stream")
+                    pc.attach(lib, params.ptr)
+                with self._h.use("ivf_search") as h:
+                    if filter is not None:
+                        with filter._h.use("ivf_search") as fp:
+                            assert params is not None
+                            params.set_ptr(_lib.IVF_PARAM_FILTER, fp, "filter")
+                            st = lib.ivf_search(h, params.ptr, qptr, _lib.IVF_DTYPE_F32, n, dim,
+                                                k, iptr, dptr)
+                            pc.check(st, "ivf_search")
+                    else:
+                        st = lib.ivf_search(h, None if params is None else params.ptr, qptr,
+                                            _lib.IVF_DTYPE_F32, n, dim, k, iptr, dptr)
+                        pc.check(st, "ivf_search")
+            finally:
+                if params is not None:
+                    lib.ivf_params_free(params.ptr)
         del keep
         return SearchResult(out[0], out[1])
 
@@ -549,14 +591,18 @@ class Index:
 
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"], *, backend: BackendLike = "auto",
-             device: int = 0, num_threads: int = 0, device_budget: int = 0) -> "Index":
+             device: int = 0, num_threads: int = 0, device_budget: int = 0,
+             progress: Optional[ProgressCallable] = None) -> "Index":
         """Read a file written by save() or a FAISS IndexIVFFlat file. With
         ``device_budget`` (bytes) a CUDA index is opened into pinned host memory, the device
-        caching the most-probed lists within the budget."""
+        caching the most-probed lists within the budget. ``progress``: see the class
+        documentation (stage "load")."""
         lib = _lib.load()
         out = c_void_p()
-        with cls._load_params(lib, backend, device, num_threads, device_budget) as p:
-            check(lib.ivf_load(os.fsencode(path), p.ptr, byref(out)), "ivf_load")
+        with cls._load_params(lib, backend, device, num_threads, device_budget) as p, \
+                ProgressCall(progress) as pc:
+            pc.attach(lib, p.ptr)
+            pc.check(lib.ivf_load(os.fsencode(path), p.ptr, byref(out)), "ivf_load")
         return cls._from_handle(out.value, num_threads)  # type: ignore[arg-type]
 
     def serialize(self) -> bytes:
@@ -575,15 +621,18 @@ class Index:
 
     @classmethod
     def deserialize(cls, data: Union[bytes, bytearray, memoryview], *, backend: BackendLike = "auto",
-                    device: int = 0, num_threads: int = 0, device_budget: int = 0) -> "Index":
+                    device: int = 0, num_threads: int = 0, device_budget: int = 0,
+                    progress: Optional[ProgressCallable] = None) -> "Index":
         """Build an index from serialize()'s bytes (or a FAISS IndexIVFFlat file image);
-        ``device_budget`` as for load()."""
+        ``device_budget`` and ``progress`` as for load()."""
         lib = _lib.load()
         buf = np.frombuffer(data, dtype=np.uint8)  # no copy
         out = c_void_p()
-        with cls._load_params(lib, backend, device, num_threads, device_budget) as p:
-            check(lib.ivf_deserialize(buf.ctypes.data if buf.size else None, buf.size, p.ptr,
-                                      byref(out)), "ivf_deserialize")
+        with cls._load_params(lib, backend, device, num_threads, device_budget) as p, \
+                ProgressCall(progress) as pc:
+            pc.attach(lib, p.ptr)
+            pc.check(lib.ivf_deserialize(buf.ctypes.data if buf.size else None, buf.size, p.ptr,
+                                         byref(out)), "ivf_deserialize")
         return cls._from_handle(out.value, num_threads)  # type: ignore[arg-type]
 
     def __getstate__(self) -> dict:

@@ -11,7 +11,8 @@ import ctypes.util
 import os
 import sys
 import threading
-from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_void_p
+from ctypes import (CFUNCTYPE, POINTER, c_char_p, c_double, c_int32, c_int64, c_size_t, c_uint32,
+                    c_void_p)
 from typing import List, Optional
 
 # Status codes (ivf_status), never renumbered.
@@ -28,6 +29,7 @@ IVF_ERR_CORRUPT_DATA = -9
 IVF_ERR_VERSION_MISMATCH = -10
 IVF_ERR_DEVICE_LOST = -11
 IVF_ERR_INTERNAL = -12
+IVF_ERR_CANCELLED = -13
 
 IVF_METRIC_L2 = 0
 IVF_METRIC_INNER_PRODUCT = 1
@@ -59,6 +61,11 @@ IVF_PARAM_NPROBE = 32
 IVF_PARAM_MEMORY_KIND = 33
 IVF_PARAM_CUDA_STREAM = 34
 IVF_PARAM_FILTER = 35
+
+IVF_PROGRESS_TRAIN = 1
+IVF_PROGRESS_ADD = 2
+IVF_PROGRESS_LOAD = 3
+IVF_PROGRESS_SEARCH = 4
 
 IVF_FILTER_ALLOW = 0
 IVF_FILTER_DENY = 1
@@ -92,6 +99,9 @@ _ptr = c_void_p   # every handle and buffer: an integer address or None
 _pp = POINTER(c_void_p)
 _i64p = POINTER(c_int64)
 
+# ivf_progress_fn: int32_t (*)(ivf_progress_stage stage, double fraction, void* user)
+PROGRESS_FN = CFUNCTYPE(c_int32, c_int32, c_double, c_void_p)
+
 # name: (restype, argtypes)
 SIGNATURES = {
     "ivf_version": (c_char_p, []),
@@ -103,6 +113,7 @@ SIGNATURES = {
     "ivf_params_set_int": (c_int32, [_ptr, c_int32, c_int64]),
     "ivf_params_get_int": (c_int32, [_ptr, c_int32, _i64p]),
     "ivf_params_set_ptr": (c_int32, [_ptr, c_int32, _ptr]),
+    "ivf_params_set_progress": (c_int32, [_ptr, PROGRESS_FN, _ptr]),
     "ivf_param_bounds": (c_int32, [c_int32, _i64p, _i64p]),
     "ivf_create": (c_int32, [_pp, c_int64, _ptr]),
     "ivf_free": (None, [_ptr]),

@@ -15,7 +15,7 @@ ALL = {
     -3: ivfgpu.OutOfHostMemoryError, -4: ivfgpu.CudaError, -5: ivfgpu.UnsupportedError,
     -6: ivfgpu.InvalidStateError, -7: ivfgpu.BufferTooSmallError, -8: ivfgpu.IvfIOError,
     -9: ivfgpu.CorruptDataError, -10: ivfgpu.VersionMismatchError, -11: ivfgpu.DeviceLostError,
-    -12: ivfgpu.InternalError,
+    -12: ivfgpu.InternalError, -13: ivfgpu.CancelledError,
 }
 
 

@@ -25,7 +25,8 @@ class Spy:
 
 
 def test_train_add_search_pass_the_arrays_own_pointers(monkeypatch, data):
-    train, add, search = (Spy(monkeypatch, n) for n in ("ivf_train", "ivf_add", "ivf_search"))
+    # Host train and add go through the _ex forms (their parameters carry the progress callback).
+    train, add, search = (Spy(monkeypatch, n) for n in ("ivf_train_ex", "ivf_add_ex", "ivf_search"))
     ix = ivfgpu.Index(16, nlist=8, backend="cpu")
     ix.train(data)
     ids = np.arange(100, 2100, dtype=np.int64)
@@ -34,8 +35,8 @@ def test_train_add_search_pass_the_arrays_own_pointers(monkeypatch, data):
     d = np.empty((7, 3), dtype=np.float32)
     i = np.empty((7, 3), dtype=np.int64)
     ix.search(q, 3, out=(d, i))
-    assert train.calls[0][1] == data.ctypes.data
-    assert add.calls[0][1] == data.ctypes.data and add.calls[0][5] == ids.ctypes.data
+    assert train.calls[0][2] == data.ctypes.data
+    assert add.calls[0][2] == data.ctypes.data and add.calls[0][6] == ids.ctypes.data
     call = search.calls[0]
     assert call[2] == q.ctypes.data and call[7] == i.ctypes.data and call[8] == d.ctypes.data
     assert i[0, 0] == 100

@@ -19,6 +19,7 @@ pub const IVF_ERR_CORRUPT_DATA: i32 = -9;
 pub const IVF_ERR_VERSION_MISMATCH: i32 = -10;
 pub const IVF_ERR_DEVICE_LOST: i32 = -11;
 pub const IVF_ERR_INTERNAL: i32 = -12;
+pub const IVF_ERR_CANCELLED: i32 = -13;
 pub const IVF_METRIC_L2: i32 = 0;
 pub const IVF_METRIC_INNER_PRODUCT: i32 = 1;
 pub const IVF_METRIC_COSINE: i32 = 2;
@@ -26,11 +27,14 @@ pub const IVF_DTYPE_F32: i32 = 0;
 pub const IVF_DTYPE_F16: i32 = 1;
 pub const IVF_DTYPE_U8: i32 = 2;
 pub const IVF_DTYPE_I8: i32 = 3;
+pub const IVF_DTYPE_BF16: i32 = 4;
 pub const IVF_BACKEND_AUTO: i32 = 0;
 pub const IVF_BACKEND_CPU: i32 = 1;
 pub const IVF_BACKEND_CUDA: i32 = 2;
 pub const IVF_MEMORY_HOST: i32 = 0;
 pub const IVF_MEMORY_DEVICE: i32 = 1;
+pub const IVF_SHARD_SPLIT: i32 = 0;
+pub const IVF_SHARD_REPLICATE: i32 = 1;
 pub const IVF_PARAM_NLIST: i32 = 1;
 pub const IVF_PARAM_METRIC: i32 = 2;
 pub const IVF_PARAM_BACKEND: i32 = 3;
@@ -41,10 +45,19 @@ pub const IVF_PARAM_SEED: i32 = 7;
 pub const IVF_PARAM_NUM_THREADS: i32 = 8;
 pub const IVF_PARAM_UNIQUE_IDS: i32 = 9;
 pub const IVF_PARAM_DEVICE_BUDGET: i32 = 10;
+pub const IVF_PARAM_DYNAMIC_BATCHING: i32 = 11;
+pub const IVF_PARAM_SHARDS: i32 = 12;
+pub const IVF_PARAM_SHARD_MODE: i32 = 13;
+pub const IVF_PARAM_STORAGE_TYPE: i32 = 14;
 pub const IVF_PARAM_NPROBE: i32 = 32;
 pub const IVF_PARAM_MEMORY_KIND: i32 = 33;
 pub const IVF_PARAM_CUDA_STREAM: i32 = 34;
 pub const IVF_PARAM_FILTER: i32 = 35;
+pub const IVF_PARAM_BATCH_WINDOW_US: i32 = 36;
+pub const IVF_PROGRESS_TRAIN: i32 = 1;
+pub const IVF_PROGRESS_ADD: i32 = 2;
+pub const IVF_PROGRESS_LOAD: i32 = 3;
+pub const IVF_PROGRESS_SEARCH: i32 = 4;
 pub const IVF_FILTER_ALLOW: i32 = 0;
 pub const IVF_FILTER_DENY: i32 = 1;
 pub const IVF_INFO_DIM: i32 = 1;
@@ -69,6 +82,10 @@ pub const IVF_INFO_HOST_TIER_BYTES: i32 = 19;
 pub const IVF_INFO_CACHE_HITS: i32 = 20;
 pub const IVF_INFO_CACHE_MISSES: i32 = 21;
 pub const IVF_INFO_STREAMED_BYTES: i32 = 22;
+pub const IVF_INFO_MERGED_SEARCHES: i32 = 23;
+pub const IVF_INFO_SHARDS: i32 = 24;
+pub const IVF_INFO_LIVE_SHARDS: i32 = 25;
+pub const IVF_INFO_STORAGE_TYPE: i32 = 26;
 extern "C" {
     #[doc = " \"MAJOR.MINOR.PATCH\" of the loaded library. Static storage; never NULL; thread-safe."]
     pub fn ivf_version() -> *const ::std::os::raw::c_char;
@@ -93,8 +110,17 @@ extern "C" {
 #[doc = "  are dot products, largest first. Cosine normalises data and queries to unit length and then"]
 #[doc = "  behaves as inner product (results are cosine similarities, largest first)."]
 pub type ivf_metric = i32;
-#[doc = " Element type of input vectors. Only IVF_DTYPE_F32 is supported today; the others return"]
-#[doc = "  IVF_ERR_UNSUPPORTED."]
+#[doc = " Element types. An index stores its rows in one type (IVF_PARAM_STORAGE_TYPE; default f32);"]
+#[doc = "  train, add, update, search and get take data in f32 or in that type (any other type:"]
+#[doc = "  IVF_ERR_INVALID_ARGUMENT). f32 data for a compact index is converted: f16 and bf16 round to"]
+#[doc = "  nearest, ties to even (a value beyond the type's range is refused); uint8 and int8 take only"]
+#[doc = "  integers in range (no scaling; anything else is refused, naming the row). Distances are"]
+#[doc = "  exact for the stored values: an f32 query stays f32 and the distance between it and the"]
+#[doc = "  stored (decoded) vector is computed in fp32; a query of the storage type is decoded, except"]
+#[doc = "  integer queries against integer rows, whose distances are exact integers rounded once to"]
+#[doc = "  float. Centroids are f32. Cosine needs a floating type (f32, f16, bf16: rows are normalised"]
+#[doc = "  in f32, then rounded). Compact types run on the CPU backend in this version: AUTO picks the"]
+#[doc = "  CPU for them, and an explicit CUDA backend refuses them (IVF_ERR_UNSUPPORTED)."]
 pub type ivf_dtype = i32;
 #[doc = " Where an index lives. AUTO picks the first usable CUDA device, else the CPU."]
 pub type ivf_backend = i32;
@@ -106,6 +132,14 @@ pub type ivf_memory_kind = i32;
 pub struct ivf_params {
     _unused: [u8; 0],
 }
+#[doc = " How an index of several parts (IVF_PARAM_SHARDS) holds its vectors."]
+#[doc = "  SPLIT: rows are dealt to the parts in turn (each holds ~1/G of every list); a search runs"]
+#[doc = "  on every part and their top-k are merged into exactly the one-part result (ids except ties)."]
+#[doc = "  A part whose device is lost makes the index IVF_ERR_DEVICE_LOST."]
+#[doc = "  REPLICATE: every part holds every row; a search's queries are split among the parts; a part"]
+#[doc = "  whose device is lost is dropped and the others keep serving (and take the mutations)."]
+#[doc = "  With several parts, ivf_get returns the row of the lowest-numbered part holding the id."]
+pub type ivf_shard_mode = i32;
 #[doc = " Keys. Build keys are read by ivf_create (and ivf_load); search keys by ivf_search."]
 #[doc = "  Setting a key that the receiving call does not read is harmless."]
 pub type ivf_param_key = i32;
@@ -142,6 +176,30 @@ extern "C" {
         params: *mut ivf_params,
         key: ivf_param_key,
         value: *mut ::std::os::raw::c_void,
+    ) -> ivf_status;
+}
+#[doc = " Progress and cancellation of long calls. A callback set on the parameters of ivf_train_ex,"]
+#[doc = "  ivf_add_ex, ivf_search, ivf_load or ivf_deserialize is called on the calling thread with the"]
+#[doc = "  call's stage and the fraction done (0 to 1, never decreasing): once at the start (0), about"]
+#[doc = "  every 50 ms while the work runs (on the GPU: between device steps), and once at the end (1,"]
+#[doc = "  before a mutation publishes its result). Returning 0 continues; any other value cancels the"]
+#[doc = "  call, which returns IVF_ERR_CANCELLED with the index exactly as it was (a mutation publishes"]
+#[doc = "  nothing, a load returns no handle; a cancelled search's outputs are unspecified). The"]
+#[doc = "  callback must not call into the same index's mutations; it may read the index."]
+pub type ivf_progress_stage = i32;
+pub type ivf_progress_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        stage: ivf_progress_stage,
+        fraction: f64,
+        user: *mut ::std::os::raw::c_void,
+    ) -> i32,
+>;
+extern "C" {
+    #[doc = " Set (fn non-NULL) or clear (fn NULL) the progress callback; user is passed back unchanged."]
+    pub fn ivf_params_set_progress(
+        params: *mut ivf_params,
+        fn_: ivf_progress_fn,
+        user: *mut ::std::os::raw::c_void,
     ) -> ivf_status;
 }
 extern "C" {
@@ -621,6 +679,13 @@ pub struct ivf_api_v1 {
     pub filter_free: ::std::option::Option<unsafe extern "C" fn(arg1: *mut ivf_filter)>,
     pub filter_bytes: ::std::option::Option<
         unsafe extern "C" fn(arg1: *const ivf_filter, arg2: *mut i64, arg3: *mut i64) -> ivf_status,
+    >,
+    pub params_set_progress: ::std::option::Option<
+        unsafe extern "C" fn(
+            arg1: *mut ivf_params,
+            arg2: ivf_progress_fn,
+            arg3: *mut ::std::os::raw::c_void,
+        ) -> ivf_status,
     >,
 }
 extern "C" {

@@ -19,8 +19,8 @@ fn table_size_and_version_match_the_library() {
     assert_eq!(api.struct_size as usize, size_of::<ivf_api_v1>());
     assert_eq!(api.abi_version, IVF_ABI_VERSION as u32);
     assert_eq!(align_of::<ivf_api_v1>(), align_of::<*const ()>());
-    // Two u32 then 33 function pointers: no padding on LP64 or ILP32.
-    assert_eq!(size_of::<ivf_api_v1>(), 8 + 33 * size_of::<*const ()>());
+    // Two u32 then 34 function pointers: no padding on LP64 or ILP32.
+    assert_eq!(size_of::<ivf_api_v1>(), 8 + 34 * size_of::<*const ()>());
     assert!(unsafe { ivf_get_api(0) }.is_null());
     assert!(unsafe { ivf_get_api(IVF_ABI_VERSION as u32 + 1) }.is_null());
     assert_eq!(unsafe { ivf_abi_version() }, IVF_ABI_VERSION as u32);
@@ -73,11 +73,12 @@ fn every_table_field_is_the_exported_function() {
     same!(filter_create, ivf_filter_create);
     same!(filter_free, ivf_filter_free);
     same!(filter_bytes, ivf_filter_bytes);
+    same!(params_set_progress, ivf_params_set_progress);
 }
 
 #[test]
 fn status_constants_match_the_library() {
-    let cases: [(ivf_status, &str); 13] = [
+    let cases: [(ivf_status, &str); 14] = [
         (IVF_OK, "ok"),
         (IVF_ERR_INVALID_ARGUMENT, "invalid argument"),
         (IVF_ERR_OUT_OF_DEVICE_MEMORY, "out of device memory"),
@@ -91,6 +92,7 @@ fn status_constants_match_the_library() {
         (IVF_ERR_VERSION_MISMATCH, "version mismatch"),
         (IVF_ERR_DEVICE_LOST, "device lost"),
         (IVF_ERR_INTERNAL, "internal error"),
+        (IVF_ERR_CANCELLED, "cancelled"),
     ];
     for (code, text) in cases {
         let s = unsafe { CStr::from_ptr(ivf_status_string(code)) };
@@ -135,4 +137,50 @@ fn parameter_keys_round_trip_through_the_library() {
     unsafe { ivf_params_free(p) };
     unsafe { ivf_params_free(core::ptr::null_mut()) };
     unsafe { ivf_free(core::ptr::null_mut()) };
+}
+
+/// The progress callback type is what the library calls: it reaches the callback with the
+/// stage and fraction, and a non-zero return cancels with IVF_ERR_CANCELLED.
+#[test]
+fn progress_callback_is_called_through_the_binding_type() {
+    unsafe extern "C" fn cb(
+        stage: ivf_progress_stage,
+        fraction: f64,
+        user: *mut core::ffi::c_void,
+    ) -> i32 {
+        let seen = unsafe { &mut *(user as *mut Vec<(i32, f64)>) };
+        seen.push((stage, fraction));
+        (stage == IVF_PROGRESS_LOAD) as i32
+    }
+    let mut seen: Vec<(i32, f64)> = Vec::new();
+    let mut p: *mut ivf_params = core::ptr::null_mut();
+    assert_eq!(unsafe { ivf_params_create(&mut p) }, IVF_OK);
+    assert_eq!(
+        unsafe { ivf_params_set_progress(core::ptr::null_mut(), Some(cb), core::ptr::null_mut()) },
+        IVF_ERR_INVALID_ARGUMENT
+    );
+    let user = &mut seen as *mut Vec<(i32, f64)> as *mut core::ffi::c_void;
+    assert_eq!(
+        unsafe { ivf_params_set_progress(p, Some(cb), user) },
+        IVF_OK
+    );
+    let bytes = [0u8; 16];
+    let mut out: *mut ivf_index = core::ptr::null_mut();
+    let status = unsafe { ivf_deserialize(bytes.as_ptr().cast(), bytes.len(), p, &mut out) };
+    assert_eq!(
+        status, IVF_ERR_CANCELLED,
+        "the first report (0) cancels the load"
+    );
+    assert!(out.is_null());
+    assert_eq!(seen, [(IVF_PROGRESS_LOAD, 0.0)]);
+    // Cleared: the same call now reads the bytes (and refuses them).
+    assert_eq!(
+        unsafe { ivf_params_set_progress(p, None, core::ptr::null_mut()) },
+        IVF_OK
+    );
+    let status = unsafe { ivf_deserialize(bytes.as_ptr().cast(), bytes.len(), p, &mut out) };
+    assert_ne!(status, IVF_ERR_CANCELLED);
+    assert_ne!(status, IVF_OK);
+    assert_eq!(seen.len(), 1);
+    unsafe { ivf_params_free(p) };
 }

@@ -38,6 +38,8 @@ pub enum ErrorKind {
     DeviceLost,
     /// A bug in the library; please report it with the message.
     Internal,
+    /// A progress closure asked to stop (returned `ControlFlow::Break`); nothing changed.
+    Cancelled,
     /// A status code this version of the crate does not know.
     Unknown,
 }
@@ -58,6 +60,7 @@ impl ErrorKind {
             sys::IVF_ERR_VERSION_MISMATCH => ErrorKind::VersionMismatch,
             sys::IVF_ERR_DEVICE_LOST => ErrorKind::DeviceLost,
             sys::IVF_ERR_INTERNAL => ErrorKind::Internal,
+            sys::IVF_ERR_CANCELLED => ErrorKind::Cancelled,
             _ => ErrorKind::Unknown,
         }
     }

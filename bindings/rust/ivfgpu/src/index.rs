@@ -1,6 +1,8 @@
 //! `Index`: an owned `ivf_index` handle and the calls on it.
 
 use core::ffi::c_void;
+use core::fmt;
+use core::ops::ControlFlow;
 use core::ptr::NonNull;
 use std::ffi::CString;
 use std::path::Path;
@@ -9,6 +11,7 @@ use ivfgpu_sys as sys;
 
 use crate::error::{check, Error, Result};
 use crate::params::{Backend, IndexParams, Metric, RawParams, SearchParams};
+use crate::progress::{self, ProgressFn, Stage};
 
 /// The id of a padding entry: a result row holds fewer than `k` real neighbours when fewer
 /// candidates exist; the rest have this id and an infinite distance (+inf for L2, -inf for
@@ -164,10 +167,15 @@ impl Index {
     /// searches, which keep reading the previous state until it returns, and mutations on
     /// one index run one at a time. A search that starts after it returned sees it.
     pub fn train(&self, data: &[f32]) -> Result<()> {
+        self.train_impl(data, None)
+    }
+
+    fn train_impl(&self, data: &[f32], progress: Option<&mut ProgressFn<'_>>) -> Result<()> {
         let n = self.rows(data, "train")?;
-        check(unsafe {
-            sys::ivf_train(
+        progress::call(None, progress, |params| unsafe {
+            sys::ivf_train_ex(
                 self.handle.as_ptr(),
+                params,
                 data.as_ptr().cast(),
                 sys::IVF_DTYPE_F32,
                 to_i64(n),
@@ -176,29 +184,77 @@ impl Index {
         })
     }
 
+    /// A view of the index whose calls (train, add, search) report their progress to
+    /// `progress` and can be cancelled by it; see [`WithProgress`].
+    ///
+    /// ```
+    /// use std::ops::ControlFlow;
+    /// use ivfgpu::{Backend, ErrorKind, Index, IndexParams, Stage};
+    ///
+    /// let data: Vec<f32> = (0..64).flat_map(|i| [i as f32; 4]).collect();
+    /// let index = Index::new(4, &IndexParams::new().nlist(4).backend(Backend::CPU))?;
+    ///
+    /// let mut reports = Vec::new();
+    /// index
+    ///     .with_progress(|stage, fraction| {
+    ///         reports.push((stage, fraction));
+    ///         ControlFlow::Continue(())
+    ///     })
+    ///     .train(&data)?;
+    /// assert_eq!(reports.first(), Some(&(Stage::TRAIN, 0.0)));
+    /// assert_eq!(reports.last(), Some(&(Stage::TRAIN, 1.0)));
+    ///
+    /// // Break cancels: the call fails with `Cancelled` and the index is unchanged.
+    /// let err = index.with_progress(|_, _| ControlFlow::Break(())).add(&data).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Cancelled);
+    /// assert_eq!(index.ntotal()?, 0);
+    /// # Ok::<(), ivfgpu::Error>(())
+    /// ```
+    pub fn with_progress<F>(&self, progress: F) -> WithProgress<'_, F>
+    where
+        F: FnMut(Stage, f64) -> ControlFlow<()>,
+    {
+        WithProgress {
+            index: self,
+            progress,
+        }
+    }
+
     /// Adds vectors with sequential ids (continuing from [`ntotal`](Index::ntotal)).
     /// All or nothing: on failure the index is unchanged.
     pub fn add(&self, data: &[f32]) -> Result<()> {
-        let n = self.rows(data, "add")?;
-        self.add_raw(data, n, core::ptr::null())
+        self.add_impl(data, None, None)
     }
 
     /// Adds vectors with caller ids, one per vector (any value except [`NO_ID`]).
     pub fn add_with_ids(&self, data: &[f32], ids: &[i64]) -> Result<()> {
-        let n = self.rows(data, "add_with_ids")?;
-        if ids.len() != n {
-            return Err(Error::invalid_argument(format!(
-                "add_with_ids: {} ids for {n} vectors",
-                ids.len()
-            )));
-        }
-        self.add_raw(data, n, ids.as_ptr())
+        self.add_impl(data, Some(ids), None)
     }
 
-    fn add_raw(&self, data: &[f32], n: usize, ids: *const i64) -> Result<()> {
-        check(unsafe {
-            sys::ivf_add(
+    fn add_impl(
+        &self,
+        data: &[f32],
+        ids: Option<&[i64]>,
+        progress: Option<&mut ProgressFn<'_>>,
+    ) -> Result<()> {
+        let n = match ids {
+            None => self.rows(data, "add")?,
+            Some(ids) => {
+                let n = self.rows(data, "add_with_ids")?;
+                if ids.len() != n {
+                    return Err(Error::invalid_argument(format!(
+                        "add_with_ids: {} ids for {n} vectors",
+                        ids.len()
+                    )));
+                }
+                n
+            }
+        };
+        let ids = ids.map_or(core::ptr::null(), |ids| ids.as_ptr());
+        progress::call(None, progress, |params| unsafe {
+            sys::ivf_add_ex(
                 self.handle.as_ptr(),
+                params,
                 data.as_ptr().cast(),
                 sys::IVF_DTYPE_F32,
                 to_i64(n),
@@ -395,11 +451,21 @@ impl Index {
         k: usize,
         params: &SearchParams,
     ) -> Result<SearchResult> {
+        self.search_with_impl(queries, k, params, None)
+    }
+
+    fn search_with_impl(
+        &self,
+        queries: &[f32],
+        k: usize,
+        params: &SearchParams,
+        progress: Option<&mut ProgressFn<'_>>,
+    ) -> Result<SearchResult> {
         let n = self.rows(queries, "search")?;
         let total = result_len(n, k)?;
         let mut ids = vec![NO_ID; total];
         let mut distances = vec![0.0f32; total];
-        self.search_into_with(queries, k, &mut ids, &mut distances, params)?;
+        self.search_into_impl(queries, k, &mut ids, &mut distances, params, progress)?;
         Ok(SearchResult { ids, distances, k })
     }
 
@@ -425,6 +491,18 @@ impl Index {
         distances: &mut [f32],
         params: &SearchParams,
     ) -> Result<()> {
+        self.search_into_impl(queries, k, ids, distances, params, None)
+    }
+
+    fn search_into_impl(
+        &self,
+        queries: &[f32],
+        k: usize,
+        ids: &mut [i64],
+        distances: &mut [f32],
+        params: &SearchParams,
+        progress: Option<&mut ProgressFn<'_>>,
+    ) -> Result<()> {
         let n = self.rows(queries, "search")?;
         let total = result_len(n, k)?;
         if ids.len() != total || distances.len() != total {
@@ -435,10 +513,10 @@ impl Index {
             )));
         }
         let raw = params.to_raw()?;
-        check(unsafe {
+        progress::call(raw, progress, |params| unsafe {
             sys::ivf_search(
                 self.handle.as_ptr(),
-                RawParams::ptr(&raw),
+                params,
                 queries.as_ptr().cast(),
                 sys::IVF_DTYPE_F32,
                 to_i64(n),
@@ -567,10 +645,31 @@ impl Index {
     /// `params` choose the backend, device, threads and device budget; the rest comes from
     /// the file.
     pub fn load(path: impl AsRef<Path>, params: &IndexParams) -> Result<Index> {
-        let path = path_to_cstring(path.as_ref())?;
+        Index::load_impl(path.as_ref(), params, None)
+    }
+
+    /// [`load`](Index::load), reporting its progress ([`Stage::LOAD`]) to `progress` as
+    /// [`with_progress`](Index::with_progress) does. A cancelled load returns `Cancelled`
+    /// and no index.
+    pub fn load_with_progress(
+        path: impl AsRef<Path>,
+        params: &IndexParams,
+        mut progress: impl FnMut(Stage, f64) -> ControlFlow<()>,
+    ) -> Result<Index> {
+        Index::load_impl(path.as_ref(), params, Some(&mut progress))
+    }
+
+    fn load_impl(
+        path: &Path,
+        params: &IndexParams,
+        progress: Option<&mut ProgressFn<'_>>,
+    ) -> Result<Index> {
+        let path = path_to_cstring(path)?;
         let raw = params.to_raw()?;
         let mut handle = core::ptr::null_mut();
-        check(unsafe { sys::ivf_load(path.as_ptr(), RawParams::ptr(&raw), &mut handle) })?;
+        progress::call(raw, progress, |params| unsafe {
+            sys::ivf_load(path.as_ptr(), params, &mut handle)
+        })?;
         let handle = NonNull::new(handle).expect("ivf_load returned IVF_OK and NULL");
         // SAFETY: a fresh handle from ivf_load, owned by nobody else.
         unsafe { Index::from_raw(handle) }
@@ -598,15 +697,28 @@ impl Index {
     /// Builds an index from bytes written by [`serialize`](Index::serialize) (or a FAISS
     /// `IndexIVFFlat` file image).
     pub fn deserialize(bytes: &[u8], params: &IndexParams) -> Result<Index> {
+        Index::deserialize_impl(bytes, params, None)
+    }
+
+    /// [`deserialize`](Index::deserialize), reporting its progress ([`Stage::LOAD`]) to
+    /// `progress` as [`with_progress`](Index::with_progress) does.
+    pub fn deserialize_with_progress(
+        bytes: &[u8],
+        params: &IndexParams,
+        mut progress: impl FnMut(Stage, f64) -> ControlFlow<()>,
+    ) -> Result<Index> {
+        Index::deserialize_impl(bytes, params, Some(&mut progress))
+    }
+
+    fn deserialize_impl(
+        bytes: &[u8],
+        params: &IndexParams,
+        progress: Option<&mut ProgressFn<'_>>,
+    ) -> Result<Index> {
         let raw = params.to_raw()?;
         let mut handle = core::ptr::null_mut();
-        check(unsafe {
-            sys::ivf_deserialize(
-                bytes.as_ptr().cast(),
-                bytes.len(),
-                RawParams::ptr(&raw),
-                &mut handle,
-            )
+        progress::call(raw, progress, |params| unsafe {
+            sys::ivf_deserialize(bytes.as_ptr().cast(), bytes.len(), params, &mut handle)
         })?;
         let handle = NonNull::new(handle).expect("ivf_deserialize returned IVF_OK and NULL");
         // SAFETY: a fresh handle from ivf_deserialize, owned by nobody else.
@@ -619,6 +731,97 @@ impl Drop for Index {
         // SAFETY: the handle came from the library, is freed exactly once, and no other call
         // on it can be running (Drop has exclusive access).
         unsafe { sys::ivf_free(self.handle.as_ptr()) }
+    }
+}
+
+/// An index with a progress closure, from [`Index::with_progress`]: the index's train, add
+/// and search calls, each reporting to the closure.
+///
+/// The closure receives the call's [`Stage`] and the fraction done (0 to 1, never
+/// decreasing): once at the start (0), about every 50 ms while the work runs, and once at the
+/// end (1; for train and add before the result is published). It runs on the calling thread,
+/// inside the call. Returning `ControlFlow::Break(())` cancels the call: it fails with
+/// [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled) and the index is exactly as it was
+/// (a cancelled search's outputs are unspecified). A panic in the closure cancels the call
+/// too, and then continues unwinding from the call once it has returned (the panic never
+/// crosses the C library). The closure may read the index (`ntotal`, a search) but must not
+/// mutate it (train, add, remove, update, reset): the mutation would wait for the call that
+/// runs the closure.
+///
+/// The view can make several calls, with one closure: `&mut self` methods.
+pub struct WithProgress<'i, F> {
+    index: &'i Index,
+    progress: F,
+}
+
+impl<'i, F> WithProgress<'i, F>
+where
+    F: FnMut(Stage, f64) -> ControlFlow<()>,
+{
+    /// The index.
+    pub fn index(&self) -> &'i Index {
+        self.index
+    }
+    /// The closure back, with whatever it captured.
+    pub fn into_inner(self) -> F {
+        self.progress
+    }
+    /// [`Index::train`], reporting [`Stage::TRAIN`].
+    pub fn train(&mut self, data: &[f32]) -> Result<()> {
+        self.index.train_impl(data, Some(&mut self.progress))
+    }
+    /// [`Index::add`], reporting [`Stage::ADD`].
+    pub fn add(&mut self, data: &[f32]) -> Result<()> {
+        self.index.add_impl(data, None, Some(&mut self.progress))
+    }
+    /// [`Index::add_with_ids`], reporting [`Stage::ADD`].
+    pub fn add_with_ids(&mut self, data: &[f32], ids: &[i64]) -> Result<()> {
+        self.index
+            .add_impl(data, Some(ids), Some(&mut self.progress))
+    }
+    /// [`Index::search`], reporting [`Stage::SEARCH`].
+    pub fn search(&mut self, queries: &[f32], k: usize) -> Result<SearchResult> {
+        self.search_with(queries, k, &SearchParams::new())
+    }
+    /// [`Index::search_with`], reporting [`Stage::SEARCH`].
+    pub fn search_with(
+        &mut self,
+        queries: &[f32],
+        k: usize,
+        params: &SearchParams,
+    ) -> Result<SearchResult> {
+        self.index
+            .search_with_impl(queries, k, params, Some(&mut self.progress))
+    }
+    /// [`Index::search_into`], reporting [`Stage::SEARCH`].
+    pub fn search_into(
+        &mut self,
+        queries: &[f32],
+        k: usize,
+        ids: &mut [i64],
+        distances: &mut [f32],
+    ) -> Result<()> {
+        self.search_into_with(queries, k, ids, distances, &SearchParams::new())
+    }
+    /// [`Index::search_into_with`], reporting [`Stage::SEARCH`].
+    pub fn search_into_with(
+        &mut self,
+        queries: &[f32],
+        k: usize,
+        ids: &mut [i64],
+        distances: &mut [f32],
+        params: &SearchParams,
+    ) -> Result<()> {
+        self.index
+            .search_into_impl(queries, k, ids, distances, params, Some(&mut self.progress))
+    }
+}
+
+impl<F> fmt::Debug for WithProgress<'_, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WithProgress")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
     }
 }
 

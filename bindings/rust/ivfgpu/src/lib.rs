@@ -34,6 +34,10 @@
 //!   concurrently from many threads; so do train/add/reset, which never block searches
 //!   (the library publishes each mutation as a new immutable state), so an `Arc<Index>` can
 //!   ingest while it serves.
+//! * Progress and cancellation: [`Index::with_progress`] (train, add, search) and
+//!   [`Index::load_with_progress`] / [`Index::deserialize_with_progress`] take a closure
+//!   `FnMut(Stage, f64) -> ControlFlow<()>`; `Break` cancels with
+//!   [`ErrorKind::Cancelled`] and leaves the index unchanged.
 //! * Linking: the `ivfgpu-sys` build script finds `libivfgpu.so` through `IVFGPU_LIB_DIR` or
 //!   `pkg-config`; at run time the dynamic loader must find it too (install it, or set
 //!   `LD_LIBRARY_PATH`).
@@ -43,11 +47,13 @@ mod error;
 mod filter;
 mod index;
 mod params;
+mod progress;
 
 pub use error::{status_string, Error, ErrorKind, Result};
 pub use filter::{Filter, FilterMode};
-pub use index::{Index, SearchResult, StoredVectors, NO_ID};
+pub use index::{Index, SearchResult, StoredVectors, WithProgress, NO_ID};
 pub use params::{Backend, IndexParams, Metric, SearchParams};
+pub use progress::Stage;
 
 /// The raw bindings, for calls this crate does not wrap.
 pub use ivfgpu_sys as sys;

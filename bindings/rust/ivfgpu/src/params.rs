@@ -248,10 +248,7 @@ impl RawParams {
         if entries.is_empty() && ptrs.is_empty() {
             return Ok(None);
         }
-        let mut ptr = core::ptr::null_mut();
-        check(unsafe { sys::ivf_params_create(&mut ptr) })?;
-        let params =
-            RawParams(NonNull::new(ptr).expect("ivf_params_create returned IVF_OK and NULL"));
+        let params = RawParams::empty()?;
         for &(key, value) in entries {
             let value = value.ok_or_else(|| {
                 Error::invalid_argument(format!("parameter {key}: value does not fit in int64"))
@@ -276,6 +273,19 @@ impl RawParams {
         } else {
             RawParams::build(&memory, &[(sys::IVF_PARAM_CUDA_STREAM, stream)])
         }
+    }
+
+    /// A parameter object holding every default (to be given a progress callback).
+    pub(crate) fn empty() -> Result<RawParams> {
+        let mut ptr = core::ptr::null_mut();
+        check(unsafe { sys::ivf_params_create(&mut ptr) })?;
+        Ok(RawParams(
+            NonNull::new(ptr).expect("ivf_params_create returned IVF_OK and NULL"),
+        ))
+    }
+
+    pub(crate) fn as_mut_ptr(&self) -> *mut sys::ivf_params {
+        self.0.as_ptr()
     }
 
     pub(crate) fn ptr(this: &Option<RawParams>) -> *const sys::ivf_params {

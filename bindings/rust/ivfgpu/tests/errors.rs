@@ -123,6 +123,7 @@ fn error_kinds_map_every_code() {
         (sys::IVF_ERR_VERSION_MISMATCH, ErrorKind::VersionMismatch),
         (sys::IVF_ERR_DEVICE_LOST, ErrorKind::DeviceLost),
         (sys::IVF_ERR_INTERNAL, ErrorKind::Internal),
+        (sys::IVF_ERR_CANCELLED, ErrorKind::Cancelled),
         (-1000, ErrorKind::Unknown),
     ];
     for (code, kind) in pairs {
