@@ -70,25 +70,30 @@ struct ShardedState final : IndexState {
 
 const ShardedState& sharded(const IndexState& s) { return static_cast<const ShardedState&>(s); }
 
-// Runs fn(p) for every part p, each on its own thread (parts on different devices work at
-// once); the first exception is rethrown after all have finished.
+// Runs fn(p) for every part p, parts at once (parts on different devices work in parallel) on
+// at most as many threads as the machine has cores (an index of 1024 CPU parts must not start
+// 1024 threads per call); part 0 first on the calling thread. The first exception is rethrown
+// after every part has finished.
 template <class Fn>
 void each_part(std::size_t parts, Fn&& fn) {
   std::vector<std::exception_ptr> errors(parts);
+  std::atomic<std::size_t> next{1};
+  auto run = [&](std::size_t p) {
+    try {
+      fn(p);
+    } catch (...) {
+      errors[p] = std::current_exception();
+    }
+  };
+  auto worker = [&] {
+    for (std::size_t p; (p = next.fetch_add(1)) < parts;) run(p);
+  };
+  const std::size_t cores = std::max<std::size_t>(2, std::thread::hardware_concurrency());
+  const std::size_t helpers = std::min(parts > 0 ? parts - 1 : 0, cores - 1);
   std::vector<std::thread> threads;
-  for (std::size_t p = 1; p < parts; ++p)
-    threads.emplace_back([&, p] {
-      try {
-        fn(p);
-      } catch (...) {
-        errors[p] = std::current_exception();
-      }
-    });
-  try {
-    fn(0);
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
+  for (std::size_t i = 0; i < helpers; ++i) threads.emplace_back(worker);
+  if (parts > 0) run(0);
+  worker();
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
