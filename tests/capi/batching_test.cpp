@@ -151,3 +151,31 @@ TEST(DynamicBatching, ABadCallDoesNotFailItsNeighbours) {
   EXPECT_EQ(ok.load(), 15);
   EXPECT_EQ(refused.load(), 1);
 }
+
+// The small-batch path and the batch path agree: nq 1..64 searched alone equal the same rows
+// inside one large batch, for k up to 1024 and every kind of nprobe (issue 14's latency test;
+// on the GPU the small path is where launch-bound work goes).
+TEST(DynamicBatching, SmallBatchesEqualTheBatchPath) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 32, nlist = 64, nbase = 30000, nq = 64;
+  const auto base = clustered_vectors(nbase, dim, 256, 5);
+  const auto q = clustered_vectors(nq, dim, 256, 6);
+  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend()}});
+  IndexPtr idx = make_index(dim, p.get());
+  ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim), IVF_OK);
+  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim, nullptr), IVF_OK);
+  for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{100}, int64_t{1024}})
+    for (int64_t nprobe : {int64_t{1}, int64_t{7}, nlist}) {
+      const Searched all = search_all(idx.get(), q, nq, dim, k, nprobe);
+      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{16}, int64_t{64}}) {
+        for (int64_t q0 = 0; q0 + n <= nq; q0 += std::max<int64_t>(n, 13)) {
+          const std::vector<float> part(q.begin() + q0 * dim, q.begin() + (q0 + n) * dim);
+          const Searched s = search_all(idx.get(), part, n, dim, k, nprobe);
+          const std::vector<int64_t> ai(all.ids.begin() + q0 * k, all.ids.begin() + (q0 + n) * k);
+          const std::vector<float> ad(all.dists.begin() + q0 * k, all.dists.begin() + (q0 + n) * k);
+          EXPECT_EQ(same_results(s.ids, s.dists, ai, ad, n, k), "")
+              << "n " << n << " from " << q0 << " k " << k << " nprobe " << nprobe;
+        }
+      }
+    }
+}
