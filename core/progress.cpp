@@ -56,6 +56,9 @@ void Scope::call(double fraction) {
   }
 }
 
+Pause::Pause() : saved_(current) { current = nullptr; }
+Pause::~Pause() { current = saved_; }
+
 void set(double fraction) {
   Scope* s = current;
   if (s == nullptr || s->finished_) return;

@@ -24,6 +24,7 @@ class Scope {
   Scope& operator=(const Scope&) = delete;
 
  private:
+  friend class Pause;
   friend void set(double);
   friend void poll();
   friend void finish();
@@ -35,6 +36,19 @@ class Scope {
   bool finished_ = false;
   std::chrono::steady_clock::time_point last_;
   Scope* outer_;
+};
+
+// Work done on behalf of other calls too (a merged search of several callers): no callback
+// of this thread's call may cancel it, so reports are off while a Pause lives.
+class Pause {
+ public:
+  Pause();
+  ~Pause();
+  Pause(const Pause&) = delete;
+  Pause& operator=(const Pause&) = delete;
+
+ private:
+  Scope* saved_;
 };
 
 // The call has reached `fraction` (0..1, never decreasing); reports when due.

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "progress.hpp"
+
 namespace ivfgpu {
 
 bool SearchBatcher::eligible(const SearchRequest& req) {
@@ -62,6 +64,8 @@ void SearchBatcher::search(const SearchRequest& req, int64_t window_us, int64_t 
       merged.queries = MatrixView::host_f32(queries.data(), rows, dim);
       merged.ids = ids.data();
       merged.dists = dists.data();
+      // The leader's progress callback must not cancel the other callers' searches.
+      const progress::Pause pause;
       run(merged);
       for (const Member& m : members) {
         std::memcpy(m.req->ids, ids.data() + m.row0 * req.k, sizeof(int64_t) * m.req->n() * req.k);

@@ -179,3 +179,31 @@ TEST(DynamicBatching, SmallBatchesEqualTheBatchPath) {
       }
     }
 }
+
+// A caller that cancels through its progress callback fails alone: the merged search it may
+// lead runs for the others too and never reports to it.
+TEST(DynamicBatching, ACancellingCallerDoesNotFailItsBatch) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 8, nlist = 8, nbase = 4000;
+  const auto base = clustered_vectors(nbase, dim, 16, 7);
+  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_DYNAMIC_BATCHING, 1}});
+  IndexPtr idx = make_index(dim, p.get());
+  ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim), IVF_OK);
+  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim, nullptr), IVF_OK);
+  const auto cancel_late = [](ivf_progress_stage, double fraction, void*) -> int32_t { return fraction >= 0.5 ? 1 : 0; };
+  std::atomic<int> ok{0}, cancelled{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 12; ++t)
+    threads.emplace_back([&, t] {
+      auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 20000}});
+      if (t % 4 == 0) EXPECT_EQ(ivf_params_set_progress(sp.get(), cancel_late, nullptr), IVF_OK);
+      std::vector<int64_t> ids(5);
+      std::vector<float> d(5);
+      const ivf_status s = ivf_search(idx.get(), sp.get(), base.data() + t * dim, IVF_DTYPE_F32, 1, dim, 5, ids.data(), d.data());
+      (s == IVF_OK ? ok : s == IVF_ERR_CANCELLED ? cancelled : ok)++;
+      if (s != IVF_OK) EXPECT_EQ(s, IVF_ERR_CANCELLED);
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(cancelled.load(), 3);
+  EXPECT_EQ(ok.load(), 9);
+}
