@@ -100,3 +100,34 @@ func ExampleIndex_TrainContext() {
 	// <nil> 1
 	// true true 0
 }
+
+// An index storing uint8 rows (a quarter of the memory of float32) takes []uint8 rows and
+// queries through the typed functions, read in place; integer distances are exact.
+func ExampleSearchTyped() {
+	const dim = 4
+	data := make([]uint8, 0, 64*dim)
+	for i := 0; i < 64; i++ {
+		data = append(data, uint8(i), uint8(i), uint8(i), uint8(i))
+	}
+	ix, err := ivfgpu.New(dim, ivfgpu.WithNList(4), ivfgpu.WithStorageType(ivfgpu.StorageUint8))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ix.Close()
+	ctx := context.Background()
+	if err := ivfgpu.TrainTyped(ctx, ix, data); err != nil {
+		log.Fatal(err)
+	}
+	if err := ivfgpu.AddTyped(ctx, ix, data, nil); err != nil {
+		log.Fatal(err)
+	}
+	r, err := ivfgpu.SearchTyped(ctx, ix, []uint8{10, 10, 11, 11}, 3, ivfgpu.WithNProbe(4))
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, _ := ix.StorageType()
+	ids, dists := r.Row(0)
+	fmt.Println(st, ids, dists)
+	// Output:
+	// uint8 [10 11 9] [2 2 10]
+}

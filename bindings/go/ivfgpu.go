@@ -5,7 +5,10 @@
 // queried with Search. Ids are first-class: Remove, Update (an upsert), Get and CountIDs act
 // on them, WithUniqueIDs makes them unique, and a Filter (NewFilter, WithFilter) restricts a
 // search to an allowed or away from a denied set of ids. Vectors are float32 slices, row-major: n vectors of dimension d are
-// one slice of n*d values. Close frees the index; it is idempotent, safe from any goroutine
+// one slice of n*d values; an index storing uint8 or int8 rows (WithStorageType) also takes
+// []uint8 or []int8 through the generic functions TrainTyped, AddTyped, SearchTyped, ...
+// WithShards builds one index over several parts, and WithDynamicBatching merges concurrent
+// small searches. Close frees the index; it is idempotent, safe from any goroutine
 // and waits for calls in progress. A finalizer frees an index that was never closed, but only
 // as a safety net: GPU memory is scarce, so Close indexes explicitly.
 //
@@ -86,21 +89,22 @@ static ivf_status ivfgo_create(ivf_index** out, int64_t dim, const ivfgo_kv* kv,
   return s;
 }
 
-static ivf_status ivfgo_train(ivf_index* ix, const float* data, int64_t n, int64_t dim,
-                              uintptr_t progress, ivfgo_msg* msg) {
+// Host rows travel as (data, dtype): float32, or the index's storage type (TrainTyped, ...).
+static ivf_status ivfgo_train(ivf_index* ix, const void* data, ivf_dtype dtype, int64_t n,
+                              int64_t dim, uintptr_t progress, ivfgo_msg* msg) {
   ivf_params* p = NULL;
   ivf_status s = ivfgo_progress(&p, progress);
-  if (s == IVF_OK) s = ivf_train_ex(ix, p, data, IVF_DTYPE_F32, n, dim);
+  if (s == IVF_OK) s = ivf_train_ex(ix, p, data, dtype, n, dim);
   s = ivfgo_capture(s, msg);
   ivf_params_free(p);
   return s;
 }
 
-static ivf_status ivfgo_add(ivf_index* ix, const float* data, int64_t n, int64_t dim,
-                            const int64_t* ids, uintptr_t progress, ivfgo_msg* msg) {
+static ivf_status ivfgo_add(ivf_index* ix, const void* data, ivf_dtype dtype, int64_t n,
+                            int64_t dim, const int64_t* ids, uintptr_t progress, ivfgo_msg* msg) {
   ivf_params* p = NULL;
   ivf_status s = ivfgo_progress(&p, progress);
-  if (s == IVF_OK) s = ivf_add_ex(ix, p, data, IVF_DTYPE_F32, n, dim, ids);
+  if (s == IVF_OK) s = ivf_add_ex(ix, p, data, dtype, n, dim, ids);
   s = ivfgo_capture(s, msg);
   ivf_params_free(p);
   return s;
@@ -139,8 +143,8 @@ static ivf_status ivfgo_reset(ivf_index* ix, ivfgo_msg* msg) {
 }
 
 static ivf_status ivfgo_search(const ivf_index* ix, const ivfgo_kv* kv, int64_t nkv,
-                               const ivf_filter* filter, const float* queries, int64_t n,
-                               int64_t dim, int64_t k, int64_t* ids, float* dists,
+                               const ivf_filter* filter, const void* queries, ivf_dtype dtype,
+                               int64_t n, int64_t dim, int64_t k, int64_t* ids, float* dists,
                                uintptr_t progress, ivfgo_msg* msg) {
   ivf_params* p;
   ivf_status s = ivfgo_params(kv, nkv, &p);
@@ -150,7 +154,7 @@ static ivf_status ivfgo_search(const ivf_index* ix, const ivfgo_kv* kv, int64_t 
     if (s == IVF_OK) s = ivf_params_set_ptr(p, IVF_PARAM_FILTER, (void*)filter);
   }
   if (s == IVF_OK) s = ivfgo_progress(&p, progress);
-  if (s == IVF_OK) s = ivf_search(ix, p, queries, IVF_DTYPE_F32, n, dim, k, ids, dists);
+  if (s == IVF_OK) s = ivf_search(ix, p, queries, dtype, n, dim, k, ids, dists);
   s = ivfgo_capture(s, msg);
   ivf_params_free(p);
   return s;
@@ -161,9 +165,9 @@ static ivf_status ivfgo_remove(ivf_index* ix, const int64_t* ids, int64_t n, int
   return ivfgo_capture(ivf_remove(ix, NULL, ids, n, removed), msg);
 }
 
-static ivf_status ivfgo_update(ivf_index* ix, const float* data, int64_t n, int64_t dim,
-                               const int64_t* ids, ivfgo_msg* msg) {
-  return ivfgo_capture(ivf_update(ix, NULL, data, IVF_DTYPE_F32, n, dim, ids), msg);
+static ivf_status ivfgo_update(ivf_index* ix, const void* data, ivf_dtype dtype, int64_t n,
+                               int64_t dim, const int64_t* ids, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_update(ix, NULL, data, dtype, n, dim, ids), msg);
 }
 
 static ivf_status ivfgo_update_device(ivf_index* ix, uintptr_t data, int64_t n, int64_t dim,
@@ -176,9 +180,9 @@ static ivf_status ivfgo_update_device(ivf_index* ix, uintptr_t data, int64_t n, 
   return s;
 }
 
-static ivf_status ivfgo_get(const ivf_index* ix, const int64_t* ids, int64_t n, float* out,
-                            int64_t dim, uint8_t* found, ivfgo_msg* msg) {
-  return ivfgo_capture(ivf_get(ix, NULL, ids, n, out, IVF_DTYPE_F32, dim, found), msg);
+static ivf_status ivfgo_get(const ivf_index* ix, const int64_t* ids, int64_t n, void* out,
+                            ivf_dtype dtype, int64_t dim, uint8_t* found, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_get(ix, NULL, ids, n, out, dtype, dim, found), msg);
 }
 
 static ivf_status ivfgo_count_ids(const ivf_index* ix, const int64_t* ids, int64_t n,
@@ -241,9 +245,11 @@ import "C"
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -269,6 +275,55 @@ const (
 	BackendAuto Backend = C.IVF_BACKEND_AUTO // the first usable CUDA device, else the CPU
 	BackendCPU  Backend = C.IVF_BACKEND_CPU  // the CPU reference backend
 	BackendCUDA Backend = C.IVF_BACKEND_CUDA // a CUDA device (ErrUnsupported without one)
+)
+
+// StorageType is the element type an index stores its rows in (WithStorageType), and the type
+// of rows given to it: every index takes float32 rows (converted by the library), and an index
+// of a compact type also takes rows of that type (TrainTyped, AddTyped, SearchTyped, ... with
+// []uint8 or []int8).
+type StorageType int32
+
+// Storage types. The compact ones run on the CPU backend in this version (BackendAuto picks
+// it; BackendCUDA refuses them with ErrUnsupported). Float32 rows given to a compact index are
+// converted: f16 and bf16 round to nearest even (a value beyond the type's range is refused),
+// uint8 and int8 take only integers in range (no scaling; anything else is refused, naming the
+// row). Cosine needs a floating type.
+const (
+	StorageF32   StorageType = C.IVF_DTYPE_F32  // float32 (the default)
+	StorageF16   StorageType = C.IVF_DTYPE_F16  // IEEE half: rows from float32 only in Go
+	StorageUint8 StorageType = C.IVF_DTYPE_U8   // uint8: []uint8 or integer-valued float32 rows
+	StorageInt8  StorageType = C.IVF_DTYPE_I8   // int8: []int8 or integer-valued float32 rows
+	StorageBF16  StorageType = C.IVF_DTYPE_BF16 // bfloat16: rows from float32 only in Go
+)
+
+// String returns "f32", "f16", "uint8", "int8" or "bf16".
+func (t StorageType) String() string {
+	switch t {
+	case StorageF32:
+		return "f32"
+	case StorageF16:
+		return "f16"
+	case StorageUint8:
+		return "uint8"
+	case StorageInt8:
+		return "int8"
+	case StorageBF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("StorageType(%d)", int32(t))
+}
+
+// ShardMode says how an index of several parts (WithShards) holds its vectors.
+type ShardMode int32
+
+// Shard modes.
+const (
+	// ShardSplit deals the rows to the parts in turn; a search runs on every part and their
+	// top-k are merged into exactly the one-part result (ids except ties).
+	ShardSplit ShardMode = C.IVF_SHARD_SPLIT
+	// ShardReplicate gives every part every row; a search's queries are split among the
+	// parts, and a part whose device is lost is dropped while the others keep serving.
+	ShardReplicate ShardMode = C.IVF_SHARD_REPLICATE
 )
 
 // Option is one parameter for New, Load, Deserialize or Search. A call ignores options it
@@ -328,6 +383,37 @@ func WithUniqueIDs() Option { return Option{C.IVF_PARAM_UNIQUE_IDS, 1, nil, nil}
 // limit.
 func WithDeviceBudget(bytes int64) Option { return Option{C.IVF_PARAM_DEVICE_BUDGET, bytes, nil, nil} }
 
+// WithStorageType sets the element type rows are stored in (build; default StorageF32). Given
+// to Load or Deserialize it converts a file of float32 rows (a file already compact keeps its
+// type).
+func WithStorageType(t StorageType) Option {
+	return Option{C.IVF_PARAM_STORAGE_TYPE, int64(t), nil, nil}
+}
+
+// WithShards builds one index over n parts (build, and read by Load and Deserialize: a file
+// opens on any number of parts; default 1): CUDA parts on devices WithDevice, +1, ...
+// (wrapping round the usable devices), or n CPU parts, behind the same Index and calls. An
+// index of several parts takes host memory only (the Device calls are refused) and stores
+// float32 rows only in this version.
+func WithShards(n int) Option { return Option{C.IVF_PARAM_SHARDS, int64(n), nil, nil} }
+
+// WithShardMode sets how the parts of WithShards hold the rows (build, Load, Deserialize;
+// default ShardSplit).
+func WithShardMode(m ShardMode) Option { return Option{C.IVF_PARAM_SHARD_MODE, int64(m), nil, nil} }
+
+// WithDynamicBatching merges concurrent searches (build, and read by Load and Deserialize;
+// off by default): calls of at most 64 host-memory queries with the same k, nprobe and filter
+// that arrive within the batch window of each other (WithBatchWindow) run as one search; each
+// caller gets its own rows, as it would alone. MergedSearches counts them.
+func WithDynamicBatching() Option { return Option{C.IVF_PARAM_DYNAMIC_BATCHING, 1, nil, nil} }
+
+// WithBatchWindow sets how long the first search of a batch waits for others (search; default
+// 100µs; 0 never merges this call; microsecond resolution, at most 10s). Ignored unless the
+// index was built with WithDynamicBatching.
+func WithBatchWindow(d time.Duration) Option {
+	return Option{C.IVF_PARAM_BATCH_WINDOW_US, d.Microseconds(), nil, nil}
+}
+
 // WithFilter restricts a search to the vectors f permits (search; the last WithFilter wins,
 // and WithFilter(nil) means no filter). The search holds f for its duration: Close of f waits
 // for it, and a search given a closed filter fails with ErrClosed.
@@ -366,7 +452,7 @@ func check(op string, s C.ivf_status, msg *C.ivfgo_msg) error {
 	return &Error{Op: op, Code: Code(s), Message: C.GoString(&msg.text[0])}
 }
 
-// Index is an IVF-Flat index of float32 vectors.
+// Index is an IVF-Flat index. Its rows are stored as float32 unless built WithStorageType.
 type Index struct {
 	// mu guards handle: every call holds it for reading (the library runs concurrent calls
 	// on one index safely), Close holds it for writing, because ivf_free must not race with
@@ -439,15 +525,32 @@ func (ix *Index) release() {
 // Dim returns the dimension of the vectors.
 func (ix *Index) Dim() int { return ix.dim }
 
+// hostRows is a caller's host rows as C reads them: the first element, the element type, the
+// number of elements, and the slice itself (kept alive over the call).
+type hostRows struct {
+	ptr   unsafe.Pointer
+	dtype StorageType
+	len   int
+	keep  any
+}
+
+func f32Rows(data []float32) hostRows {
+	r := hostRows{dtype: StorageF32, len: len(data), keep: data}
+	if len(data) > 0 {
+		r.ptr = unsafe.Pointer(&data[0])
+	}
+	return r
+}
+
 // rows checks that data is a non-empty whole number of vectors and returns their count.
-func (ix *Index) rows(op string, data []float32) (int, error) {
-	if len(data) == 0 {
+func (ix *Index) rows(op string, data hostRows) (int, error) {
+	if data.len == 0 {
 		return 0, invalid(op, "no vectors given")
 	}
-	if len(data)%ix.dim != 0 {
-		return 0, invalid(op, "length %d is not a multiple of the dimension %d", len(data), ix.dim)
+	if data.len%ix.dim != 0 {
+		return 0, invalid(op, "length %d is not a multiple of the dimension %d", data.len, ix.dim)
 	}
-	return len(data) / ix.dim, nil
+	return data.len / ix.dim, nil
 }
 
 // Train trains the coarse quantizer (k-means) on data, at least nlist vectors. An index that
@@ -457,17 +560,17 @@ func (ix *Index) rows(op string, data []float32) (int, error) {
 // search: they keep reading the previous state until it returns, and calls that start after
 // it returned see it.
 func (ix *Index) Train(data []float32) error {
-	return ix.train(nil, "Train", data, nil)
+	return ix.train(nil, "Train", f32Rows(data), nil)
 }
 
 // TrainContext is Train that stops when ctx is done: the call is cancelled at its next
 // progress report (about every 50 ms) and returns an error matching both ErrCancelled and
 // ctx.Err(), with the index unchanged. It also reads WithProgress; it ignores other options.
 func (ix *Index) TrainContext(ctx context.Context, data []float32, opts ...Option) error {
-	return ix.train(ctx, "TrainContext", data, opts)
+	return ix.train(ctx, "TrainContext", f32Rows(data), opts)
 }
 
-func (ix *Index) train(ctx context.Context, op string, data []float32, opts []Option) error {
+func (ix *Index) train(ctx context.Context, op string, data hostRows, opts []Option) error {
 	n, err := ix.rows(op, data)
 	if err != nil {
 		return err
@@ -480,21 +583,21 @@ func (ix *Index) train(ctx context.Context, op string, data []float32, opts []Op
 	pc := newProgressCall(ctx, opts)
 	defer pc.delete()
 	var msg C.ivfgo_msg
-	s := C.ivfgo_train(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim), pc.user(), &msg)
-	runtime.KeepAlive(data)
+	s := C.ivfgo_train(h, data.ptr, C.ivf_dtype(data.dtype), C.int64_t(n), C.int64_t(ix.dim), pc.user(), &msg)
+	runtime.KeepAlive(data.keep)
 	return pc.finish(check(op, s, &msg))
 }
 
 // Add adds vectors with sequential ids (continuing from NTotal). All or nothing: on failure
 // the index is unchanged.
 func (ix *Index) Add(data []float32) error {
-	return ix.add(nil, "Add", data, nil, nil)
+	return ix.add(nil, "Add", f32Rows(data), nil, nil)
 }
 
 // AddContext is Add that stops when ctx is done, as TrainContext does (a cancelled add adds
 // nothing). It also reads WithProgress.
 func (ix *Index) AddContext(ctx context.Context, data []float32, opts ...Option) error {
-	return ix.add(ctx, "AddContext", data, nil, opts)
+	return ix.add(ctx, "AddContext", f32Rows(data), nil, opts)
 }
 
 // AddWithIDs adds vectors with caller ids, one per vector (any value except NoID).
@@ -502,7 +605,7 @@ func (ix *Index) AddWithIDs(data []float32, ids []int64) error {
 	if ids == nil {
 		ids = []int64{}
 	}
-	return ix.add(nil, "AddWithIDs", data, ids, nil)
+	return ix.add(nil, "AddWithIDs", f32Rows(data), ids, nil)
 }
 
 // AddWithIDsContext is AddWithIDs that stops when ctx is done, as TrainContext does. It also
@@ -511,10 +614,10 @@ func (ix *Index) AddWithIDsContext(ctx context.Context, data []float32, ids []in
 	if ids == nil {
 		ids = []int64{}
 	}
-	return ix.add(ctx, "AddWithIDsContext", data, ids, opts)
+	return ix.add(ctx, "AddWithIDsContext", f32Rows(data), ids, opts)
 }
 
-func (ix *Index) add(ctx context.Context, op string, data []float32, ids []int64, opts []Option) error {
+func (ix *Index) add(ctx context.Context, op string, data hostRows, ids []int64, opts []Option) error {
 	n, err := ix.rows(op, data)
 	if err != nil {
 		return err
@@ -534,8 +637,8 @@ func (ix *Index) add(ctx context.Context, op string, data []float32, ids []int64
 	pc := newProgressCall(ctx, opts)
 	defer pc.delete()
 	var msg C.ivfgo_msg
-	s := C.ivfgo_add(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim), idp, pc.user(), &msg)
-	runtime.KeepAlive(data)
+	s := C.ivfgo_add(h, data.ptr, C.ivf_dtype(data.dtype), C.int64_t(n), C.int64_t(ix.dim), idp, pc.user(), &msg)
+	runtime.KeepAlive(data.keep)
 	runtime.KeepAlive(ids)
 	return pc.finish(check(op, s, &msg))
 }
@@ -610,17 +713,17 @@ func (r Result) Row(i int) ([]int64, []float32) {
 
 // Search returns the k nearest neighbours of each query (queries: n*Dim() values).
 func (ix *Index) Search(queries []float32, k int, opts ...Option) (Result, error) {
-	return ix.searchAlloc(nil, "Search", queries, k, opts)
+	return ix.searchAlloc(nil, "Search", f32Rows(queries), k, opts)
 }
 
 // SearchContext is Search that stops when ctx is done: the search is cancelled at its next
 // progress report (about every 50 ms) and returns an error matching both ErrCancelled and
 // ctx.Err().
 func (ix *Index) SearchContext(ctx context.Context, queries []float32, k int, opts ...Option) (Result, error) {
-	return ix.searchAlloc(ctx, "SearchContext", queries, k, opts)
+	return ix.searchAlloc(ctx, "SearchContext", f32Rows(queries), k, opts)
 }
 
-func (ix *Index) searchAlloc(ctx context.Context, op string, queries []float32, k int, opts []Option) (Result, error) {
+func (ix *Index) searchAlloc(ctx context.Context, op string, queries hostRows, k int, opts []Option) (Result, error) {
 	n, total, err := ix.resultSize(op, queries, k)
 	if err != nil {
 		return Result{}, err
@@ -636,16 +739,16 @@ func (ix *Index) searchAlloc(ctx context.Context, op string, queries []float32, 
 // the number of queries. On an argument error the slices are untouched; on other errors
 // their contents are unspecified.
 func (ix *Index) SearchInto(queries []float32, k int, ids []int64, distances []float32, opts ...Option) error {
-	return ix.searchInto(nil, "SearchInto", queries, k, ids, distances, opts)
+	return ix.searchInto(nil, "SearchInto", f32Rows(queries), k, ids, distances, opts)
 }
 
 // SearchIntoContext is SearchInto that stops when ctx is done, as SearchContext does (the
 // slices' contents are then unspecified).
 func (ix *Index) SearchIntoContext(ctx context.Context, queries []float32, k int, ids []int64, distances []float32, opts ...Option) error {
-	return ix.searchInto(ctx, "SearchIntoContext", queries, k, ids, distances, opts)
+	return ix.searchInto(ctx, "SearchIntoContext", f32Rows(queries), k, ids, distances, opts)
 }
 
-func (ix *Index) searchInto(ctx context.Context, op string, queries []float32, k int, ids []int64, distances []float32, opts []Option) error {
+func (ix *Index) searchInto(ctx context.Context, op string, queries hostRows, k int, ids []int64, distances []float32, opts []Option) error {
 	n, total, err := ix.resultSize(op, queries, k)
 	if err != nil {
 		return err
@@ -657,7 +760,7 @@ func (ix *Index) searchInto(ctx context.Context, op string, queries []float32, k
 	return ix.search(ctx, op, queries, n, k, ids, distances, opts)
 }
 
-func (ix *Index) resultSize(op string, queries []float32, k int) (n, total int, err error) {
+func (ix *Index) resultSize(op string, queries hostRows, k int) (n, total int, err error) {
 	n, err = ix.rows(op, queries)
 	if err != nil {
 		return 0, 0, err
@@ -671,7 +774,7 @@ func (ix *Index) resultSize(op string, queries []float32, k int) (n, total int, 
 	return n, n * k, nil
 }
 
-func (ix *Index) search(ctx context.Context, op string, queries []float32, n, k int, ids []int64, dists []float32, opts []Option) error {
+func (ix *Index) search(ctx context.Context, op string, queries hostRows, n, k int, ids []int64, dists []float32, opts []Option) error {
 	h, err := ix.acquire()
 	if err != nil {
 		return err
@@ -689,11 +792,11 @@ func (ix *Index) search(ctx context.Context, op string, queries []float32, n, k 
 	pc := newProgressCall(ctx, opts)
 	defer pc.delete()
 	var msg C.ivfgo_msg
-	s := C.ivfgo_search(h, kv, nkv, fh, (*C.float)(unsafe.Pointer(&queries[0])), C.int64_t(n),
+	s := C.ivfgo_search(h, kv, nkv, fh, queries.ptr, C.ivf_dtype(queries.dtype), C.int64_t(n),
 		C.int64_t(ix.dim), C.int64_t(k), (*C.int64_t)(unsafe.Pointer(&ids[0])),
 		(*C.float)(unsafe.Pointer(&dists[0])), pc.user(), &msg)
 	runtime.KeepAlive(keep)
-	runtime.KeepAlive(queries)
+	runtime.KeepAlive(queries.keep)
 	runtime.KeepAlive(ids)
 	runtime.KeepAlive(dists)
 	return pc.finish(check(op, s, &msg))
@@ -734,12 +837,16 @@ func (ix *Index) Remove(ids []int64) (int, error) {
 // index does not hold is added. ids must not repeat nor
 // contain NoID. All or nothing, published as one state.
 func (ix *Index) Update(data []float32, ids []int64) error {
-	n, err := ix.rows("Update", data)
+	return ix.update("Update", f32Rows(data), ids)
+}
+
+func (ix *Index) update(op string, data hostRows, ids []int64) error {
+	n, err := ix.rows(op, data)
 	if err != nil {
 		return err
 	}
 	if len(ids) != n {
-		return invalid("Update", "%d ids for %d vectors", len(ids), n)
+		return invalid(op, "%d ids for %d vectors", len(ids), n)
 	}
 	h, err := ix.acquire()
 	if err != nil {
@@ -747,11 +854,11 @@ func (ix *Index) Update(data []float32, ids []int64) error {
 	}
 	defer ix.release()
 	var msg C.ivfgo_msg
-	s := C.ivfgo_update(h, (*C.float)(unsafe.Pointer(&data[0])), C.int64_t(n), C.int64_t(ix.dim),
+	s := C.ivfgo_update(h, data.ptr, C.ivf_dtype(data.dtype), C.int64_t(n), C.int64_t(ix.dim),
 		idsPtr(ids), &msg)
-	runtime.KeepAlive(data)
+	runtime.KeepAlive(data.keep)
 	runtime.KeepAlive(ids)
-	return check("Update", s, &msg)
+	return check(op, s, &msg)
 }
 
 // UpdateDevice is Update for n vectors and ids in CUDA device memory (device pointers on the
@@ -776,25 +883,33 @@ func (ix *Index) UpdateDevice(data uintptr, n int, ids uintptr, stream uintptr) 
 // the row of an absent id is zeros. An id with several vectors gives the first in list order
 // (CountIDs tells how many there are). Reads one published state.
 func (ix *Index) Get(ids []int64) (vectors []float32, found []bool, err error) {
+	vectors = make([]float32, len(ids)*ix.dim+1) // +1: a valid pointer for no ids
+	if found, err = ix.get("Get", ids, unsafe.Pointer(&vectors[0]), StorageF32); err != nil {
+		return nil, nil, err
+	}
+	return vectors[:len(ids)*ix.dim], found, nil
+}
+
+// get writes the stored rows of ids into out (len(ids)*Dim() elements of dtype, at least one).
+func (ix *Index) get(op string, ids []int64, out unsafe.Pointer, dtype StorageType) ([]bool, error) {
 	h, err := ix.acquire()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer ix.release()
-	vectors = make([]float32, len(ids)*ix.dim+1) // +1: a valid pointer for no ids
 	flags := make([]C.uint8_t, len(ids)+1)
 	var msg C.ivfgo_msg
-	s := C.ivfgo_get(h, idsPtr(ids), C.int64_t(len(ids)), (*C.float)(unsafe.Pointer(&vectors[0])),
-		C.int64_t(ix.dim), &flags[0], &msg)
+	s := C.ivfgo_get(h, idsPtr(ids), C.int64_t(len(ids)), out, C.ivf_dtype(dtype), C.int64_t(ix.dim),
+		&flags[0], &msg)
 	runtime.KeepAlive(ids)
-	if err := check("Get", s, &msg); err != nil {
-		return nil, nil, err
+	if err := check(op, s, &msg); err != nil {
+		return nil, err
 	}
-	found = make([]bool, len(ids))
+	found := make([]bool, len(ids))
 	for i := range found {
 		found[i] = flags[i] != 0
 	}
-	return vectors[:len(ids)*ix.dim], found, nil
+	return found, nil
 }
 
 // CountIDs returns the number of vectors held with each id (0: absent), from one published
@@ -952,6 +1067,30 @@ func (ix *Index) StreamedBytes() (int64, error) {
 	return ix.info("StreamedBytes", C.IVF_INFO_STREAMED_BYTES)
 }
 
+// StorageType returns the element type rows are stored in (WithStorageType).
+func (ix *Index) StorageType() (StorageType, error) {
+	v, err := ix.info("StorageType", C.IVF_INFO_STORAGE_TYPE)
+	return StorageType(v), err
+}
+
+// Shards returns the number of parts of the index (WithShards; 1 for a plain index).
+func (ix *Index) Shards() (int, error) {
+	v, err := ix.info("Shards", C.IVF_INFO_SHARDS)
+	return int(v), err
+}
+
+// LiveShards returns the parts still serving (a replica whose device was lost no longer does).
+func (ix *Index) LiveShards() (int, error) {
+	v, err := ix.info("LiveShards", C.IVF_INFO_LIVE_SHARDS)
+	return int(v), err
+}
+
+// MergedSearches returns the searches answered inside a merged batch of two or more
+// (WithDynamicBatching) since the index was created.
+func (ix *Index) MergedSearches() (int64, error) {
+	return ix.info("MergedSearches", C.IVF_INFO_MERGED_SEARCHES)
+}
+
 // Save writes the index to path atomically (path is replaced only on success).
 func (ix *Index) Save(path string) error { return ix.save("Save", path, 0) }
 
@@ -990,8 +1129,9 @@ func (ix *Index) Serialize() ([]byte, error) {
 }
 
 // Load reads an index written by Save or a FAISS IndexIVFFlat file. Options choose the
-// backend, device, threads and device budget (WithDeviceBudget: open it into host memory);
-// everything else comes from the file.
+// backend, device, threads and device budget (WithDeviceBudget: open it into host memory),
+// the parts (WithShards, WithShardMode), WithDynamicBatching, and WithStorageType (convert a
+// file of float32 rows); everything else comes from the file.
 func Load(path string, opts ...Option) (*Index, error) {
 	return load(nil, "Load", path, opts)
 }

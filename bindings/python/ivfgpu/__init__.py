@@ -24,7 +24,7 @@ from ._errors import (BufferTooSmallError, CancelledError, CorruptDataError, Cud
                       DeviceLostError, InternalError, InvalidArgumentError, InvalidStateError,
                       IOError_, IvfError, IvfIOError, OutOfDeviceMemoryError, OutOfHostMemoryError,
                       UnsupportedError, VersionMismatchError, check as _check)
-from ._index import Backend, Filter, Index, Metric, SearchResult
+from ._index import Backend, Filter, Index, Metric, SearchResult, StorageType
 from ._progress import Stage
 from ._lib import LibraryNotFoundError
 
@@ -36,6 +36,15 @@ METRIC_COSINE = Metric.COSINE
 BACKEND_AUTO = Backend.AUTO
 BACKEND_CPU = Backend.CPU
 BACKEND_CUDA = Backend.CUDA
+# Storage types (Index(storage=...)): also "f32", "f16", "bf16", "uint8", "int8" or numpy dtypes.
+STORAGE_F32 = StorageType.F32
+STORAGE_F16 = StorageType.F16
+STORAGE_BF16 = StorageType.BF16
+STORAGE_UINT8 = StorageType.UINT8
+STORAGE_INT8 = StorageType.INT8
+# Index(shard_mode=...): also "split" or "replicate".
+SHARD_SPLIT = _lib.IVF_SHARD_SPLIT
+SHARD_REPLICATE = _lib.IVF_SHARD_REPLICATE
 
 # Keys of Index.info().
 INFO_DIM = _lib.IVF_INFO_DIM
@@ -61,6 +70,12 @@ INFO_HOST_TIER_BYTES = _lib.IVF_INFO_HOST_TIER_BYTES
 INFO_CACHE_HITS = _lib.IVF_INFO_CACHE_HITS
 INFO_CACHE_MISSES = _lib.IVF_INFO_CACHE_MISSES
 INFO_STREAMED_BYTES = _lib.IVF_INFO_STREAMED_BYTES
+# Dynamic batching, several parts, storage type (also Index.merged_searches, .shards,
+# .live_shards, .storage).
+INFO_MERGED_SEARCHES = _lib.IVF_INFO_MERGED_SEARCHES
+INFO_SHARDS = _lib.IVF_INFO_SHARDS
+INFO_LIVE_SHARDS = _lib.IVF_INFO_LIVE_SHARDS
+INFO_STORAGE_TYPE = _lib.IVF_INFO_STORAGE_TYPE
 
 
 def library_path() -> str:
@@ -87,11 +102,12 @@ def cuda_device_count() -> int:
 
 
 __all__ = [
-    "Index", "Filter", "SearchResult", "Metric", "Backend", "IvfError", "InvalidArgumentError",
+    "Index", "Filter", "SearchResult", "Metric", "Backend", "StorageType", "IvfError", "InvalidArgumentError",
     "OutOfDeviceMemoryError", "OutOfHostMemoryError", "CudaError", "UnsupportedError",
     "InvalidStateError", "BufferTooSmallError", "IvfIOError", "IOError_", "CorruptDataError",
     "VersionMismatchError", "DeviceLostError", "InternalError", "CancelledError", "Stage",
     "LibraryNotFoundError",
     "METRIC_L2", "METRIC_INNER_PRODUCT", "METRIC_COSINE", "BACKEND_AUTO", "BACKEND_CPU",
-    "BACKEND_CUDA", "library_path", "version", "abi_version", "cuda_device_count",
+    "BACKEND_CUDA", "STORAGE_F32", "STORAGE_F16", "STORAGE_BF16", "STORAGE_UINT8",
+    "STORAGE_INT8", "SHARD_SPLIT", "SHARD_REPLICATE", "library_path", "version", "abi_version", "cuda_device_count",
 ]

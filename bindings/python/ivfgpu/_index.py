@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _arrays
 from . import _lib
-from ._errors import InvalidStateError, check
+from ._errors import InvalidStateError, UnsupportedError, check
 from ._progress import ProgressCall, ProgressCallable
 
 
@@ -59,11 +59,59 @@ class Backend(IntEnum):
         return self.label
 
 
+class StorageType(IntEnum):
+    """ivf_dtype: the element type an index stores its rows in (``Index(storage=...)``), and the
+    type of data passed to it. Compares equal to its int value and to its names ("f32",
+    "float32", "f16", "float16", "bf16", "bfloat16", "uint8", "int8")."""
+    F32 = _lib.IVF_DTYPE_F32
+    F16 = _lib.IVF_DTYPE_F16
+    UINT8 = _lib.IVF_DTYPE_U8
+    INT8 = _lib.IVF_DTYPE_I8
+    BF16 = _lib.IVF_DTYPE_BF16
+
+    @property
+    def label(self) -> str:
+        return ("f32", "f16", "uint8", "int8", "bf16")[int(self)]
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The numpy dtype of arrays of this type. bf16 has none in numpy: its arrays are uint16
+        holding the bfloat16 bit patterns (the upper half of a float32)."""
+        return np.dtype((np.float32, np.float16, np.uint8, np.int8, np.uint16)[int(self)])
+
+    @classmethod
+    def of(cls, value: Any) -> "StorageType":
+        """A name ("f32", "float16", "bf16", "uint8", ...), a numpy dtype (float32, float16,
+        uint8, int8; a dtype named "bfloat16", e.g. ml_dtypes') or an int."""
+        return cls(_storage_value(value))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (str, np.dtype, type)):  # a name or a numpy dtype
+            try:
+                return _storage_value(other) == int(self)
+            except (TypeError, ValueError):
+                return False
+        return int(self) == other
+
+    __hash__ = IntEnum.__hash__
+
+    def __str__(self) -> str:
+        return self.label
+
+
 _METRIC_NAMES = {"l2": 0, "inner_product": 1, "ip": 1, "cosine": 2}
 _BACKEND_NAMES = {"auto": 0, "cpu": 1, "cuda": 2, "gpu": 2}
+_SHARD_MODE_NAMES = {"split": _lib.IVF_SHARD_SPLIT, "replicate": _lib.IVF_SHARD_REPLICATE}
+# Not numpy's one-letter codes: np.dtype("f16") is float128 and "u8" is uint64.
+_STORAGE_NAMES = {"f32": 0, "float32": 0, "fp32": 0, "f16": 1, "float16": 1, "fp16": 1,
+                  "half": 1, "uint8": 2, "int8": 3, "bf16": 4, "bfloat16": 4}
+# numpy dtypes that are an ivf_dtype (bf16: ml_dtypes' bfloat16, matched by name)
+_NUMPY_STORAGE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.uint8): 2,
+                  np.dtype(np.int8): 3}
 
 MetricLike = Union[str, int]
 BackendLike = Union[str, int]
+StorageLike = Union[str, int, Any]  # a name, a numpy dtype or an ivf_dtype value
 
 
 def _enum_value(value: Any, names: dict, what: str) -> int:
@@ -73,6 +121,30 @@ def _enum_value(value: Any, names: dict, what: str) -> int:
         except KeyError:
             raise ValueError(f"{what}: unknown name {value!r} (one of {sorted(names)})") from None
     return int(value)
+
+
+def _numpy_storage(dt: np.dtype) -> Optional[int]:
+    """The ivf_dtype of a numpy dtype, None when it is none."""
+    if dt.name == "bfloat16" and dt.itemsize == 2:  # ml_dtypes / JAX
+        return _lib.IVF_DTYPE_BF16
+    return _NUMPY_STORAGE.get(dt)
+
+
+def _storage_value(value: Any, what: str = "storage") -> int:
+    """An ivf_dtype from a name, a numpy dtype (or type) or an int."""
+    if isinstance(value, str):
+        return _enum_value(value, _STORAGE_NAMES, what)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    try:
+        dt = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"{what}: expected a name, a numpy dtype or an int, got {value!r}") from None
+    code = _numpy_storage(dt)
+    if code is None:
+        raise ValueError(f"{what}: numpy dtype {dt.name} is no storage type (float32, float16, "
+                         "uint8, int8; bf16 by name)")
+    return code
 
 
 class SearchResult(NamedTuple):
@@ -170,6 +242,23 @@ def _set_device_budget(p: _Params, device_budget: int) -> None:
         p.set_int(_lib.IVF_PARAM_DEVICE_BUDGET, device_budget, "device_budget")
 
 
+def _set_parts(p: _Params, storage: Optional[StorageLike], shards: int, shard_mode: Any,
+               dynamic_batching: bool) -> None:
+    # As the budget: set only when not the default, so that a library older than the keys
+    # still takes an index that does not use them.
+    if storage is not None:
+        code = _storage_value(storage)
+        if code != _lib.IVF_DTYPE_F32:
+            p.set_int(_lib.IVF_PARAM_STORAGE_TYPE, code, "storage")
+    if int(shards) != 1:
+        p.set_int(_lib.IVF_PARAM_SHARDS, shards, "shards")
+    mode = _enum_value(shard_mode, _SHARD_MODE_NAMES, "shard_mode")
+    if mode != _lib.IVF_SHARD_SPLIT:
+        p.set_int(_lib.IVF_PARAM_SHARD_MODE, mode, "shard_mode")
+    if dynamic_batching:
+        p.set_int(_lib.IVF_PARAM_DYNAMIC_BATCHING, 1, "dynamic_batching")
+
+
 class Filter:
     """A reusable, immutable set of ids restricting searches (``Index.search(filter=...)``).
 
@@ -230,7 +319,8 @@ class Index:
     waits for calls in flight, then frees the index.
 
     Host data: a C-contiguous float32 numpy array goes to C by its own pointer; any other dtype,
-    layout or sequence is converted with one copy to float32 (ids: to int64). Device data
+    layout or sequence is converted with one copy to float32 (ids: to int64), except arrays of
+    the index's storage type (below). Device data
     (``__cuda_array_interface__`` or DLPack: CuPy, PyTorch) goes as device memory on its stream
     and needs a CUDA index; it must be C-contiguous float32 (ids int64).
 
@@ -257,12 +347,41 @@ class Index:
     Ctrl-C: a KeyboardInterrupt (SIGINT with Python's default handler, on the main thread)
     arriving while one of those calls runs cancels it within about 50 ms, leaving the index
     unchanged, and the call raises KeyboardInterrupt.
+
+    ``storage``: the element type rows are stored in: "f32" (default), "f16", "bf16", "uint8",
+    "int8" (or numpy float32, float16, uint8, int8; see ``StorageType``). Compact types run on
+    the CPU backend ("auto" picks it; "cuda" raises UnsupportedError); uint8 and int8 take only
+    integers in range (no scaling), f16 and bf16 round to nearest even; cosine needs a floating
+    type. train, add, update and search take float32 data (converted by the library) or data of
+    the storage type: a numpy array whose dtype is the storage type (float16, uint8, int8) goes
+    to C as that type, by its own pointer when C-contiguous (else one copy, same dtype). Arrays
+    of any other dtype are converted to float32 as before (a uint8 array for an f16 index, a
+    float64 array for any index). bf16 has no numpy dtype: pass ``dtype="bf16"`` with a uint16
+    array of bfloat16 bit patterns (an array whose dtype is named "bfloat16", such as
+    ml_dtypes', is recognised without it), or float32 data. ``get(ids, dtype=...)`` returns the
+    stored type instead of float32. ``load`` and ``deserialize`` take ``storage=`` too: a file
+    of f32 rows is converted on opening (a file already compact keeps its type).
+
+    ``shards`` (>= 1) and ``shard_mode`` ("split" or "replicate"): one index over several parts
+    (CUDA devices ``device``, +1, ... wrapping round the usable ones, or CPU parts) behind the
+    same calls. "split" deals rows to the parts and merges their top-k into exactly the
+    one-part result; "replicate" gives every part every row and splits queries among them.
+    Host memory only and f32 storage only in this version; ``load`` and ``deserialize`` take
+    both (a file opens on any number of parts). ``shards``, ``live_shards`` report them.
+
+    ``dynamic_batching=True``: concurrent searches (from threads) of at most 64 host queries
+    with the same k, nprobe and filter arriving within ``batch_window_us`` (a search keyword;
+    default 100 µs, 0 keeps a call alone) run as one search; each caller gets the rows it would
+    get alone. ``merged_searches`` counts the calls answered in a merged batch. ``load`` and
+    ``deserialize`` take it too (it is not saved in files).
     """
 
     def __init__(self, dim: int, *, nlist: int = 1024, metric: MetricLike = "l2",
                  backend: BackendLike = "auto", device: int = 0, nprobe: int = 8,
                  kmeans_iters: int = 10, max_points_per_centroid: int = 256, seed: int = 1234,
-                 num_threads: int = 0, unique_ids: bool = False, device_budget: int = 0) -> None:
+                 num_threads: int = 0, unique_ids: bool = False, device_budget: int = 0,
+                 storage: StorageLike = "f32", shards: int = 1,
+                 shard_mode: Union[str, int] = "split", dynamic_batching: bool = False) -> None:
         lib = _lib.load()
         with _Params(lib) as p:
             p.set_int(_lib.IVF_PARAM_NLIST, nlist, "nlist")
@@ -278,6 +397,7 @@ class Index:
             p.set_int(_lib.IVF_PARAM_NUM_THREADS, num_threads, "num_threads")
             p.set_int(_lib.IVF_PARAM_UNIQUE_IDS, 1 if unique_ids else 0, "unique_ids")
             _set_device_budget(p, device_budget)
+            _set_parts(p, storage, shards, shard_mode, dynamic_batching)
             out = c_void_p()
             check(lib.ivf_create(byref(out), int(dim), p.ptr), "ivf_create")
         self._adopt(out.value, num_threads)  # type: ignore[arg-type]
@@ -285,6 +405,15 @@ class Index:
     def _adopt(self, ptr: int, num_threads: int) -> None:
         self._h = _Handle(ptr, _lib.load().ivf_free, "index")
         self._num_threads = num_threads
+        # Fixed for the handle's life: read once (a library older than the key stores f32).
+        try:
+            code = self.info(_lib.IVF_INFO_STORAGE_TYPE)
+        except UnsupportedError:
+            code = _lib.IVF_DTYPE_F32
+        try:
+            self._storage = StorageType(code)
+        except ValueError:  # a type newer than this package: its rows go as float32 only
+            self._storage = code  # type: ignore[assignment]
 
     @classmethod
     def _from_handle(cls, ptr: int, num_threads: int) -> "Index":
@@ -355,6 +484,26 @@ class Index:
         return self.info(_lib.IVF_INFO_DEVICE_BUDGET)
 
     @property
+    def storage(self) -> StorageType:
+        """The element type rows are stored in (``storage=``), e.g. StorageType.UINT8 (== "uint8")."""
+        return self._storage
+
+    @property
+    def shards(self) -> int:
+        """Parts of the index (``shards=``); 1 for a plain index."""
+        return self.info(_lib.IVF_INFO_SHARDS)
+
+    @property
+    def live_shards(self) -> int:
+        """Parts still serving (a replica whose device was lost no longer does)."""
+        return self.info(_lib.IVF_INFO_LIVE_SHARDS)
+
+    @property
+    def merged_searches(self) -> int:
+        """Searches answered inside a merged batch of two or more (``dynamic_batching=True``)."""
+        return self.info(_lib.IVF_INFO_MERGED_SEARCHES)
+
+    @property
     def closed(self) -> bool:
         return self._h.closed
 
@@ -386,11 +535,36 @@ class Index:
             raise TypeError(f"ids: device ids must be int64 of shape ({n},), got {v.typestr} {v.shape}")
         return v
 
+    def _host_rows(self, x: Any, what: str, dtype: Optional[StorageLike]) -> Tuple[np.ndarray, int]:
+        """Host data as (C-contiguous (n, dim) array, ivf_dtype). dtype None: an array of the
+        index's storage type goes as that type (no copy when C-contiguous); anything else is
+        float32 (one converting copy unless already C-contiguous float32). dtype given: the
+        array must already hold that type (bf16: uint16 bit patterns); only f32 converts."""
+        if dtype is None:
+            code = _lib.IVF_DTYPE_F32
+            if isinstance(x, np.ndarray) and self._storage != StorageType.F32 \
+                    and _numpy_storage(x.dtype) == int(self._storage):
+                code = int(self._storage)
+        else:
+            code = _storage_value(dtype, "dtype")
+            if code not in _STORAGE_NAMES.values():
+                raise ValueError(f"{what}: unknown dtype {dtype!r}")
+        if code == _lib.IVF_DTYPE_F32:
+            return _arrays.rows(_arrays.host_array(x, np.float32, what), self.dim, what), code
+        want = StorageType(code).numpy_dtype
+        if not isinstance(x, np.ndarray) or not (x.dtype == want or _numpy_storage(x.dtype) == code):
+            got = type(x).__name__ if not isinstance(x, np.ndarray) else x.dtype.name
+            raise TypeError(f"{what}: dtype={StorageType(code).label!r} needs a numpy array of "
+                            f"{want.name}{' bit patterns' if code == _lib.IVF_DTYPE_BF16 else ''}, "
+                            f"got {got}")
+        return _arrays.rows(_arrays.host_array(x, x.dtype, what), self.dim, what), code
+
     def train(self, x: Any, *, stream: Optional[int] = None,
-              progress: Optional[ProgressCallable] = None) -> None:
+              progress: Optional[ProgressCallable] = None,
+              dtype: Optional[StorageLike] = None) -> None:
         """Train the coarse quantizer on x (n, dim), n >= nlist. Device arrays go through
         ivf_train_ex on their stream (``stream=`` overrides it, a cudaStream_t address).
-        ``progress``: see the class documentation."""
+        ``progress``, ``dtype`` (host data of the storage type): see the class documentation."""
         lib = _lib.load()
         if _arrays.is_device_array(x):
             v = self._dev_rows(x, "train", stream)
@@ -401,17 +575,18 @@ class Index:
                 pc.check(lib.ivf_train_ex(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0],
                                           v.shape[1]), "ivf_train_ex")
             return
-        a = _arrays.rows(_arrays.host_array(x, np.float32, "train"), self.dim, "train")
+        a, code = self._host_rows(x, "train", dtype)
         with self._h.use("ivf_train") as h, ProgressCall(progress) as pc, \
                 _progress_params(lib, pc) as p:
-            pc.check(lib.ivf_train_ex(h, p, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0],
-                                      a.shape[1]), "ivf_train")
+            pc.check(lib.ivf_train_ex(h, p, a.ctypes.data, code, a.shape[0], a.shape[1]),
+                     "ivf_train")
 
     def add(self, x: Any, ids: Any = None, *, stream: Optional[int] = None,
-            progress: Optional[ProgressCallable] = None) -> None:
+            progress: Optional[ProgressCallable] = None,
+            dtype: Optional[StorageLike] = None) -> None:
         """Add vectors x (n, dim), with ids (n int64 values, -1 excepted) or sequential ids.
-        All or nothing. Device x (and ids) go through ivf_add_ex. ``progress``: see the class
-        documentation."""
+        All or nothing. Device x (and ids) go through ivf_add_ex. ``progress``, ``dtype``:
+        see the class documentation."""
         lib = _lib.load()
         if _arrays.is_device_array(x):
             v = self._dev_rows(x, "add", stream)
@@ -423,11 +598,11 @@ class Index:
                 pc.check(lib.ivf_add_ex(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0],
                                         v.shape[1], None if iv is None else iv.ptr), "ivf_add_ex")
             return
-        a = _arrays.rows(_arrays.host_array(x, np.float32, "add"), self.dim, "add")
+        a, code = self._host_rows(x, "add", dtype)
         i = None if ids is None else _arrays.id_array(ids, a.shape[0])
         with self._h.use("ivf_add") as h, ProgressCall(progress) as pc, \
                 _progress_params(lib, pc) as p:
-            pc.check(lib.ivf_add_ex(h, p, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0],
+            pc.check(lib.ivf_add_ex(h, p, a.ctypes.data, code, a.shape[0],
                                     a.shape[1], None if i is None else i.ctypes.data), "ivf_add")
 
     def reset(self) -> None:
@@ -444,8 +619,10 @@ class Index:
                                          byref(removed)), "ivf_remove")
         return removed.value
 
-    def update(self, x: Any, ids: Any, *, stream: Optional[int] = None) -> None:
-        """Upsert: each id then names exactly its row of x. ids must not repeat; all or nothing."""
+    def update(self, x: Any, ids: Any, *, stream: Optional[int] = None,
+               dtype: Optional[StorageLike] = None) -> None:
+        """Upsert: each id then names exactly its row of x. ids must not repeat; all or nothing.
+        ``dtype``: see the class documentation (host data of the storage type)."""
         lib = _lib.load()
         if _arrays.is_device_array(x):
             v = self._dev_rows(x, "update", stream)
@@ -455,24 +632,37 @@ class Index:
                 check(lib.ivf_update(h, p.ptr, v.ptr, _lib.IVF_DTYPE_F32, v.shape[0], v.shape[1],
                                      iv.ptr), "ivf_update")
             return
-        a = _arrays.rows(_arrays.host_array(x, np.float32, "update"), self.dim, "update")
+        a, code = self._host_rows(x, "update", dtype)
         i = _arrays.id_array(ids, a.shape[0])
         with self._h.use("ivf_update") as h:
-            check(lib.ivf_update(h, None, a.ctypes.data, _lib.IVF_DTYPE_F32, a.shape[0], a.shape[1],
+            check(lib.ivf_update(h, None, a.ctypes.data, code, a.shape[0], a.shape[1],
                                  i.ctypes.data), "ivf_update")
 
     # --- reads ----------------------------------------------------------------------------
 
-    def get(self, ids: Any) -> Tuple[np.ndarray, np.ndarray]:
-        """The stored vector of each id: ``(vectors (n, dim) float32, found (n,) bool)``; rows
-        of absent ids are zeros. Cosine indexes store unit vectors."""
+    def get(self, ids: Any, dtype: Optional[StorageLike] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """The stored vector of each id: ``(vectors (n, dim), found (n,) bool)``; rows of absent
+        ids are zeros. Cosine indexes store unit vectors. ``dtype``: None or "f32" (float32,
+        the default), or the index's storage type ("storage" names it): float16, uint8 or int8
+        arrays, and for bf16 uint16 arrays of bfloat16 bit patterns (exactly the stored rows);
+        any other type raises InvalidArgumentError."""
         i = _arrays.id_array(ids, None)
         dim = self.dim
-        out = np.zeros((i.shape[0], dim), dtype=np.float32)
+        if dtype is None:
+            code = _lib.IVF_DTYPE_F32
+        elif isinstance(dtype, str) and dtype.lower() == "storage":
+            code = int(self._storage)
+        else:
+            code = _storage_value(dtype, "dtype")
+        try:
+            np_dtype = StorageType(code).numpy_dtype
+        except ValueError:
+            raise ValueError(f"get: unknown dtype {dtype!r}") from None
+        out = np.zeros((i.shape[0], dim), dtype=np_dtype)
         found = np.zeros(i.shape[0], dtype=np.uint8)
         with self._h.use("ivf_get") as h:
             check(_lib.load().ivf_get(h, None, i.ctypes.data, i.shape[0], out.ctypes.data,
-                                      _lib.IVF_DTYPE_F32, dim, found.ctypes.data), "ivf_get")
+                                      code, dim, found.ctypes.data), "ivf_get")
         return out, found.astype(bool)
 
     def count_ids(self, ids: Any) -> np.ndarray:
@@ -487,7 +677,9 @@ class Index:
     def search(self, q: Any, k: int, *, nprobe: Optional[int] = None,
                filter: Optional[Filter] = None, out: Optional[Tuple[Any, Any]] = None,
                stream: Optional[int] = None,
-               progress: Optional[ProgressCallable] = None) -> SearchResult:
+               progress: Optional[ProgressCallable] = None,
+               batch_window_us: Optional[int] = None,
+               dtype: Optional[StorageLike] = None) -> SearchResult:
         """The k nearest neighbours of each query row: ``SearchResult(distances, ids)``, both
         (n, k), best first; ``distances, ids = index.search(q, k)`` as with FAISS.
 
@@ -498,9 +690,14 @@ class Index:
         stream (or ``stream=``, a cudaStream_t address) and may return before the results are
         ready on that stream; with no stream known it returns with results ready.
         progress: see the class documentation.
+        batch_window_us: with ``dynamic_batching=True``, how long (microseconds) the first call
+        of a batch waits for others (default 100; 0 never merges this call); ignored otherwise.
+        dtype: host queries of the storage type (see the class documentation); results are
+        float32 distances whatever the query type.
         """
         lib = _lib.load()
         k = int(k)
+        code = _lib.IVF_DTYPE_F32
         device = _arrays.is_device_array(q)
         s: Optional[int] = None
         if device:
@@ -517,7 +714,7 @@ class Index:
             dptr, iptr = dv.ptr, iv.ptr
             keep: Any = (v, dv, iv)
         else:
-            a = _arrays.rows(_arrays.host_array(q, np.float32, "search"), self.dim, "search")
+            a, code = self._host_rows(q, "search", dtype)
             n, dim, qptr = a.shape[0], a.shape[1], a.ctypes.data
             if out is None:
                 out = (np.empty((n, k), dtype=np.float32), np.empty((n, k), dtype=np.int64))
@@ -532,12 +729,16 @@ class Index:
         params = None
         pc = ProgressCall(progress)
         with pc:
-            if nprobe is not None or filter is not None or device or pc.active:
+            if nprobe is not None or filter is not None or device or pc.active \
+                    or batch_window_us is not None:
                 params = _Params(lib)
             try:
                 if params is not None:
                     if nprobe is not None:
                         params.set_int(_lib.IVF_PARAM_NPROBE, nprobe, "nprobe")
+                    if batch_window_us is not None:
+                        params.set_int(_lib.IVF_PARAM_BATCH_WINDOW_US, batch_window_us,
+                                       "batch_window_us")
                     if device:
                         params.set_int(_lib.IVF_PARAM_MEMORY_KIND, _lib.IVF_MEMORY_DEVICE,
                                        "memory_kind")
@@ -549,12 +750,12 @@ class Index:
                         with filter._h.use("ivf_search") as fp:
                             assert params is not None
                             params.set_ptr(_lib.IVF_PARAM_FILTER, fp, "filter")
-                            st = lib.ivf_search(h, params.ptr, qptr, _lib.IVF_DTYPE_F32, n, dim,
-                                                k, iptr, dptr)
+                            st = lib.ivf_search(h, params.ptr, qptr, code, n, dim, k, iptr,
+                                                dptr)
                             pc.check(st, "ivf_search")
                     else:
                         st = lib.ivf_search(h, None if params is None else params.ptr, qptr,
-                                            _lib.IVF_DTYPE_F32, n, dim, k, iptr, dptr)
+                                            code, n, dim, k, iptr, dptr)
                         pc.check(st, "ivf_search")
             finally:
                 if params is not None:
@@ -576,7 +777,9 @@ class Index:
 
     @staticmethod
     def _load_params(lib: ctypes.CDLL, backend: BackendLike, device: int, num_threads: int,
-                     device_budget: int = 0) -> _Params:
+                     device_budget: int = 0, storage: Optional[StorageLike] = None,
+                     shards: int = 1, shard_mode: Union[str, int] = "split",
+                     dynamic_batching: bool = False) -> _Params:
         p = _Params(lib)
         try:
             p.set_int(_lib.IVF_PARAM_BACKEND, _enum_value(backend, _BACKEND_NAMES, "backend"),
@@ -584,6 +787,7 @@ class Index:
             p.set_int(_lib.IVF_PARAM_DEVICE, device, "device")
             p.set_int(_lib.IVF_PARAM_NUM_THREADS, num_threads, "num_threads")
             _set_device_budget(p, device_budget)
+            _set_parts(p, storage, shards, shard_mode, dynamic_batching)
         except BaseException:
             lib.ivf_params_free(p.ptr)
             raise
@@ -592,14 +796,19 @@ class Index:
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"], *, backend: BackendLike = "auto",
              device: int = 0, num_threads: int = 0, device_budget: int = 0,
-             progress: Optional[ProgressCallable] = None) -> "Index":
+             progress: Optional[ProgressCallable] = None, storage: Optional[StorageLike] = None,
+             shards: int = 1, shard_mode: Union[str, int] = "split",
+             dynamic_batching: bool = False) -> "Index":
         """Read a file written by save() or a FAISS IndexIVFFlat file. With
         ``device_budget`` (bytes) a CUDA index is opened into pinned host memory, the device
         caching the most-probed lists within the budget. ``progress``: see the class
-        documentation (stage "load")."""
+        documentation (stage "load"). ``storage``: convert a file of f32 rows to that type
+        (None, the default, and "f32" keep the file's type; a compact file keeps its own).
+        ``shards``, ``shard_mode``, ``dynamic_batching``: as for Index() (not in the file)."""
         lib = _lib.load()
         out = c_void_p()
-        with cls._load_params(lib, backend, device, num_threads, device_budget) as p, \
+        with cls._load_params(lib, backend, device, num_threads, device_budget, storage, shards,
+                              shard_mode, dynamic_batching) as p, \
                 ProgressCall(progress) as pc:
             pc.attach(lib, p.ptr)
             pc.check(lib.ivf_load(os.fsencode(path), p.ptr, byref(out)), "ivf_load")
@@ -622,13 +831,18 @@ class Index:
     @classmethod
     def deserialize(cls, data: Union[bytes, bytearray, memoryview], *, backend: BackendLike = "auto",
                     device: int = 0, num_threads: int = 0, device_budget: int = 0,
-                    progress: Optional[ProgressCallable] = None) -> "Index":
+                    progress: Optional[ProgressCallable] = None,
+                    storage: Optional[StorageLike] = None, shards: int = 1,
+                    shard_mode: Union[str, int] = "split",
+                    dynamic_batching: bool = False) -> "Index":
         """Build an index from serialize()'s bytes (or a FAISS IndexIVFFlat file image);
-        ``device_budget`` and ``progress`` as for load()."""
+        ``device_budget``, ``progress``, ``storage``, ``shards``, ``shard_mode`` and
+        ``dynamic_batching`` as for load()."""
         lib = _lib.load()
         buf = np.frombuffer(data, dtype=np.uint8)  # no copy
         out = c_void_p()
-        with cls._load_params(lib, backend, device, num_threads, device_budget) as p, \
+        with cls._load_params(lib, backend, device, num_threads, device_budget, storage, shards,
+                              shard_mode, dynamic_batching) as p, \
                 ProgressCall(progress) as pc:
             pc.attach(lib, p.ptr)
             pc.check(lib.ivf_deserialize(buf.ctypes.data if buf.size else None, buf.size, p.ptr,
@@ -644,6 +858,7 @@ class Index:
         h, other._h = other._h, None  # type: ignore[assignment]
         self._h = h
         self._num_threads = state.get("num_threads", 0)
+        self._storage = other._storage
 
     # --- lifetime -------------------------------------------------------------------------
 
@@ -667,6 +882,8 @@ class Index:
             return (f"<ivfgpu.Index dim={self.dim} nlist={self.nlist} ntotal={self.ntotal} "
                     f"metric={self.metric.label} backend={self.backend.label}"
                     f"{'' if self.backend != Backend.CUDA else f' device={self.device}'}"
+                    f"{'' if self._storage == StorageType.F32 else f' storage={self._storage.label}'}"
+                    f"{'' if self.shards == 1 else f' shards={self.shards}'}"
                     f" trained={self.is_trained}>")
         except Exception as e:  # never fail in repr
             return f"<ivfgpu.Index ({e})>"

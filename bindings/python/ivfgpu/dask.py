@@ -55,8 +55,13 @@ sees a GPU, else a CPU one (``backends`` lists what each shard got); with one GP
 (CUDA_VISIBLE_DEVICES set per worker, as dask-cuda does) ``device=0`` is right everywhere.
 Every ``Index`` keyword given to ``DistributedIndex`` reaches the training index, and those that
 ``Index.deserialize`` / ``Index.load`` take (``backend``, ``device``, ``num_threads``,
-``device_budget``) reach every shard replica, at creation and at ``load`` (where keywords given
-to ``load`` override the saved ones): ``device_budget=`` is per shard replica, i.e. per worker.
+``device_budget``, ``storage``, ``shard_mode``, ``dynamic_batching``) reach every shard replica,
+at creation and at ``load`` (where keywords given to ``load`` override the saved ones):
+``device_budget=`` is per shard replica, i.e. per worker. ``storage=`` ("uint8", "f16", ...;
+kept in the manifest by name) makes every shard store that type; rows and queries still travel
+to the workers as float32 and the library converts them there (uint8/int8: integers in range).
+``Index(shards=)`` (parts of one index) is not reachable: ``shards`` here is the number of
+Dask shards.
 Filters travel as ids (``filter=ids`` or ``(ids, "deny")``): an ``ivfgpu.Filter`` is a handle
 in one process.
 
@@ -292,6 +297,36 @@ def merge_topk(parts, k: int, metric: str):
     return _ivf.SearchResult(np.take_along_axis(d, order, 1), np.take_along_axis(i, order, 1))
 
 
+def _check_rows(x: np.ndarray, storage: str, metric: str, what: str, where: str) -> None:
+    """The library's rules for float32 rows, on the client, so that a bad row fails the whole
+    call before any shard changed (a shard's own refusal would leave the others' part done):
+    no NaN or Inf; for uint8 / int8 storage only integers in range (no scaling); for f16 /
+    bf16 storage (except cosine, whose rows are normalised first) no value that rounds beyond
+    the type's range."""
+    def refuse(rows, why):
+        r = int(rows[0])
+        raise _invalid(f"{what}: data row {r} {why}", where)
+
+    bad = np.flatnonzero(~np.isfinite(x).all(axis=1))
+    if bad.size:
+        refuse(bad, "holds NaN or Inf (rejected: no distance is defined for it)")
+    if storage in ("uint8", "int8"):
+        lo, hi = (0, 255) if storage == "uint8" else (-128, 127)
+        bad = np.flatnonzero(((x != np.rint(x)) | (x < lo) | (x > hi)).any(axis=1))
+        if bad.size:
+            refuse(bad, f"holds a value that is no {storage} (integers {lo}..{hi}; no scaling)")
+    elif storage == "f16" and metric != "cosine":
+        bad = np.flatnonzero((np.abs(x) >= 65520).any(axis=1))
+        if bad.size:
+            refuse(bad, "holds a value outside the f16 range (|x| < 65520)")
+    elif storage == "bf16" and metric != "cosine":
+        bits = x.view(np.uint32).astype(np.uint64)
+        up = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
+        bad = np.flatnonzero(((up & 0x7F80) == 0x7F80).any(axis=1))
+        if bad.size:
+            refuse(bad, "holds a value outside the bf16 range")
+
+
 def _is_dask_array(x) -> bool:
     try:
         import dask.array as da
@@ -329,6 +364,9 @@ class DistributedIndex:
         self.client = client
         self.dim = int(dim)
         self.index_params = dict(index_params)
+        if self.index_params.get("storage") is not None:  # by name: the manifest is JSON
+            self.index_params["storage"] = _ivf.StorageType.of(self.index_params["storage"]).label
+        self._storage = self.index_params.get("storage") or "f32"
         self.metric = _metric_name(self.index_params.get("metric", "l2"))
         self.unique_ids = bool(self.index_params.get("unique_ids", False))
         self.default_nprobe = int(self.index_params.get("nprobe", 8))
@@ -541,7 +579,13 @@ class DistributedIndex:
             raise _state_error("DistributedIndex is not trained")
 
     def add(self, x, ids=None, *, _hold=None) -> None:
-        """Add rows (numpy or Dask array); ids optional (assigned 0, 1, ... when absent)."""
+        """Add rows (numpy or Dask array); ids optional (assigned 0, 1, ... when absent).
+
+        Numpy rows are checked on the client first with the library's rules (NaN/Inf, values
+        the storage type refuses: InvalidArgumentError), so such a call changes nothing. A
+        shard that fails anyway (a Dask chunk's bad row, out of memory) raises its error once
+        the other shards are done; with ids assigned here their rows are then removed again,
+        with user ids they are left (the error's note says which)."""
         self._check_trained()
         with self._lock:
             if _is_dask_array(x):
@@ -549,6 +593,7 @@ class DistributedIndex:
             x = np.ascontiguousarray(x, dtype=np.float32)
             if x.ndim != 2 or x.shape[1] != self.dim:
                 raise ValueError(f"x must be n x {self.dim}")
+            _check_rows(x, self._storage, self.metric, "add", "DistributedIndex.add")
             ids, auto = self._ids_for(x.shape[0], ids)
             if self.unique_ids:
                 owner = _owner(ids, self.shards)
@@ -592,6 +637,18 @@ class DistributedIndex:
                 self._rollback(jobs, job_ids)
                 raise ShardLostError(f"{e}; the rows of this add that reached other shards were removed") from e
             raise ShardLostError(f"{e}; rows of this add may have reached other shards (user ids kept)") from e
+        except Exception as e:
+            # A library error on a shard (out of memory; a row a Dask-array chunk holds that the
+            # storage type refuses): the other shards may have added their part.
+            self._sync_counts()
+            if auto:
+                self._rollback(jobs, job_ids)
+                note = "the rows of this add that reached other shards were removed"
+            else:
+                note = "rows of this add may have reached other shards (user ids kept)"
+            if hasattr(e, "add_note"):
+                e.add_note(f"DistributedIndex.add: {note}")
+            raise
         for (s, _, _), t in zip(jobs, totals):
             self._counts[s] = t
 
@@ -737,7 +794,8 @@ class DistributedIndex:
         the same work.
 
         Atomicity: the input is checked on the client first, with the library's rules (shape,
-        NaN/Inf, -1, repeated ids: ValueError / InvalidArgumentError as ``Index.update``), so
+        NaN/Inf, values the storage type refuses, -1, repeated ids: ValueError /
+        InvalidArgumentError as ``Index.update``), so
         a bad call changes nothing. Then each shard applies its part in one task: one
         all-or-nothing ``Index.update`` of the rows it keeps, then, only if that succeeded,
         the removal of its stale copies. If a shard fails (a lost worker: ShardLostError; a
@@ -757,10 +815,7 @@ class DistributedIndex:
         where = "DistributedIndex.update"
         if x.shape[0] == 0:
             raise _invalid("update: n must be >= 1, got 0", where)
-        bad = np.flatnonzero(~np.isfinite(x).all(axis=1))
-        if bad.size:
-            raise _invalid(f"update: data row {int(bad[0])} holds NaN or Inf (rejected: no "
-                           "distance is defined for it)", where)
+        _check_rows(x, self._storage, self.metric, "update", where)
         bad = np.flatnonzero(ids == -1)
         if bad.size:
             raise _invalid(f"update: id -1 is reserved for padding (row {int(bad[0])})", where)

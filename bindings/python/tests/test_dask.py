@@ -106,6 +106,32 @@ def test_merge_topk_orders_ties_by_id_and_pads():
     assert r.ids.tolist() == [[2, 4, 8]]
 
 
+@pytest.mark.parametrize("storage", ["f32", "uint8", "int8", "f16", "bf16"])
+def test_client_row_check_agrees_with_the_library(storage):
+    """DistributedIndex checks numpy rows on the client (so a bad row changes no shard): its
+    verdict on values at each type's edges equals the library's."""
+    from ivfgpu.dask import _check_rows
+
+    ix = ivfgpu.Index(1, nlist=1, backend="cpu", storage=storage)
+    ix.train(np.zeros((1, 1), np.float32))
+    for v in (0, 1, -1, 0.5, -0.5, 127, 128, -128, -129, 255, 255.5, 256, 65504, 65519.99,
+              65520, -65520, 3.3895314e38, 3.3961e38, -3.39e38, np.finfo(np.float32).max,
+              np.inf, np.nan):
+        row = np.array([[v]], np.float32)
+        try:
+            ix.add(row)
+            lib_ok = True
+        except ivfgpu.InvalidArgumentError:
+            lib_ok = False
+        try:
+            _check_rows(row, storage, "l2", "add", "test")
+            ok = True
+        except ivfgpu.InvalidArgumentError:
+            ok = False
+        assert ok == lib_ok, f"{storage} {v!r}: client {ok}, library {lib_ok}"
+    ix.close()
+
+
 # ------------------------------------------------------------------------------ exactness
 
 def test_siftsmall_equals_single_index(client):
@@ -395,6 +421,68 @@ def test_device_budget_and_index_keywords_reach_the_shards(client, tmp_path):
     with pytest.raises(ivfgpu.InvalidArgumentError, match="DEVICE_BUDGET"):  # shard creation
         bad._create_shards(di.trained_bytes)
     di.close()
+
+
+def _storages(di):
+    """The storage type of every shard replica, read on the workers: [[label per replica]]."""
+    def probe():
+        from ivfgpu import dask as d
+
+        return {u: str(i.storage) for u, i in d._SHARDS.items()}
+
+    held = {}
+    for v in di.client.run(probe).values():
+        held.update(v)
+    return [[held[u] for u in uids] for uids in di._uids]
+
+
+def test_storage_reaches_the_shards(client, tmp_path):
+    """storage= (an Index keyword) reaches the training index and every shard replica, at
+    creation and at load; the manifest keeps it by name (a numpy dtype is not JSON). Rows
+    travel as float32 and the shards' library stores them as uint8: the results equal one
+    uint8 Index's."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, size=(900, 16)).astype(np.uint8)
+    q = rng.integers(0, 256, size=(30, 16)).astype(np.uint8)
+    di = DistributedIndex(_fresh(client), 16, shards=3, replicas=2, nlist=16, backend="cpu",
+                          kmeans_iters=4, storage=np.uint8)
+    assert di.index_params["storage"] == "uint8"
+    di.train(x)
+    di.add(x)
+    assert _storages(di) == [["uint8", "uint8"]] * 3
+    ref = reference(di, x)
+    assert ref.storage == "uint8"
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    vecs, found = di.get([0, 5, 10**9])
+    assert found.tolist() == [True, True, False]
+    np.testing.assert_array_equal(vecs[:2], x[[0, 5]].astype(np.float32))
+    # a row uint8 cannot hold: refused on the client before any shard changed
+    bad = x[:3].astype(np.float32)
+    bad[1, 1] = 0.5
+    counts = di.shard_counts.tolist()
+    with pytest.raises(ivfgpu.InvalidArgumentError, match="row 1 .*uint8"):
+        di.add(bad)
+    with pytest.raises(ivfgpu.InvalidArgumentError, match="row 1 .*uint8"):
+        di.update(bad, [1, 2, 3])
+    assert di.shard_counts.tolist() == counts
+    # a Dask array's chunks are checked by the shards' library where they land: the failing
+    # chunk raises, and the rows of the other chunks (ids assigned here) are removed again
+    chunks = da.from_array(np.concatenate([x[:6].astype(np.float32), bad]), chunks=(3, 16))
+    with pytest.raises(ivfgpu.InvalidArgumentError):
+        di.add(chunks)
+    assert di.shard_counts.tolist() == counts
+    assert [i[0][0] for i in _every_replica(di, _w_info)] == counts
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    di.save(str(tmp_path / "u8"))
+    lo = DistributedIndex.load(client, str(tmp_path / "u8"))
+    assert lo.index_params["storage"] == "uint8" and lo.ntotal == x.shape[0]
+    assert _storages(lo) == [["uint8", "uint8"]] * 3
+    assert_same(lo.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
+    lo.close()
+    with pytest.raises(ValueError, match="storage"):
+        DistributedIndex(client, 16, shards=3, storage="uint9")
+    di.close()
+    ref.close()
 
 
 # ------------------------------------------------------------------------------ faults

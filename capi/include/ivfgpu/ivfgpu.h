@@ -374,7 +374,8 @@ IVF_API IVF_NODISCARD ivf_status ivf_update(ivf_index* index, const ivf_params* 
  *  length. Where an id has several vectors, the one returned is the first in list order (lowest
  *  list, then earliest in the list); ivf_count_ids tells how many there are. found (may be NULL)
  *  receives 1 or 0 per id; the row of an absent id is filled with zeros. Reads one published
- *  state. dtype: IVF_DTYPE_F32. params: NULL (reserved). */
+ *  state. dtype: IVF_DTYPE_F32 (decoded rows) or the index's storage type (the stored
+ *  values). params: NULL (reserved). */
 IVF_API IVF_NODISCARD ivf_status ivf_get(const ivf_index* index, const ivf_params* params,
                                          const int64_t* ids, int64_t n, void* out, ivf_dtype dtype,
                                          int64_t dim, uint8_t* found);

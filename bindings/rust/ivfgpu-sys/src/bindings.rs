@@ -364,7 +364,8 @@ extern "C" {
     #[doc = "  length. Where an id has several vectors, the one returned is the first in list order (lowest"]
     #[doc = "  list, then earliest in the list); ivf_count_ids tells how many there are. found (may be NULL)"]
     #[doc = "  receives 1 or 0 per id; the row of an absent id is filled with zeros. Reads one published"]
-    #[doc = "  state. dtype: IVF_DTYPE_F32. params: NULL (reserved)."]
+    #[doc = "  state. dtype: IVF_DTYPE_F32 (decoded rows) or the index's storage type (the stored"]
+    #[doc = "  values). params: NULL (reserved)."]
     pub fn ivf_get(
         index: *const ivf_index,
         params: *const ivf_params,

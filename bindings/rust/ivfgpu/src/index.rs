@@ -9,8 +9,9 @@ use std::path::Path;
 
 use ivfgpu_sys as sys;
 
+use crate::element::Element;
 use crate::error::{check, Error, Result};
-use crate::params::{Backend, IndexParams, Metric, RawParams, SearchParams};
+use crate::params::{Backend, IndexParams, Metric, RawParams, SearchParams, StorageType};
 use crate::progress::{self, ProgressFn, Stage};
 
 /// The id of a padding entry: a result row holds fewer than `k` real neighbours when fewer
@@ -18,7 +19,10 @@ use crate::progress::{self, ProgressFn, Stage};
 /// inner product and cosine).
 pub const NO_ID: i64 = -1;
 
-/// An IVF-Flat index of `f32` vectors, owning its C handle; dropping it frees the index.
+/// An IVF-Flat index, owning its C handle; dropping it frees the index. Its rows are stored
+/// as `f32` unless [`IndexParams::storage_type`] says otherwise; the methods take `f32` rows,
+/// and their `_typed` forms rows of any [`Element`] type (the index's storage type, read in
+/// place).
 ///
 /// Lifecycle: [`Index::new`] → [`train`](Index::train) → [`add`](Index::add) /
 /// [`add_with_ids`](Index::add_with_ids) → [`search`](Index::search).
@@ -146,7 +150,7 @@ impl Index {
     }
 
     /// Number of vectors in `data`, checking that it is a non-empty whole number of rows.
-    fn rows(&self, data: &[f32], what: &str) -> Result<usize> {
+    fn rows<T>(&self, data: &[T], what: &str) -> Result<usize> {
         if data.is_empty() {
             return Err(Error::invalid_argument(format!("{what}: no vectors given")));
         }
@@ -170,14 +174,24 @@ impl Index {
         self.train_impl(data, None)
     }
 
-    fn train_impl(&self, data: &[f32], progress: Option<&mut ProgressFn<'_>>) -> Result<()> {
+    /// [`train`](Index::train) on rows of any [`Element`] type: `f32`, or the index's storage
+    /// type (a `u8` index trained on `&[u8]`, say).
+    pub fn train_typed<T: Element>(&self, data: &[T]) -> Result<()> {
+        self.train_impl(data, None)
+    }
+
+    fn train_impl<T: Element>(
+        &self,
+        data: &[T],
+        progress: Option<&mut ProgressFn<'_>>,
+    ) -> Result<()> {
         let n = self.rows(data, "train")?;
         progress::call(None, progress, |params| unsafe {
             sys::ivf_train_ex(
                 self.handle.as_ptr(),
                 params,
                 data.as_ptr().cast(),
-                sys::IVF_DTYPE_F32,
+                T::STORAGE.raw(),
                 to_i64(n),
                 to_i64(self.dim),
             )
@@ -231,9 +245,20 @@ impl Index {
         self.add_impl(data, Some(ids), None)
     }
 
-    fn add_impl(
+    /// [`add`](Index::add) of rows of any [`Element`] type: `f32`, or the index's storage
+    /// type.
+    pub fn add_typed<T: Element>(&self, data: &[T]) -> Result<()> {
+        self.add_impl(data, None, None)
+    }
+
+    /// [`add_with_ids`](Index::add_with_ids) of rows of any [`Element`] type.
+    pub fn add_with_ids_typed<T: Element>(&self, data: &[T], ids: &[i64]) -> Result<()> {
+        self.add_impl(data, Some(ids), None)
+    }
+
+    fn add_impl<T: Element>(
         &self,
-        data: &[f32],
+        data: &[T],
         ids: Option<&[i64]>,
         progress: Option<&mut ProgressFn<'_>>,
     ) -> Result<()> {
@@ -256,7 +281,7 @@ impl Index {
                 self.handle.as_ptr(),
                 params,
                 data.as_ptr().cast(),
-                sys::IVF_DTYPE_F32,
+                T::STORAGE.raw(),
                 to_i64(n),
                 to_i64(self.dim),
                 ids,
@@ -346,6 +371,12 @@ impl Index {
     /// does not hold is added. `ids` must not repeat nor contain
     /// [`NO_ID`]. All or nothing, published as one state.
     pub fn update(&self, data: &[f32], ids: &[i64]) -> Result<()> {
+        self.update_typed(data, ids)
+    }
+
+    /// [`update`](Index::update) with rows of any [`Element`] type: `f32`, or the index's
+    /// storage type.
+    pub fn update_typed<T: Element>(&self, data: &[T], ids: &[i64]) -> Result<()> {
         let n = self.rows(data, "update")?;
         if ids.len() != n {
             return Err(Error::invalid_argument(format!(
@@ -358,7 +389,7 @@ impl Index {
                 self.handle.as_ptr(),
                 core::ptr::null(),
                 data.as_ptr().cast(),
-                sys::IVF_DTYPE_F32,
+                T::STORAGE.raw(),
                 to_i64(n),
                 to_i64(self.dim),
                 ids.as_ptr(),
@@ -399,12 +430,19 @@ impl Index {
     /// order ([`count_ids`](Index::count_ids) tells how many there are); an absent id gives
     /// `None` in [`StoredVectors::get`].
     pub fn get(&self, ids: &[i64]) -> Result<StoredVectors> {
+        self.get_typed(ids)
+    }
+
+    /// [`get`](Index::get) returning the rows as `T`: `f32` (decoded), or the index's storage
+    /// type (exactly the stored values). Another type is refused (`InvalidArgument`).
+    pub fn get_typed<T: Element>(&self, ids: &[i64]) -> Result<StoredVectors<T>> {
         let total = ids
             .len()
             .checked_mul(self.dim)
+            // n * dim * 4 bytes must fit, whatever T (the library checks that bound)
             .filter(|&t| t <= isize::MAX as usize / core::mem::size_of::<f32>())
             .ok_or_else(|| Error::invalid_argument(format!("get: {} ids overflow", ids.len())))?;
-        let mut data = vec![0.0f32; total];
+        let mut data = vec![T::default(); total];
         let mut found = vec![0u8; ids.len()];
         check(unsafe {
             sys::ivf_get(
@@ -413,7 +451,7 @@ impl Index {
                 ids.as_ptr(),
                 to_i64(ids.len()),
                 data.as_mut_ptr().cast(),
-                sys::IVF_DTYPE_F32,
+                T::STORAGE.raw(),
                 to_i64(self.dim),
                 found.as_mut_ptr(),
             )
@@ -454,9 +492,33 @@ impl Index {
         self.search_with_impl(queries, k, params, None)
     }
 
-    fn search_with_impl(
+    /// [`search_with`](Index::search_with) for queries of any [`Element`] type: `f32`, or the
+    /// index's storage type. Distances are `f32` as always; integer queries against integer
+    /// rows give exact integer distances, rounded once to `f32`.
+    pub fn search_typed<T: Element>(
         &self,
-        queries: &[f32],
+        queries: &[T],
+        k: usize,
+        params: &SearchParams,
+    ) -> Result<SearchResult> {
+        self.search_with_impl(queries, k, params, None)
+    }
+
+    /// [`search_into_with`](Index::search_into_with) for queries of any [`Element`] type.
+    pub fn search_into_typed<T: Element>(
+        &self,
+        queries: &[T],
+        k: usize,
+        ids: &mut [i64],
+        distances: &mut [f32],
+        params: &SearchParams,
+    ) -> Result<()> {
+        self.search_into_impl(queries, k, ids, distances, params, None)
+    }
+
+    fn search_with_impl<T: Element>(
+        &self,
+        queries: &[T],
         k: usize,
         params: &SearchParams,
         progress: Option<&mut ProgressFn<'_>>,
@@ -494,9 +556,9 @@ impl Index {
         self.search_into_impl(queries, k, ids, distances, params, None)
     }
 
-    fn search_into_impl(
+    fn search_into_impl<T: Element>(
         &self,
-        queries: &[f32],
+        queries: &[T],
         k: usize,
         ids: &mut [i64],
         distances: &mut [f32],
@@ -518,7 +580,7 @@ impl Index {
                 self.handle.as_ptr(),
                 params,
                 queries.as_ptr().cast(),
-                sys::IVF_DTYPE_F32,
+                T::STORAGE.raw(),
                 to_i64(n),
                 to_i64(self.dim),
                 to_i64(k),
@@ -629,6 +691,26 @@ impl Index {
         self.info(sys::IVF_INFO_STREAMED_BYTES).map(|v| v as u64)
     }
 
+    /// The element type rows are stored in ([`IndexParams::storage_type`]).
+    pub fn storage_type(&self) -> Result<StorageType> {
+        self.info(sys::IVF_INFO_STORAGE_TYPE)
+            .map(|v| StorageType::from_raw(v as i32))
+    }
+    /// Parts of the index ([`IndexParams::shards`]; 1 for a plain index).
+    pub fn shards(&self) -> Result<usize> {
+        self.info(sys::IVF_INFO_SHARDS).map(|v| v as usize)
+    }
+    /// Parts still serving (a [`ShardMode::REPLICATE`](crate::ShardMode::REPLICATE) part whose device was lost no longer
+    /// does).
+    pub fn live_shards(&self) -> Result<usize> {
+        self.info(sys::IVF_INFO_LIVE_SHARDS).map(|v| v as usize)
+    }
+    /// Searches answered inside a merged batch of two or more
+    /// ([`IndexParams::dynamic_batching`]) since the index was created.
+    pub fn merged_searches(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_MERGED_SEARCHES).map(|v| v as u64)
+    }
+
     /// Writes the index to `path` atomically (the file is replaced only on success).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path_to_cstring(path.as_ref())?;
@@ -642,8 +724,9 @@ impl Index {
     }
 
     /// Reads an index written by [`save`](Index::save) or a FAISS `IndexIVFFlat` file.
-    /// `params` choose the backend, device, threads and device budget; the rest comes from
-    /// the file.
+    /// `params` choose the backend, device, threads, device budget, parts
+    /// ([`shards`](IndexParams::shards), [`shard_mode`](IndexParams::shard_mode)), dynamic
+    /// batching and a storage type to convert `f32` rows to; the rest comes from the file.
     pub fn load(path: impl AsRef<Path>, params: &IndexParams) -> Result<Index> {
         Index::load_impl(path.as_ref(), params, None)
     }
@@ -880,16 +963,17 @@ impl SearchResult {
     }
 }
 
-/// Stored vectors read back by [`Index::get`]: one row of [`dim`](StoredVectors::dim) values
-/// per requested id, in request order; the row of an absent id is all zeros.
+/// Stored vectors read back by [`Index::get`] (`f32`) or [`Index::get_typed`] (`T`): one row
+/// of [`dim`](StoredVectors::dim) values per requested id, in request order; the row of an
+/// absent id is all zeros.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StoredVectors {
-    data: Vec<f32>,
+pub struct StoredVectors<T = f32> {
+    data: Vec<T>,
     found: Vec<bool>,
     dim: usize,
 }
 
-impl StoredVectors {
+impl<T> StoredVectors<T> {
     /// Number of requested ids.
     pub fn len(&self) -> usize {
         self.found.len()
@@ -904,11 +988,11 @@ impl StoredVectors {
     }
     /// The vector of the `i`-th requested id, `None` when the index does not hold it. Panics
     /// when `i >= len()`.
-    pub fn get(&self, i: usize) -> Option<&[f32]> {
+    pub fn get(&self, i: usize) -> Option<&[T]> {
         self.found[i].then(|| &self.data[i * self.dim..(i + 1) * self.dim])
     }
     /// The rows in request order, `None` for absent ids.
-    pub fn iter(&self) -> impl Iterator<Item = Option<&[f32]>> {
+    pub fn iter(&self) -> impl Iterator<Item = Option<&[T]>> {
         (0..self.len()).map(move |i| self.get(i))
     }
     /// Whether each requested id was found.
@@ -916,11 +1000,11 @@ impl StoredVectors {
         &self.found
     }
     /// All rows, row-major (`len() * dim()`), zeros for absent ids.
-    pub fn data(&self) -> &[f32] {
+    pub fn data(&self) -> &[T] {
         &self.data
     }
     /// The rows (row-major) and the found flags.
-    pub fn into_parts(self) -> (Vec<f32>, Vec<bool>) {
+    pub fn into_parts(self) -> (Vec<T>, Vec<bool>) {
         (self.data, self.found)
     }
 }

@@ -34,6 +34,10 @@
 //!   concurrently from many threads; so do train/add/reset, which never block searches
 //!   (the library publishes each mutation as a new immutable state), so an `Arc<Index>` can
 //!   ingest while it serves.
+//! * Storage types, parts, batching: [`IndexParams::storage_type`] stores rows as f16, bf16,
+//!   u8 or i8 (the `_typed` methods take rows of an [`Element`] type: `u8`, `i8`, [`F16`],
+//!   [`Bf16`] bits, or `f32`); [`IndexParams::shards`] builds one index over several parts;
+//!   [`IndexParams::dynamic_batching`] merges concurrent small searches.
 //! * Progress and cancellation: [`Index::with_progress`] (train, add, search) and
 //!   [`Index::load_with_progress`] / [`Index::deserialize_with_progress`] take a closure
 //!   `FnMut(Stage, f64) -> ControlFlow<()>`; `Break` cancels with
@@ -43,16 +47,18 @@
 //!   `LD_LIBRARY_PATH`).
 #![warn(missing_docs)]
 
+mod element;
 mod error;
 mod filter;
 mod index;
 mod params;
 mod progress;
 
+pub use element::{Bf16, Element, F16};
 pub use error::{status_string, Error, ErrorKind, Result};
 pub use filter::{Filter, FilterMode};
 pub use index::{Index, SearchResult, StoredVectors, WithProgress, NO_ID};
-pub use params::{Backend, IndexParams, Metric, SearchParams};
+pub use params::{Backend, IndexParams, Metric, SearchParams, ShardMode, StorageType};
 pub use progress::Stage;
 
 /// The raw bindings, for calls this crate does not wrap.

@@ -3,6 +3,7 @@
 
 use core::ffi::c_void;
 use core::ptr::NonNull;
+use core::time::Duration;
 
 use ivfgpu_sys as sys;
 
@@ -49,6 +50,62 @@ impl Backend {
         Backend(raw)
     }
     /// The C value (`IVF_BACKEND_*`).
+    pub const fn raw(self) -> i32 {
+        self.0
+    }
+}
+
+/// The element type an index stores its rows in ([`IndexParams::storage_type`]), and the type
+/// of rows given to it (an [`Element`](crate::Element)'s). An integer newtype, as [`Metric`].
+///
+/// Every index takes `f32` rows; an index of a compact type also takes rows of that type
+/// ([`Index::add_typed`](crate::Index::add_typed), ...). `f32` rows given to a compact index
+/// are converted: f16 and bf16 round to nearest even (a value beyond the type's range is
+/// refused), u8 and i8 take only integers in range (no scaling; anything else is refused,
+/// naming the row). Compact types run on the CPU backend in this version (AUTO picks it;
+/// CUDA refuses them with `Unsupported`); cosine needs a floating type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StorageType(i32);
+
+impl StorageType {
+    /// `f32` (the default).
+    pub const F32: StorageType = StorageType(sys::IVF_DTYPE_F32);
+    /// IEEE half precision ([`F16`](crate::F16) rows, or `f32`).
+    pub const F16: StorageType = StorageType(sys::IVF_DTYPE_F16);
+    /// `u8` (rows of `u8`, or integer-valued `f32`).
+    pub const U8: StorageType = StorageType(sys::IVF_DTYPE_U8);
+    /// `i8` (rows of `i8`, or integer-valued `f32`).
+    pub const I8: StorageType = StorageType(sys::IVF_DTYPE_I8);
+    /// bfloat16 ([`Bf16`](crate::Bf16) rows, or `f32`).
+    pub const BF16: StorageType = StorageType(sys::IVF_DTYPE_BF16);
+
+    /// The type with C value `raw` (`IVF_DTYPE_*`).
+    pub const fn from_raw(raw: i32) -> StorageType {
+        StorageType(raw)
+    }
+    /// The C value (`IVF_DTYPE_*`).
+    pub const fn raw(self) -> i32 {
+        self.0
+    }
+}
+
+/// How an index of several parts ([`IndexParams::shards`]) holds its vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ShardMode(i32);
+
+impl ShardMode {
+    /// Rows are dealt to the parts in turn; a search runs on every part and their top-k are
+    /// merged into exactly the one-part result (ids except ties). The default.
+    pub const SPLIT: ShardMode = ShardMode(sys::IVF_SHARD_SPLIT);
+    /// Every part holds every row; a search's queries are split among the parts, and a part
+    /// whose device is lost is dropped while the others keep serving.
+    pub const REPLICATE: ShardMode = ShardMode(sys::IVF_SHARD_REPLICATE);
+
+    /// The mode with C value `raw` (`IVF_SHARD_*`).
+    pub const fn from_raw(raw: i32) -> ShardMode {
+        ShardMode(raw)
+    }
+    /// The C value (`IVF_SHARD_*`).
     pub const fn raw(self) -> i32 {
         self.0
     }
@@ -173,6 +230,54 @@ impl IndexParams {
         self
     }
 
+    /// The element type rows are stored in (default [`StorageType::F32`]); see
+    /// [`StorageType`]. Also read by [`Index::load`](crate::Index::load) and
+    /// [`Index::deserialize`](crate::Index::deserialize): a file of `f32` rows is converted
+    /// (a file already compact keeps its type).
+    pub fn storage_type(mut self, storage: StorageType) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_STORAGE_TYPE,
+            Some(storage.raw().into()),
+        );
+        self
+    }
+
+    /// One index over `parts` parts (>= 1; default 1): CUDA parts on devices
+    /// [`device`](IndexParams::device), +1, ... (wrapping round the usable devices), or CPU
+    /// parts, behind the same handle and calls. Host memory only (the `_device` calls are
+    /// refused) and `f32` storage only in this version. Also read by `load` and
+    /// `deserialize`: a file opens on any number of parts.
+    pub fn shards(mut self, parts: usize) -> Self {
+        set(&mut self.entries, sys::IVF_PARAM_SHARDS, int(parts));
+        self
+    }
+
+    /// How the parts of [`shards`](IndexParams::shards) hold the rows (default
+    /// [`ShardMode::SPLIT`]); also read by `load` and `deserialize`.
+    pub fn shard_mode(mut self, mode: ShardMode) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_SHARD_MODE,
+            Some(mode.raw().into()),
+        );
+        self
+    }
+
+    /// Dynamic batching (default false): concurrent searches of at most 64 queries with the
+    /// same k, nprobe and filter, arriving within [`SearchParams::batch_window`] of each
+    /// other, run as one search; each caller gets its own rows, as it would alone.
+    /// [`Index::merged_searches`](crate::Index::merged_searches) counts them. Also read by
+    /// `load` and `deserialize` (it is not saved in files).
+    pub fn dynamic_batching(mut self, on: bool) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_DYNAMIC_BATCHING,
+            Some(i64::from(on)),
+        );
+        self
+    }
+
     pub(crate) fn to_raw(&self) -> Result<Option<RawParams>> {
         RawParams::from_entries(&self.entries)
     }
@@ -196,6 +301,17 @@ impl<'a> SearchParams<'a> {
     /// Lists probed per query (>= 1, clamped to nlist). nprobe = nlist is an exact search.
     pub fn nprobe(mut self, nprobe: usize) -> Self {
         set(&mut self.entries, sys::IVF_PARAM_NPROBE, int(nprobe));
+        self
+    }
+    /// Dynamic batching ([`IndexParams::dynamic_batching`]): how long the first search of a
+    /// batch waits for others (default 100 µs; zero never merges this call; microsecond
+    /// resolution, at most 10 s). Ignored by an index built without dynamic batching.
+    pub fn batch_window(mut self, window: Duration) -> Self {
+        set(
+            &mut self.entries,
+            sys::IVF_PARAM_BATCH_WINDOW_US,
+            int(window.as_micros()),
+        );
         self
     }
     /// Restricts the search to the vectors `filter` permits (replacing an earlier filter).
