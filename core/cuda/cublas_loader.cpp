@@ -20,6 +20,7 @@ struct Api {
   cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
   cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
   cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t) = nullptr;
+  cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;
   cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float*,
                           const float*, int, const float*, int, const float*, float*, int) = nullptr;
   const char* (*status_name)(cublasStatus_t) = nullptr;
@@ -49,6 +50,7 @@ const Api& api() {
     resolve(lib, "cublasDestroy_v2", a.destroy, a.error);
     resolve(lib, "cublasSetStream_v2", a.set_stream, a.error);
     resolve(lib, "cublasSetMathMode", a.set_math_mode, a.error);
+    resolve(lib, "cublasSetWorkspace_v2", a.set_workspace, a.error);
     resolve(lib, "cublasSgemm_v2", a.sgemm, a.error);
     resolve(lib, "cublasGetStatusName", a.status_name, a.error);
   });
@@ -79,6 +81,9 @@ cublasStatus_t destroy(cublasHandle_t handle) noexcept {
 cublasStatus_t set_stream(cublasHandle_t handle, cudaStream_t stream) { return loaded().set_stream(handle, stream); }
 
 cublasStatus_t set_math_mode(cublasHandle_t handle, cublasMath_t mode) { return loaded().set_math_mode(handle, mode); }
+cublasStatus_t set_workspace(cublasHandle_t handle, void* workspace, std::size_t bytes) {
+  return loaded().set_workspace(handle, workspace, bytes);
+}
 
 cublasStatus_t sgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                      const float* alpha, const float* a, int lda, const float* b, int ldb, const float* beta, float* c,

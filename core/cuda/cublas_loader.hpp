@@ -7,6 +7,7 @@
 // cannot be loaded.
 #pragma once
 
+#include <cstddef>
 #include <cublas_v2.h>
 
 #include <string>
@@ -20,6 +21,7 @@ cublasStatus_t create(cublasHandle_t* handle);
 cublasStatus_t destroy(cublasHandle_t handle) noexcept;
 cublasStatus_t set_stream(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t set_math_mode(cublasHandle_t handle, cublasMath_t mode);
+cublasStatus_t set_workspace(cublasHandle_t handle, void* workspace, std::size_t bytes);
 cublasStatus_t sgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                      const float* alpha, const float* a, int lda, const float* b, int ldb, const float* beta, float* c,
                      int ldc);

@@ -67,6 +67,11 @@ DeviceContext::~DeviceContext() {
   int previous = -1;
   (void)cudaGetDevice(&previous);
   (void)cudaSetDevice(limits_.device);
+  for (auto& w : workers_)
+    if (w->workspace) {
+      (void)cudaStreamSynchronize(w->stream.get());
+      deallocate(w->workspace, w->stream.get());
+    }
   workers_.clear();  // RAII: handles and streams
   if (pool_) {
     (void)cudaDeviceSynchronize();
@@ -116,6 +121,15 @@ Worker* DeviceContext::acquire() const {
   // Exact fp32 GEMMs: no TF32 (coarse ranking must agree with the CPU reference).
   IVF_CUBLAS_CHECK(blas::set_math_mode(w->blas.get(), CUBLAS_PEDANTIC_MATH));
   IVF_CUBLAS_CHECK(blas::set_stream(w->blas.get(), w->stream.get()));
+  if (pool_limit_ > 0 && use_pool_) {
+    // Under a device budget cuBLAS must not allocate its own workspace (32 MiB per handle on
+    // Hopper, outside the pool): a small one from the capped pool instead. Our GEMMs are plain
+    // SGEMMs, which need little.
+    void* ws = allocate(kBudgetedBlasWorkspace, w->stream.get(), MemoryUse::State);
+    IVF_CUDA_CHECK(cudaStreamSynchronize(w->stream.get()));
+    w->workspace = ws;
+    IVF_CUBLAS_CHECK(blas::set_workspace(w->blas.get(), ws, kBudgetedBlasWorkspace));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   workers_.push_back(std::move(w));
   return workers_.back().get();
@@ -128,11 +142,18 @@ void DeviceContext::release(Worker* w) const noexcept {
 
 DeviceContext::Lease::Lease(const DeviceContext& ctx, cudaStream_t caller)
     : ctx_(ctx), worker_(ctx.acquire()), stream_(caller ? caller : worker_->stream.get()) {
-  if (caller) (void)blas::set_stream(worker_->blas.get(), caller);
+  if (caller) {
+    (void)blas::set_stream(worker_->blas.get(), caller);
+    // cublasSetStream resets the workspace to cuBLAS's own: give ours back.
+    if (worker_->workspace) (void)blas::set_workspace(worker_->blas.get(), worker_->workspace, kBudgetedBlasWorkspace);
+  }
 }
 
 DeviceContext::Lease::~Lease() {
-  if (stream_ != worker_->stream.get()) (void)blas::set_stream(worker_->blas.get(), worker_->stream.get());
+  if (stream_ != worker_->stream.get()) {
+    (void)blas::set_stream(worker_->blas.get(), worker_->stream.get());
+    if (worker_->workspace) (void)blas::set_workspace(worker_->blas.get(), worker_->workspace, kBudgetedBlasWorkspace);
+  }
   ctx_.release(worker_);
 }
 

@@ -47,7 +47,11 @@ enum class MemoryUse { Scratch, State };
 struct Worker {
   UniqueStream stream;
   UniqueBlas blas;
+  void* workspace = nullptr;  // capped contexts: cuBLAS's workspace, from the pool
 };
+
+// cuBLAS workspace per worker of a context with a pool limit (a device budget).
+constexpr std::size_t kBudgetedBlasWorkspace = std::size_t{4} << 20;
 
 class DeviceContext {
  public:

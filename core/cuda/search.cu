@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "../errors.hpp"
@@ -65,7 +66,10 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   const bool host = req.memory == MemoryKind::Host;
   const bool normalize = index.metric == Metric::Cosine;
 
-  DeviceContext::Lease lease(ctx, static_cast<cudaStream_t>(req.stream));
+  // The caller's worker when it holds one (a budgeted search: one cuBLAS handle per search).
+  std::optional<DeviceContext::Lease> own;
+  if (index.lease == nullptr) own.emplace(ctx, static_cast<cudaStream_t>(req.stream));
+  const DeviceContext::Lease& lease = index.lease != nullptr ? *index.lease : *own;
   cudaStream_t stream = lease.stream();
 
   // The longest candidate row any query can have: the nprobe largest lists together.
@@ -77,7 +81,8 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   const int64_t cand_budget = std::max<int64_t>(
       int64_t{1} << 24, std::min<int64_t>(int64_t{1} << 30, static_cast<int64_t>(limits.total_memory / 64)));
   int64_t chunk = n;
-  if (bound > 0) chunk = std::min(chunk, std::max<int64_t>(1, cand_budget / bound));
+  // A budgeted index sizes its chunks from its scratch share below instead.
+  if (bound > 0 && index.scratch_budget == 0) chunk = std::min(chunk, std::max<int64_t>(1, cand_budget / bound));
   chunk = std::min(chunk, std::max<int64_t>(1, kCoarseBudget / nlist));
   chunk = std::min(chunk, std::max<int64_t>(1, kResultBudget / k));
   chunk = std::min(chunk, std::max<int64_t>(1, (int64_t{1} << 30) / nprobe));
@@ -85,7 +90,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     // A budgeted index: everything one query's chunk rows take, with room for the selection's
     // temporaries (the pool's cap catches an underestimate: the chunk halves and retries).
     const int64_t per_query = 4 * (dim + nlist + bound + 3 * nprobe + 4 * k) + 8 * (nprobe + 2 + k) + 64;
-    chunk = std::min(chunk, std::max<int64_t>(1, static_cast<int64_t>(index.scratch_budget) / (2 * per_query)));
+    chunk = std::min(chunk, std::max<int64_t>(1, static_cast<int64_t>(index.scratch_budget) * 4 / (5 * per_query)));
   }
 
   // Scratch for one chunk, reused by every chunk. Out of memory (e.g. many large searches at

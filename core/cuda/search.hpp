@@ -34,6 +34,7 @@ struct SearchIndexView {
   // them (null: lists.ids + lists.start), and the bytes a chunk's scratch may take (0: sized
   // from the device's memory).
   const ListScanner* scanner = nullptr;
+  const DeviceContext::Lease* lease = nullptr;  // a worker the caller holds already, or null
   const int64_t* const* list_ids = nullptr;
   std::size_t scratch_budget = 0;
 };

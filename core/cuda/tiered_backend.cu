@@ -14,7 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "../cpu/kmeans.hpp"
 #include "../cpu/parallel.hpp"
+#include "../kmeans_steps.hpp"
 #include "../errors.hpp"
 #include "../progress.hpp"
 #include "../tier/tier_store.hpp"
@@ -82,7 +84,15 @@ class TieredBackend final : public Backend {
 
   NewState train(const IndexState&, const MatrixView& sample) override {
     return guarded([&] {
-      CentroidsPtr host = train_centroids(ctx_, main(), params_, dim_, sample);
+      // k-means on the device holds the sample and a block of scores there: when that does not
+      // fit the budget's scratch and add shares, it runs on the host (OpenBLAS), seeded alike.
+      const auto m = static_cast<std::size_t>(sample.rows), d = static_cast<std::size_t>(dim_),
+                 nc = static_cast<std::size_t>(params_.nlist);
+      const std::size_t block = std::min<std::size_t>(m, (std::size_t{1} << 26) / nc);
+      const std::size_t device_bytes = m * (d * 4 + 16) + block * nc * 4 + nc * (d + 4) * 8;
+      CentroidsPtr host = device_bytes <= budget_.scratch + budget_.mutation
+                              ? train_centroids(ctx_, main(), params_, dim_, sample)
+                              : train_on_host(sample);
       auto device = upload_centroids(ctx_, main(), *host);
       return make_state(std::move(host), std::move(device), TierStore::empty(arenas_, dim_, ElementType::F32, params_.nlist));
     });
@@ -217,10 +227,11 @@ class TieredBackend final : public Backend {
       view.scanner = &scanner;
       view.list_ids = st.addressing->list_ids.data();
       view.scratch_budget = budget_.scratch;
-      // A filter's device set is built for this search, under the budget.
+      // A filter's device set is built for this search, under the budget, on the stream the
+      // search will run on (the caller's, or a worker's that run_search then reuses).
+      DeviceContext::Lease lease(ctx_, static_cast<cudaStream_t>(req.stream));
       std::unique_ptr<IdSet> filter_set;
       IdSetView filter_view;
-      DeviceContext::Lease lease(ctx_, static_cast<cudaStream_t>(req.stream));
       if (req.filter != nullptr) {
         const std::vector<int64_t>& fids = req.filter->ids();
         DeviceBuffer<int64_t> d(ctx_, std::max<std::size_t>(fids.size(), 1), lease.stream());
@@ -234,6 +245,7 @@ class TieredBackend final : public Backend {
       }
       SearchRequest r = req;
       r.stream = lease.stream();
+      view.lease = &lease;  // run_search uses this worker (one cuBLAS handle per search)
       try {
         run_search(ctx_, view, r);
       } catch (...) {
@@ -315,6 +327,21 @@ class TieredBackend final : public Backend {
       IVF_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, host.size() * sizeof(T), cudaMemcpyDeviceToHost, lease.stream()));
     IVF_CUDA_CHECK(cudaStreamSynchronize(lease.stream()));
     return host;
+  }
+
+  CentroidsPtr train_on_host(const MatrixView& sample) const {
+    std::vector<float> unit;
+    const float* x = sample.as<float>();
+    if (params_.metric == Metric::Cosine) {
+      unit = normalized_copy(x, sample.rows, dim_);
+      x = unit.data();
+    }
+    auto c = std::make_shared<HostCentroids>();
+    c->centroids.resize(static_cast<std::size_t>(params_.nlist * dim_));
+    cpu::kmeans(x, sample.rows, dim_, params_.nlist, params_.metric, params_.kmeans_iters,
+                static_cast<uint64_t>(params_.seed), c->centroids.data());
+    squared_norms(c->centroids.data(), params_.nlist, dim_, c->norms);
+    return c;
   }
 
   // Nearest list of each host row, on the device in blocks that fit the mutation budget.

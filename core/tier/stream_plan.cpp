@@ -83,8 +83,10 @@ ChunkPlan StreamPlanner::plan(const int32_t* pair_counts, const TierStore& store
     if (e.used && e.serial == t.serial && e.rows >= t.size) {
       e.last_chunk = chunk_;
       plan.hits.push_back(PlannedSegment{l, 0, t.size, Region::Cache, e.off, e.ids_off, true});
+      plan.hit_probes += pair_counts[l];
     } else {
       misses.push_back(l);
+      plan.missed_probes += pair_counts[l];
     }
   }
   plan.hit_lists = static_cast<int64_t>(plan.hits.size());

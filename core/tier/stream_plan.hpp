@@ -46,6 +46,8 @@ struct ChunkPlan {
   std::vector<PlannedSegment> hits;  // cached lists: no copy
   std::vector<PlannedGroup> groups;  // in order
   int64_t hit_lists = 0, missed_lists = 0;
+  // Probes, i.e. (query, list) pairs: how much of the chunk's work each side served.
+  int64_t hit_probes = 0, missed_probes = 0;
   std::size_t streamed_bytes = 0;
 };
 

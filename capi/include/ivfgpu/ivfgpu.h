@@ -444,9 +444,10 @@ typedef int32_t ivf_info_key;
                                              without a budget)                               */
 #define IVF_INFO_RESIDENT_BYTES     18  /**< bytes of list data held on the device now        */
 #define IVF_INFO_HOST_TIER_BYTES    19  /**< pinned host memory of the host tier (arenas)     */
-#define IVF_INFO_CACHE_HITS         20  /**< probed (batch, list) pairs served from the device
+#define IVF_INFO_CACHE_HITS         20  /**< probes (query, list pairs) served from the device
                                              cache, since creation                           */
-#define IVF_INFO_CACHE_MISSES       21  /**< probed (batch, list) pairs streamed from the host */
+#define IVF_INFO_CACHE_MISSES       21  /**< probes whose list was streamed from the host
+                                             (once per batch chunk, whatever its probes)     */
 #define IVF_INFO_STREAMED_BYTES     22  /**< bytes copied host-to-device by searches          */
 #define IVF_INFO_MERGED_SEARCHES    23  /**< ivf_search calls answered inside a merged batch of
                                              two or more (IVF_PARAM_DYNAMIC_BATCHING)         */
