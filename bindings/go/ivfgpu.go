@@ -1049,13 +1049,13 @@ func (ix *Index) HostTierBytes() (int64, error) {
 	return ix.info("HostTierBytes", C.IVF_INFO_HOST_TIER_BYTES)
 }
 
-// CacheHits returns the probed (batch, list) pairs served from the device cache since the
+// CacheHits returns the probes ((query, list) pairs) served from the device cache since the
 // index was created.
 func (ix *Index) CacheHits() (int64, error) {
 	return ix.info("CacheHits", C.IVF_INFO_CACHE_HITS)
 }
 
-// CacheMisses returns the probed (batch, list) pairs streamed from the host since the index
+// CacheMisses returns the probes ((query, list) pairs) whose list was streamed from the host since the index
 // was created.
 func (ix *Index) CacheMisses() (int64, error) {
 	return ix.info("CacheMisses", C.IVF_INFO_CACHE_MISSES)

@@ -175,12 +175,7 @@ class CpuBackend final : public Backend {
 
   HostModel export_model(const IndexState& state) const override {
     const CpuState& st = cpu_state(state);
-    HostModel m = HostModel::empty(dim_, params_.metric, params_.nlist);
-    if (st.centroids) {
-      m.trained = true;
-      m.centroids = st.centroids->centroids;
-      m.centroid_norms = st.centroids->norms;
-    }
+    HostModel m = model_with_centroids(dim_, params_.metric, params_.nlist, st.centroids);
     st.store->export_lists(m);
     return m;
   }

@@ -305,15 +305,8 @@ class CudaBackend final : public Backend {
 
   HostModel export_model(const IndexState& state) const override {
     const CudaState& st = cuda_state(state);
-    HostModel m = HostModel::empty(dim_, params_.metric, params_.nlist);
-    guarded([&] {
-      if (st.host) {
-        m.trained = true;
-        m.centroids = st.host->centroids;
-        m.centroid_norms = st.host->norms;
-      }
-      st.store->export_lists(m);
-    });
+    HostModel m = model_with_centroids(dim_, params_.metric, params_.nlist, st.host);
+    guarded([&] { st.store->export_lists(m); });
     return m;
   }
 

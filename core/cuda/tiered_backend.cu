@@ -261,12 +261,7 @@ class TieredBackend final : public Backend {
 
   HostModel export_model(const IndexState& state) const override {
     const TierState& st = tier_state(state);
-    HostModel m = HostModel::empty(dim_, params_.metric, params_.nlist);
-    if (st.host) {
-      m.trained = true;
-      m.centroids = st.host->centroids;
-      m.centroid_norms = st.host->norms;
-    }
+    HostModel m = model_with_centroids(dim_, params_.metric, params_.nlist, st.host);
     st.store->export_lists(m);
     return m;
   }

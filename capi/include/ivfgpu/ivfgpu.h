@@ -438,7 +438,7 @@ typedef int32_t ivf_info_key;
 #define IVF_INFO_UNIQUE_IDS         13  /**< 1 when ids are unique (IVF_PARAM_UNIQUE_IDS)     */
 #define IVF_INFO_REMOVED_ROWS       14  /**< removed rows still held, awaiting compaction    */
 #define IVF_INFO_ID_MAP_BYTES       15  /**< memory of the id map (device on CUDA, else host) */
-/* the host tier (IVF_PARAM_DEVICE_BUDGET); 0 for an index without a budget */
+/* the host tier (IVF_PARAM_DEVICE_BUDGET); budget, tier and cache keys are 0 without one */
 #define IVF_INFO_DEVICE_BUDGET      16  /**< the budget in bytes; 0 = unlimited               */
 #define IVF_INFO_RESIDENT_LISTS     17  /**< lists with a device copy now (every non-empty list
                                              without a budget)                               */

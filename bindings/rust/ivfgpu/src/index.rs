@@ -666,11 +666,11 @@ impl Index {
     pub fn device_budget(&self) -> Result<u64> {
         self.info(sys::IVF_INFO_DEVICE_BUDGET).map(|v| v as u64)
     }
-    /// Lists with a copy on the device now (0 for an index without a budget).
+    /// Lists with a copy on the device now (every non-empty list for a CUDA index without a budget).
     pub fn resident_lists(&self) -> Result<usize> {
         self.info(sys::IVF_INFO_RESIDENT_LISTS).map(|v| v as usize)
     }
-    /// Bytes of list data held on the device now (0 for an index without a budget).
+    /// Bytes of list data held on the device now.
     pub fn resident_bytes(&self) -> Result<u64> {
         self.info(sys::IVF_INFO_RESIDENT_BYTES).map(|v| v as u64)
     }
@@ -678,11 +678,11 @@ impl Index {
     pub fn host_tier_bytes(&self) -> Result<u64> {
         self.info(sys::IVF_INFO_HOST_TIER_BYTES).map(|v| v as u64)
     }
-    /// Probed (batch, list) pairs served from the device cache since the index was created.
+    /// Probes ((query, list) pairs) served from the device cache since the index was created.
     pub fn cache_hits(&self) -> Result<u64> {
         self.info(sys::IVF_INFO_CACHE_HITS).map(|v| v as u64)
     }
-    /// Probed (batch, list) pairs streamed from the host since the index was created.
+    /// Probes ((query, list) pairs) whose list was streamed from the host since the index was created.
     pub fn cache_misses(&self) -> Result<u64> {
         self.info(sys::IVF_INFO_CACHE_MISSES).map(|v| v as u64)
     }
