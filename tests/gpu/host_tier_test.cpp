@@ -198,8 +198,10 @@ TEST(HostTier, TheBudgetHoldsWhileAddingFourTimesIt) {
   std::printf("budget %lld bytes; the driver saw at most %lld bytes more in use (%.3f x budget); index %lld rows\n",
               static_cast<long long>(budget), static_cast<long long>(used), double(used) / double(budget),
               static_cast<long long>(info(idx.get(), IVF_INFO_NTOTAL)));
-  // The index's own streams and cuBLAS handles (a few MiB each, outside any pool) are the slack.
-  EXPECT_LE(used, budget + 48 * kMiB);
+  // The index's own streams, cuBLAS handles and the kernels it loads first (outside any pool:
+  // 44 MB measured on the H100, CUDA 13.0, driver 580) are the slack; everything the index
+  // allocates comes from the pool the driver caps at the budget.
+  EXPECT_LE(used, budget + 64 * kMiB);
 }
 
 TEST(HostTier, SixteenSearchThreadsEqualASerialReplay) {
