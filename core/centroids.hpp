@@ -7,6 +7,10 @@
 #include <vector>
 
 #include "host_model.hpp"
+#include "kmeans_steps.hpp"
+#include "matrix_view.hpp"
+#include "types.hpp"
+#include "vector_ops.hpp"
 
 namespace ivfgpu {
 
@@ -27,6 +31,33 @@ inline HostModel model_with_centroids(int64_t dim, Metric metric, int64_t nlist,
     m.centroid_norms = c->norms;
   }
   return m;
+}
+
+// A trained model's centroids taken over (the inverse of model_with_centroids); null when the
+// model is not trained.
+inline CentroidsPtr centroids_from(HostModel& model) {
+  if (!model.trained) return nullptr;
+  auto c = std::make_shared<HostCentroids>();
+  c->centroids = std::move(model.centroids);
+  c->norms = std::move(model.centroid_norms);
+  return c;
+}
+
+// Centroids trained on a host f32 sample, whatever runs k-means: cosine trains on unit vectors
+// (the one place training normalises); kmeans(x, rows, centroids) fills nlist x dim floats.
+template <class KMeans>
+CentroidsPtr train_on_sample(const BuildParams& params, int64_t dim, const MatrixView& sample, KMeans&& kmeans) {
+  std::vector<float> unit;
+  const float* x = sample.as<float>();
+  if (params.metric == Metric::Cosine) {
+    unit = normalized_copy(x, sample.rows, dim);
+    x = unit.data();
+  }
+  auto c = std::make_shared<HostCentroids>();
+  c->centroids.resize(static_cast<std::size_t>(params.nlist * dim));
+  kmeans(x, sample.rows, c->centroids.data());
+  squared_norms(c->centroids.data(), params.nlist, dim, c->norms);
+  return c;
 }
 
 }  // namespace ivfgpu

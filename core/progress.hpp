@@ -24,7 +24,6 @@ class Scope {
   Scope& operator=(const Scope&) = delete;
 
  private:
-  friend class Pause;
   friend void set(double);
   friend void poll();
   friend void finish();

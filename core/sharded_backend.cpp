@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "host_id_reads.hpp"
 #include "list_layout.hpp"
 
 namespace ivfgpu {
@@ -130,11 +131,7 @@ class ShardedBackend final : public Backend {
     host_only(ids_memory, "add");
     const int64_t n = x.rows;
     std::vector<int64_t> generated;
-    if (ids == nullptr) {
-      generated.resize(static_cast<std::size_t>(n));
-      std::iota(generated.begin(), generated.end(), cur.ntotal());
-      ids = generated.data();
-    }
+    ids = ids_or_sequential(ids, cur.ntotal(), n, generated);
     std::vector<StatePtr> next(cur.parts);
     if (mode_ == ShardMode::Replicate) {
       on_replicas([&](std::size_t p) { next[p] = parts_[p]->add(*cur.parts[p], x, ids, MemoryKind::Host); });

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <type_traits>
 #include <numeric>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "../centroids.hpp"
 #include "../element_convert.hpp"
 #include "../errors.hpp"
+#include "../host_id_reads.hpp"
 #include "../kmeans_steps.hpp"
 #include "../progress.hpp"
 #include "../vector_ops.hpp"
@@ -34,6 +34,21 @@ struct CpuState final : IndexState {
 
 const CpuState& cpu_state(const IndexState& s) { return static_cast<const CpuState&>(s); }
 
+// The live rows of a store in list order, decoded to f32 on demand (host_id_reads.hpp).
+auto live_rows(const HostListStore& store) {
+  return [&store](auto&& fn) {
+    const ListView v = store.view();
+    const std::size_t row_bytes = store.row_bytes();
+    store.for_each_live([&](int64_t slot, int64_t) {
+      fn(v.ids[slot], [&](float* out) {
+        const std::vector<float> f =
+            decode_rows(static_cast<const unsigned char*>(v.vectors) + slot * row_bytes, v.type, 1, v.dim);
+        std::copy(f.begin(), f.end(), out);
+      });
+    });
+  };
+}
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(int64_t dim, const BuildParams& params)
@@ -47,15 +62,11 @@ class CpuBackend final : public Backend {
   }
 
   NewState train(const IndexState&, const MatrixView& sample) override {
-    std::vector<float> unit;
-    const float* x = prepared(sample, unit);
-    auto c = std::make_shared<HostCentroids>();
-    c->centroids.resize(static_cast<std::size_t>(params_.nlist * dim_));
-    kmeans(x, sample.rows, dim_, params_.nlist, params_.metric, params_.kmeans_iters,
-           static_cast<uint64_t>(params_.seed), c->centroids.data());
-    squared_norms(c->centroids.data(), params_.nlist, dim_, c->norms);
     auto s = std::make_shared<CpuState>();
-    s->centroids = std::move(c);
+    s->centroids = train_on_sample(params_, dim_, sample, [&](const float* x, int64_t rows, float* centroids) {
+      kmeans(x, rows, dim_, params_.nlist, params_.metric, params_.kmeans_iters, static_cast<uint64_t>(params_.seed),
+             centroids);
+    });
     s->store = HostListStore::empty(dim_, params_.nlist, storage_);
     return s;
   }
@@ -64,11 +75,7 @@ class CpuBackend final : public Backend {
     const CpuState& cur = cpu_state(current);
     const int64_t n = rows.rows;
     std::vector<int64_t> sequential;
-    if (ids == nullptr) {
-      sequential.resize(static_cast<std::size_t>(n));
-      std::iota(sequential.begin(), sequential.end(), cur.ntotal());
-      ids = sequential.data();
-    }
+    ids = ids_or_sequential(ids, cur.ntotal(), n, sequential);
     // The rows as the index stores them, and the f32 values they hold (assignment works on
     // what is stored, so a row's list never depends on the input's type).
     std::vector<unsigned char> stored;
@@ -121,45 +128,16 @@ class CpuBackend final : public Backend {
   }
 
   void get(const IndexState& state, const int64_t* ids, int64_t n, float* out, uint8_t* found) const override {
-    const CpuState& st = cpu_state(state);
-    // The wanted ids in a host map (id -> request rows); one pass over the live rows in list
-    // order keeps the first row of each id.
-    std::unordered_map<int64_t, std::vector<int64_t>> wanted;
-    for (int64_t i = 0; i < n; ++i) wanted[ids[i]].push_back(i);
-    std::fill(out, out + n * dim_, 0.0f);
-    if (found) std::fill(found, found + n, uint8_t{0});
-    const ListView v = st.store->view();
-    std::unordered_set<int64_t> done;
-    st.store->for_each_live([&](int64_t slot, int64_t) {
-      auto it = wanted.find(v.ids[slot]);
-      if (it == wanted.end() || !done.insert(it->first).second) return;
-      for (int64_t i : it->second) {
-        decode_row(v, slot, out + i * dim_);
-        if (found) found[i] = 1;
-      }
-    });
+    get_first_rows(live_rows(*cpu_state(state).store), ids, n, dim_, out, found);
   }
 
   void count_ids(const IndexState& state, const int64_t* ids, int64_t n, int64_t* counts) const override {
-    const CpuState& st = cpu_state(state);
-    std::unordered_map<int64_t, int64_t> count;
-    for (int64_t i = 0; i < n; ++i) count.emplace(ids[i], 0);
-    const ListView v = st.store->view();
-    st.store->for_each_live([&](int64_t slot, int64_t) {
-      auto it = count.find(v.ids[slot]);
-      if (it != count.end()) ++it->second;
-    });
-    for (int64_t i = 0; i < n; ++i) counts[i] = count[ids[i]];
+    count_rows(live_rows(*cpu_state(state).store), ids, n, counts);
   }
 
   NewState restore(HostModel model) override {
     auto s = std::make_shared<CpuState>();
-    if (model.trained) {
-      auto c = std::make_shared<HostCentroids>();
-      c->centroids = std::move(model.centroids);
-      c->norms = std::move(model.centroid_norms);
-      s->centroids = std::move(c);
-    }
+    s->centroids = centroids_from(model);
     s->store = HostListStore::from_model(model);
     return s;
   }
@@ -207,13 +185,6 @@ class CpuBackend final : public Backend {
     if (params_.metric != Metric::Cosine) return x.as<float>();
     unit = normalized_copy(x.as<float>(), x.rows, dim_);
     return unit.data();
-  }
-
-  // Row `slot` of the view decoded to f32.
-  void decode_row(const ListView& v, int64_t slot, float* out) const {
-    const std::size_t rb = static_cast<std::size_t>(dim_) * element_size(v.type);
-    const std::vector<float> f = decode_rows(static_cast<const unsigned char*>(v.vectors) + slot * rb, v.type, 1, dim_);
-    std::copy(f.begin(), f.end(), out);
   }
 
   // Queries against the stored rows: f32 queries stay f32 (the distance is exact in fp32

@@ -264,13 +264,8 @@ class CudaBackend final : public Backend {
       auto s = std::make_shared<CudaState>();
       s->store = DeviceListStore::from_model(ctx_, main(), model);
       s->ids = build_id_map(ctx_, main(), *s->store);
-      if (model.trained) {
-        auto host = std::make_shared<HostCentroids>();
-        host->centroids = std::move(model.centroids);
-        host->norms = std::move(model.centroid_norms);
-        s->device = upload_centroids(ctx_, main(), *host);
-        s->host = std::move(host);
-      }
+      s->host = centroids_from(model);
+      if (s->host) s->device = upload_centroids(ctx_, main(), *s->host);
       return s;
     });
   }

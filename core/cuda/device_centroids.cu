@@ -3,8 +3,6 @@
 #include <utility>
 #include <vector>
 
-#include "../kmeans_steps.hpp"
-#include "../vector_ops.hpp"
 #include "check.hpp"
 #include "kmeans.hpp"
 
@@ -24,22 +22,12 @@ std::shared_ptr<const DeviceCentroids> upload_centroids(const DeviceContext& ctx
 
 CentroidsPtr train_centroids(const DeviceContext& ctx, cudaStream_t stream, const BuildParams& params, int64_t dim,
                              const MatrixView& sample) {
-  // The sample is on the host (the Index draws it there); cosine trains on unit vectors.
-  std::vector<float> unit;
-  const float* x = sample.as<float>();
-  if (params.metric == Metric::Cosine) {
-    unit = normalized_copy(x, sample.rows, dim);
-    x = unit.data();
-  }
-  auto host = std::make_shared<HostCentroids>();
-  host->centroids.resize(static_cast<std::size_t>(params.nlist * dim));
-  {
+  // The sample is on the host (the Index draws it there).
+  return train_on_sample(params, dim, sample, [&](const float* x, int64_t rows, float* centroids) {
     DeviceContext::Lease lease(ctx, stream);
-    kmeans_train(ctx, stream, lease.blas(), x, sample.rows, dim, params.nlist, params.metric, params.kmeans_iters,
-                 static_cast<uint64_t>(params.seed), host->centroids.data());
-  }
-  squared_norms(host->centroids.data(), params.nlist, dim, host->norms);
-  return host;
+    kmeans_train(ctx, stream, lease.blas(), x, rows, dim, params.nlist, params.metric, params.kmeans_iters,
+                 static_cast<uint64_t>(params.seed), centroids);
+  });
 }
 
 }  // namespace ivfgpu::cuda

@@ -9,7 +9,6 @@
 #include <mutex>
 #include <numeric>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "../cpu/parallel.hpp"
 #include "../kmeans_steps.hpp"
 #include "../errors.hpp"
+#include "../host_id_reads.hpp"
 #include "../progress.hpp"
 #include "../tier/tier_store.hpp"
 #include "../vector_ops.hpp"
@@ -59,8 +59,18 @@ struct TierState final : IndexState {
 
 const TierState& tier_state(const IndexState& s) { return static_cast<const TierState&>(s); }
 
-// The filter's ids on the device (a set the scan can probe), built per search: filters on a
-// budgeted index are uploaded under its budget, not cached beside it.
+// The rows of a store in list order (host_id_reads.hpp); the tier holds f32 rows.
+auto rows_of(const TierStore& store) {
+  return [&store](auto&& fn) {
+    const int64_t dim = store.dim();
+    for (int64_t l = 0; l < store.nlist(); ++l) {
+      const tier::TierList& t = store.list(l);
+      for (int64_t r = 0; r < t.size; ++r)
+        fn(t.ids[r], [&](float* out) { std::copy_n(reinterpret_cast<const float*>(t.rows) + r * dim, dim, out); });
+    }
+  };
+}
+
 class TieredBackend final : public Backend {
  public:
   TieredBackend(int64_t dim, const BuildParams& params)
@@ -114,17 +124,14 @@ class TieredBackend final : public Backend {
         x = host_rows.data();
       }
       std::vector<int64_t> host_ids;
-      if (ids == nullptr) {
-        host_ids.resize(static_cast<std::size_t>(n));
-        std::iota(host_ids.begin(), host_ids.end(), cur.store->ntotal());
-        ids = host_ids.data();
-      } else if (ids_memory == MemoryKind::Device) {
+      if (ids != nullptr && ids_memory == MemoryKind::Device) {
         host_ids = copy_to_host(ids, n);
         for (int64_t i = 0; i < n; ++i)
           if (host_ids[i] == -1)
             fail(Errc::InvalidArgument, "add: id -1 is reserved for padding (row " + std::to_string(i) + ")");
         ids = host_ids.data();
       }
+      ids = ids_or_sequential(ids, cur.store->ntotal(), n, host_ids);
       std::vector<float> unit;
       if (params_.metric == Metric::Cosine) {
         unit = normalized_copy(x, n, dim_);
@@ -152,52 +159,17 @@ class TieredBackend final : public Backend {
   }
 
   void get(const IndexState& state, const int64_t* ids, int64_t n, float* out, uint8_t* found) const override {
-    const TierStore& store = *tier_state(state).store;
-    // One pass over the lists in order keeps the first row of each wanted id (list order).
-    std::unordered_map<int64_t, std::vector<int64_t>> wanted;
-    for (int64_t i = 0; i < n; ++i) wanted[ids[i]].push_back(i);
-    std::fill(out, out + n * dim_, 0.0f);
-    if (found) std::fill(found, found + n, uint8_t{0});
-    std::unordered_set<int64_t> done;
-    for (int64_t l = 0; l < store.nlist() && done.size() < wanted.size(); ++l) {
-      const tier::TierList& t = store.list(l);
-      for (int64_t r = 0; r < t.size; ++r) {
-        auto it = wanted.find(t.ids[r]);
-        if (it == wanted.end() || !done.insert(it->first).second) continue;
-        const float* row = reinterpret_cast<const float*>(t.rows) + r * dim_;
-        for (int64_t i : it->second) {
-          std::copy_n(row, dim_, out + i * dim_);
-          if (found) found[i] = 1;
-        }
-      }
-    }
+    get_first_rows(rows_of(*tier_state(state).store), ids, n, dim_, out, found);
   }
 
   void count_ids(const IndexState& state, const int64_t* ids, int64_t n, int64_t* counts) const override {
-    const TierStore& store = *tier_state(state).store;
-    std::unordered_map<int64_t, int64_t> count;
-    for (int64_t i = 0; i < n; ++i) count.emplace(ids[i], 0);
-    for (int64_t l = 0; l < store.nlist(); ++l) {
-      const tier::TierList& t = store.list(l);
-      for (int64_t r = 0; r < t.size; ++r) {
-        auto it = count.find(t.ids[r]);
-        if (it != count.end()) ++it->second;
-      }
-    }
-    for (int64_t i = 0; i < n; ++i) counts[i] = count[ids[i]];
+    count_rows(rows_of(*tier_state(state).store), ids, n, counts);
   }
 
   NewState restore(HostModel model) override {
     return guarded([&] {
-      CentroidsPtr host;
-      std::shared_ptr<const DeviceCentroids> device;
-      if (model.trained) {
-        auto c = std::make_shared<HostCentroids>();
-        c->centroids = std::move(model.centroids);
-        c->norms = std::move(model.centroid_norms);
-        device = upload_centroids(ctx_, main(), *c);
-        host = std::move(c);
-      }
+      CentroidsPtr host = centroids_from(model);
+      std::shared_ptr<const DeviceCentroids> device = host ? upload_centroids(ctx_, main(), *host) : nullptr;
       // The file's lists become the tier in place (pinned where they lie: no second copy).
       return make_state(std::move(host), std::move(device), TierStore::from_model(arenas_, model));
     });
@@ -325,18 +297,10 @@ class TieredBackend final : public Backend {
   }
 
   CentroidsPtr train_on_host(const MatrixView& sample) const {
-    std::vector<float> unit;
-    const float* x = sample.as<float>();
-    if (params_.metric == Metric::Cosine) {
-      unit = normalized_copy(x, sample.rows, dim_);
-      x = unit.data();
-    }
-    auto c = std::make_shared<HostCentroids>();
-    c->centroids.resize(static_cast<std::size_t>(params_.nlist * dim_));
-    cpu::kmeans(x, sample.rows, dim_, params_.nlist, params_.metric, params_.kmeans_iters,
-                static_cast<uint64_t>(params_.seed), c->centroids.data());
-    squared_norms(c->centroids.data(), params_.nlist, dim_, c->norms);
-    return c;
+    return train_on_sample(params_, dim_, sample, [&](const float* x, int64_t rows, float* centroids) {
+      cpu::kmeans(x, rows, dim_, params_.nlist, params_.metric, params_.kmeans_iters,
+                  static_cast<uint64_t>(params_.seed), centroids);
+    });
   }
 
   // Nearest list of each host row, on the device in blocks that fit the mutation budget.

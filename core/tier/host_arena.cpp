@@ -46,7 +46,6 @@ struct HostArenas::Shared {
   mutable std::mutex mutex;
   std::vector<std::unique_ptr<Arena>> arenas;
   std::size_t adopted = 0;
-  std::size_t used = 0;
 
   ~Shared() {
     for (auto& a : arenas) memory->release(a->host);
@@ -55,7 +54,6 @@ struct HostArenas::Shared {
   void give_back(Arena* a, std::size_t off, std::size_t len) noexcept {
     std::lock_guard<std::mutex> lock(mutex);
     a->used -= len;
-    used -= len;
     a->free.give(off, len);
   }
 };
@@ -99,7 +97,6 @@ std::shared_ptr<const HostBlock> HostArenas::allocate(std::size_t bytes) {
       s.arenas.push_back(std::move(a));
     }
     arena->used += len;
-    s.used += len;
   }
   // Outside the lock: if making the pointer throws, its deleter gives the range back (it locks).
   auto shared = shared_;
@@ -135,11 +132,6 @@ std::size_t HostArenas::reserved_bytes() const {
   std::size_t r = shared_->adopted;
   for (auto& a : shared_->arenas) r += a->bytes;
   return r;
-}
-
-std::size_t HostArenas::used_bytes() const {
-  std::lock_guard<std::mutex> lock(shared_->mutex);
-  return shared_->used + shared_->adopted;
 }
 
 void HostArenas::trim() {

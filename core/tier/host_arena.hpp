@@ -51,7 +51,6 @@ class HostArenas {
   std::shared_ptr<const HostBlock> adopt(std::shared_ptr<void> owner, void* p, std::size_t bytes);
 
   std::size_t reserved_bytes() const;  // arenas plus adopted memory
-  std::size_t used_bytes() const;      // blocks handed out
   // Gives back arenas that hold no block (after a reset); the last arena is kept.
   void trim();
 
