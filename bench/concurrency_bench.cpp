@@ -26,24 +26,17 @@
 #include <vector>
 
 #include "datasets.hpp"
+#include "measure.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+using ivftools::check;
+using ivftools::Clock;
+using ivftools::ms_since;
+using ivftools::percentile;
 
-void check(ivf_status s, const char* what) {
-  if (s != IVF_OK) {
-    std::fprintf(stderr, "%s failed: %s (%s)\n", what, ivf_status_string(s), ivf_last_error_message());
-    std::exit(1);
-  }
-}
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))];
-}
+
 
 struct Options {
   int64_t n = 1000000, dim = 128, nlist = 1024, nprobe = 16, batch = 1, k = 10, threads = 32, add_rows = 10000;

@@ -16,23 +16,17 @@
 #include <vector>
 
 #include "datasets.hpp"
+#include "measure.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+using ivftools::check;
+using ivftools::Clock;
+using ivftools::median;
+using ivftools::ms_since;
 
-void check(ivf_status s, const char* what) {
-  if (s != IVF_OK) {
-    std::fprintf(stderr, "%s failed: %s (%s)\n", what, ivf_status_string(s), ivf_last_error_message());
-    std::exit(1);
-  }
-}
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+
 
 std::vector<double> parse_list(const std::string& s) {
   std::vector<double> out;

@@ -30,30 +30,19 @@
 
 #include "cli.hpp"
 #include "datasets.hpp"
+#include "measure.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using ivftools::check;
+using ivftools::Clock;
+using ivftools::median;
+using ivftools::percentile;
+using ivftools::seconds_since;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-void check(ivf_status s, const char* what) {
-  if (s != IVF_OK) {
-    std::fprintf(stderr, "%s failed: %s (%s)\n", what, ivf_status_string(s), ivf_last_error_message());
-    std::exit(1);
-  }
-}
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-double percentile(const std::vector<double>& values, double p) {
-  std::vector<double> v(values.begin(), values.end());
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return 0;
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))];
-}
+
 
 // The host tier's counters (IVF_INFO_*); all 0 for an index without a device budget.
 struct Tier {

@@ -22,14 +22,11 @@
 
 #include "cli.hpp"
 #include "datasets.hpp"
+#include "measure.hpp"
 
 namespace {
-void check(ivf_status s, const char* what) {
-  if (s != IVF_OK) {
-    std::fprintf(stderr, "%s failed: %s (%s)\n", what, ivf_status_string(s), ivf_last_error_message());
-    std::exit(1);
-  }
-}
+
+using ivftools::check;
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
