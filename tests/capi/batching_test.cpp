@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -180,9 +181,11 @@ TEST(DynamicBatching, SmallBatchesEqualTheBatchPath) {
     }
 }
 
-// A caller that cancels through its progress callback fails alone: the merged search it may
-// lead runs for the others too and never reports to it.
-TEST(DynamicBatching, ACancellingCallerDoesNotFailItsBatch) {
+// A caller that cancels through its progress callback fails alone, also when it leads the
+// batch: the merged search it runs for the others never reports to it. The leader starts first
+// and waits its 200 ms window, so any report from inside the merged search would be due (and
+// would cancel every member); only its closing report may cancel, and only its own call.
+TEST(DynamicBatching, ACancellingLeaderFailsAlone) {
   if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   const int64_t dim = 8, nlist = 8, nbase = 4000;
   const auto base = clustered_vectors(nbase, dim, 16, 7);
@@ -190,20 +193,35 @@ TEST(DynamicBatching, ACancellingCallerDoesNotFailItsBatch) {
   IndexPtr idx = make_index(dim, p.get());
   ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim), IVF_OK);
   ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim, nullptr), IVF_OK);
-  const auto cancel_late = [](ivf_progress_stage, double fraction, void*) -> int32_t { return fraction >= 0.5 ? 1 : 0; };
-  std::atomic<int> ok{0}, cancelled{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 12; ++t)
-    threads.emplace_back([&, t] {
-      auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 20000}});
-      if (t % 4 == 0) EXPECT_EQ(ivf_params_set_progress(sp.get(), cancel_late, nullptr), IVF_OK);
+  // Continues at its first report (the start), cancels at any later one.
+  const auto cancel_after_start = [](ivf_progress_stage, double, void* user) -> int32_t {
+    return (*static_cast<int*>(user))++ > 0 ? 1 : 0;
+  };
+  std::atomic<int> ok{0}, other{0};
+  ivf_status leader = IVF_OK;
+  int reports = 0;
+  std::thread lead([&] {
+    auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 200000}});
+    EXPECT_EQ(ivf_params_set_progress(sp.get(), cancel_after_start, &reports), IVF_OK);
+    std::vector<int64_t> ids(5);
+    std::vector<float> d(5);
+    leader = ivf_search(idx.get(), sp.get(), base.data(), IVF_DTYPE_F32, 1, dim, 5, ids.data(), d.data());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<std::thread> followers;
+  for (int t = 1; t < 12; ++t)
+    followers.emplace_back([&, t] {
+      auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 200000}});
       std::vector<int64_t> ids(5);
       std::vector<float> d(5);
       const ivf_status s = ivf_search(idx.get(), sp.get(), base.data() + t * dim, IVF_DTYPE_F32, 1, dim, 5, ids.data(), d.data());
-      (s == IVF_OK ? ok : s == IVF_ERR_CANCELLED ? cancelled : ok)++;
-      if (s != IVF_OK) EXPECT_EQ(s, IVF_ERR_CANCELLED);
+      (s == IVF_OK ? ok : other)++;
     });
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(cancelled.load(), 3);
-  EXPECT_EQ(ok.load(), 9);
+  lead.join();
+  for (auto& th : followers) th.join();
+  EXPECT_EQ(leader, IVF_ERR_CANCELLED);
+  EXPECT_EQ(reports, 2) << "the start and the end, nothing from the merged search";
+  EXPECT_EQ(ok.load(), 11);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GE(merged(idx.get()), 12) << "the followers joined the leader's batch";
 }
