@@ -39,3 +39,26 @@ def index(data):
     ix.add(data)
     yield ix
     ix.close()
+
+
+class Spy:
+    """Wraps one C function of the loaded library and records its arguments."""
+
+    def __init__(self, monkeypatch, name):
+        from ivfgpu import _lib
+
+        self.calls = []
+        lib = _lib.load()
+        real = getattr(lib, name)
+
+        def spy(*args):
+            self.calls.append(args)
+            return real(*args)
+
+        monkeypatch.setattr(lib, name, spy)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """spy("ivf_search") wraps that C function for the test and returns its record (.calls)."""
+    return lambda name: Spy(monkeypatch, name)

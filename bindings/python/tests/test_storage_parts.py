@@ -12,21 +12,6 @@ from ivfgpu import _lib
 
 
 
-class Spy:
-    """Wraps one C function of the loaded library and records its arguments."""
-
-    def __init__(self, monkeypatch, name):
-        self.calls = []
-        lib = _lib.load()
-        real = getattr(lib, name)
-
-        def spy(*args):
-            self.calls.append(args)
-            return real(*args)
-
-        monkeypatch.setattr(lib, name, spy)
-
-
 def assert_same(a, b):
     """Distances exactly equal; ids equal except among equal distances."""
     np.testing.assert_array_equal(a.distances, b.distances)
@@ -73,7 +58,7 @@ def test_auto_backend_picks_the_cpu_for_compact_types():
     ix.close()
 
 
-def test_uint8_arrays_equal_the_same_values_as_float32(monkeypatch, rng):
+def test_uint8_arrays_equal_the_same_values_as_float32(spy, rng):
     """A uint8 index fed uint8 arrays (train, add, update, search) equals one fed the same
     values as float32: same centroids, same stored rows, same results (distances are exact
     integers here, below 2**24)."""
@@ -82,7 +67,7 @@ def test_uint8_arrays_equal_the_same_values_as_float32(monkeypatch, rng):
     q8 = ints(rng, 50, dim, 0, 256, np.uint8)
     u8 = ivfgpu.Index(dim, nlist=16, nprobe=4, backend="cpu", storage="uint8")
     f32 = ivfgpu.Index(dim, nlist=16, nprobe=4, backend="cpu", storage="uint8")
-    train, add, search, update = (Spy(monkeypatch, n) for n in ("ivf_train_ex", "ivf_add_ex",
+    train, add, search, update = (spy(n) for n in ("ivf_train_ex", "ivf_add_ex",
                                                                  "ivf_search", "ivf_update"))
     with u8, f32:
         u8.train(x8)
@@ -129,8 +114,8 @@ def test_uint8_arrays_equal_the_same_values_as_float32(monkeypatch, rng):
         assert u8.ntotal == before
 
 
-def test_float16_arrays_go_zero_copy(monkeypatch, rng):
-    train, add, search = (Spy(monkeypatch, n) for n in ("ivf_train_ex", "ivf_add_ex", "ivf_search"))
+def test_float16_arrays_go_zero_copy(spy, rng):
+    train, add, search = (spy(n) for n in ("ivf_train_ex", "ivf_add_ex", "ivf_search"))
     x = rng.random((2000, 16), dtype=np.float32).astype(np.float16)
     ix = ivfgpu.Index(16, nlist=8, backend="cpu", storage="f16")
     ix.train(x)
@@ -151,9 +136,9 @@ def test_float16_arrays_go_zero_copy(monkeypatch, rng):
     ix.close()
 
 
-def test_arrays_of_another_type_are_float32_as_before(monkeypatch, index, data):
+def test_arrays_of_another_type_are_float32_as_before(spy, index, data):
     """An f32 index takes uint8, float16, float64 arrays as before: one copy to float32."""
-    search = Spy(monkeypatch, "ivf_search")
+    search = spy("ivf_search")
     for dt in (np.float16, np.uint8, np.int8, np.float64):
         q = (data[:5] * 100).astype(dt)
         index.search(q, 2)
@@ -175,12 +160,12 @@ def _bf16_bits(x: np.ndarray) -> np.ndarray:
     return (bits >> 16).astype(np.uint16)
 
 
-def test_bf16_takes_uint16_bit_patterns_with_dtype(monkeypatch, rng):
+def test_bf16_takes_uint16_bit_patterns_with_dtype(spy, rng):
     dim = 8
     x = (rng.integers(-64, 64, size=(800, dim)) / 8).astype(np.float32)  # exact in bf16
     b = _bf16_bits(x)
     q = x[:20]
-    add, search = Spy(monkeypatch, "ivf_add_ex"), Spy(monkeypatch, "ivf_search")
+    add, search = spy("ivf_add_ex"), spy("ivf_search")
     typed = ivfgpu.Index(dim, nlist=8, backend="cpu", storage="bf16")
     plain = ivfgpu.Index(dim, nlist=8, backend="cpu", storage="bf16")
     typed.train(b, dtype="bf16")

@@ -6,27 +6,11 @@ import numpy as np
 import pytest
 
 import ivfgpu
-from ivfgpu import _lib
 
 
-class Spy:
-    """Wraps one C function of the loaded library and records its arguments."""
-
-    def __init__(self, monkeypatch, name):
-        self.calls = []
-        lib = _lib.load()
-        real = getattr(lib, name)
-
-        def spy(*args):
-            self.calls.append(args)
-            return real(*args)
-
-        monkeypatch.setattr(lib, name, spy)
-
-
-def test_train_add_search_pass_the_arrays_own_pointers(monkeypatch, data):
+def test_train_add_search_pass_the_arrays_own_pointers(spy, data):
     # Host train and add go through the _ex forms (their parameters carry the progress callback).
-    train, add, search = (Spy(monkeypatch, n) for n in ("ivf_train_ex", "ivf_add_ex", "ivf_search"))
+    train, add, search = (spy(n) for n in ("ivf_train_ex", "ivf_add_ex", "ivf_search"))
     ix = ivfgpu.Index(16, nlist=8, backend="cpu")
     ix.train(data)
     ids = np.arange(100, 2100, dtype=np.int64)
@@ -42,8 +26,8 @@ def test_train_add_search_pass_the_arrays_own_pointers(monkeypatch, data):
     assert i[0, 0] == 100
 
 
-def test_id_calls_pass_the_ids_own_pointer(monkeypatch, index, data):
-    spies = {n: Spy(monkeypatch, n) for n in ("ivf_remove", "ivf_update", "ivf_get", "ivf_count_ids")}
+def test_id_calls_pass_the_ids_own_pointer(spy, index, data):
+    spies = {n: spy(n) for n in ("ivf_remove", "ivf_update", "ivf_get", "ivf_count_ids")}
     ids = np.array([1, 2, 3], dtype=np.int64)
     rows = np.ascontiguousarray(data[:3])
     index.count_ids(ids)
@@ -62,8 +46,8 @@ def test_id_calls_pass_the_ids_own_pointer(monkeypatch, index, data):
     lambda x: np.asfortranarray(x),
     lambda x: np.repeat(x, 2, axis=0)[::2],
 ])
-def test_other_inputs_are_copied_once_to_float32(monkeypatch, index, data, make):
-    search = Spy(monkeypatch, "ivf_search")
+def test_other_inputs_are_copied_once_to_float32(spy, index, data, make):
+    search = spy("ivf_search")
     q = make(data[:5])
     res = index.search(q, 2)
     assert search.calls[0][2] != q.ctypes.data
