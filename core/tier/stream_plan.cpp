@@ -34,19 +34,14 @@ bool StreamPlanner::admit(int64_t l, std::size_t bytes, std::size_t* off) {
   evict(l);  // a stale copy of this list (an older block, or fewer rows)
   const double mine = score(l);
   while (!free_.take(bytes, off)) {
-    int64_t victim = -1;
-    double coldest = mine;
-    for (std::size_t v = 0; v < entries_.size(); ++v) {
-      const Entry& e = entries_[v];
-      if (!e.used || e.last_chunk == chunk_) continue;
-      const double s = score(static_cast<int64_t>(v));
-      if (s < coldest) {
-        coldest = s;
-        victim = static_cast<int64_t>(v);
-      }
+    // The coldest cached list not probed by this chunk (victims_ is in that order), if colder.
+    while (next_victim_ < victims_.size()) {
+      const Entry& e = entries_[victims_[next_victim_].second];
+      if (e.used && e.last_chunk != chunk_) break;
+      ++next_victim_;  // evicted already, or (re)admitted by this chunk
     }
-    if (victim < 0) return false;
-    evict(victim);
+    if (next_victim_ == victims_.size() || victims_[next_victim_].first >= mine) return false;
+    evict(victims_[next_victim_++].second);
   }
   return true;
 }
@@ -90,6 +85,15 @@ ChunkPlan StreamPlanner::plan(const int32_t* pair_counts, const TierStore& store
     }
   }
   plan.hit_lists = static_cast<int64_t>(plan.hits.size());
+  // Eviction candidates, coldest first (ties: lower list first): the cached lists this chunk
+  // does not hit. Their scores do not change while the chunk is planned, so one sort serves
+  // every admission (instead of a scan over all lists per eviction).
+  victims_.clear();
+  next_victim_ = 0;
+  for (std::size_t v = 0; v < entries_.size(); ++v)
+    if (entries_[v].used && entries_[v].last_chunk != chunk_)
+      victims_.emplace_back(score(static_cast<int64_t>(v)), static_cast<int64_t>(v));
+  std::sort(victims_.begin(), victims_.end());
   plan.missed_lists = static_cast<int64_t>(misses.size());
   // The hottest misses are offered to the cache first.
   std::stable_sort(misses.begin(), misses.end(), [&](int64_t a, int64_t b) { return score_[a] > score_[b]; });

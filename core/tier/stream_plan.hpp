@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "range_map.hpp"
@@ -91,6 +92,8 @@ class StreamPlanner {
   std::vector<double> score_;       // decayed probe counts, as of last_seen_
   std::vector<uint64_t> last_seen_;
   uint64_t chunk_ = 0;
+  std::vector<std::pair<double, int64_t>> victims_;  // this chunk's eviction order
+  std::size_t next_victim_ = 0;
   int64_t resident_lists_ = 0;
   std::size_t resident_bytes_ = 0;
 };
