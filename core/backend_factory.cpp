@@ -44,18 +44,6 @@ std::unique_ptr<Backend> make_backend(int64_t dim, const BuildParams& params) {
   if (is_integer(storage) && params.metric == Metric::Cosine)
     fail(Errc::Unsupported, std::string("cosine needs a floating storage type (f32, f16, bf16): ") + element_name(storage) +
                                 " rows cannot be unit-normalised");
-  if (storage != ElementType::F32) {
-    // The compact types run on the CPU backend in this version (issue 11: the GPU kernels for
-    // them are not built yet).
-    if (params.backend == BackendKind::Cuda)
-      fail(Errc::Unsupported, std::string(element_name(storage)) +
-                                  " storage runs on the CPU backend in this version: the CUDA kernels for compact "
-                                  "types are not built yet (use IVF_BACKEND_CPU or AUTO, or f32 storage)");
-    if (params.shards > 1) fail(Errc::Unsupported, "an index of several parts stores f32 rows only in this version");
-    BuildParams p = params;
-    p.backend = BackendKind::Cpu;
-    return cpu::make_cpu_backend(dim, p);
-  }
   if (params.shards <= 1) return make_one(dim, params);
   const int devices = params.backend == BackendKind::Cpu ? 0 : cuda_device_count();
   std::vector<std::unique_ptr<Backend>> parts;

@@ -11,11 +11,6 @@ namespace ivfgpu {
 
 namespace {
 
-[[noreturn]] void bad_value(const char* what, int64_t i, int64_t dim, float v, const std::string& why) {
-  fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(i / dim) + ", element " +
-                                  std::to_string(i % dim) + ": " + std::to_string(v) + " " + why);
-}
-
 template <class Out, class Encode>
 void encode_all(const float* src, int64_t count, int64_t dim, unsigned char* out, Encode encode) {
   auto* o = reinterpret_cast<Out*>(out);
@@ -24,6 +19,19 @@ void encode_all(const float* src, int64_t count, int64_t dim, unsigned char* out
 }
 
 }  // namespace
+
+void refuse_element(const char* what, int64_t i, int64_t dim, float v, ElementType to) {
+  std::string why;
+  switch (to) {
+    case ElementType::F16: why = "is outside the f16 range (|x| < 65520)"; break;
+    case ElementType::BF16: why = "is outside the bf16 range"; break;
+    case ElementType::U8: why = "is not an integer in [0, 255] (uint8 storage: no scaling is applied)"; break;
+    case ElementType::I8: why = "is not an integer in [-128, 127] (int8 storage: no scaling is applied)"; break;
+    case ElementType::F32: why = "is not finite"; break;
+  }
+  fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(i / dim) + ", element " +
+                                  std::to_string(i % dim) + ": " + std::to_string(v) + " " + why);
+}
 
 std::vector<unsigned char> encode_rows(const MatrixView& x, ElementType to, const char* what) {
   const int64_t count = x.rows * x.dim;
@@ -44,28 +52,28 @@ std::vector<unsigned char> encode_rows(const MatrixView& x, ElementType to, cons
     case ElementType::F16:
       encode_all<Half>(src, count, dim, out.data(), [&](float v, int64_t i) {
         const Half h = to_half(v);
-        if ((h.bits & 0x7c00u) == 0x7c00u) bad_value(what, i, dim, v, "is outside the f16 range (|x| < 65520)");
+        if ((h.bits & 0x7c00u) == 0x7c00u) refuse_element(what, i, dim, v, to);
         return h;
       });
       break;
     case ElementType::BF16:
       encode_all<BFloat16>(src, count, dim, out.data(), [&](float v, int64_t i) {
         const BFloat16 b = to_bfloat16(v);
-        if ((b.bits & 0x7f80u) == 0x7f80u) bad_value(what, i, dim, v, "is outside the bf16 range");
+        if ((b.bits & 0x7f80u) == 0x7f80u) refuse_element(what, i, dim, v, to);
         return b;
       });
       break;
     case ElementType::U8:
       encode_all<uint8_t>(src, count, dim, out.data(), [&](float v, int64_t i) {
         if (!(v >= 0.0f && v <= 255.0f) || v != std::floor(v))
-          bad_value(what, i, dim, v, "is not an integer in [0, 255] (uint8 storage: no scaling is applied)");
+          refuse_element(what, i, dim, v, to);
         return static_cast<uint8_t>(v);
       });
       break;
     case ElementType::I8:
       encode_all<int8_t>(src, count, dim, out.data(), [&](float v, int64_t i) {
         if (!(v >= -128.0f && v <= 127.0f) || v != std::floor(v))
-          bad_value(what, i, dim, v, "is not an integer in [-128, 127] (int8 storage: no scaling is applied)");
+          refuse_element(what, i, dim, v, to);
         return static_cast<int8_t>(v);
       });
       break;
@@ -73,14 +81,17 @@ std::vector<unsigned char> encode_rows(const MatrixView& x, ElementType to, cons
   return out;
 }
 
-std::vector<float> decode_rows(const void* rows, ElementType type, int64_t n, int64_t dim) {
-  const int64_t count = n * dim;
-  std::vector<float> out(static_cast<std::size_t>(count));
+void decode_into(const void* rows, ElementType type, int64_t count, float* out) {
   dispatch_element_type(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = static_cast<const T*>(rows);
     for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(src[i]);
   });
+}
+
+std::vector<float> decode_rows(const void* rows, ElementType type, int64_t n, int64_t dim) {
+  std::vector<float> out(static_cast<std::size_t>(n * dim));
+  decode_into(rows, type, n * dim, out.data());
   return out;
 }
 

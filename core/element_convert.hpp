@@ -16,6 +16,10 @@ namespace ivfgpu {
 // cannot be searched); f32 -> uint8/int8 requires integers in range, else Errc::InvalidArgument
 // naming the row and column. `what` prefixes messages ("add: data").
 std::vector<unsigned char> encode_rows(const MatrixView& x, ElementType to, const char* what);
+// The error encode_rows raises for element i (row i / dim) of value v that type `to` refuses.
+[[noreturn]] void refuse_element(const char* what, int64_t i, int64_t dim, float v, ElementType to);
+// count elements of `type` as f32 into out (exact for every type).
+void decode_into(const void* rows, ElementType type, int64_t count, float* out);
 // n x dim elements of `type` as f32 (exact for every type).
 std::vector<float> decode_rows(const void* rows, ElementType type, int64_t n, int64_t dim);
 // A model's rows in type `to` (encoded as encode_rows does: a refused value names its row).

@@ -100,6 +100,16 @@ void each_part(std::size_t parts, Fn&& fn) {
     if (e) std::rethrow_exception(e);
 }
 
+// Rows [b, e) of `from` appended to `to`'s rows (both of one element type).
+void append_rows(HostModel& to, const HostModel& from, int64_t b, int64_t e) {
+  if (from.type == ElementType::F32) {
+    to.vectors.insert(to.vectors.end(), from.vectors.begin() + b * from.dim, from.vectors.begin() + e * from.dim);
+  } else {
+    const auto rb = static_cast<int64_t>(from.row_bytes());
+    to.packed.insert(to.packed.end(), from.packed.begin() + b * rb, from.packed.begin() + e * rb);
+  }
+}
+
 class ShardedBackend final : public Backend {
  public:
   ShardedBackend(int64_t dim, const BuildParams& params, std::vector<std::unique_ptr<Backend>> parts)
@@ -139,19 +149,21 @@ class ShardedBackend final : public Backend {
     }
     // Rows dealt to the parts in turn, continuing where the last add stopped.
     const std::size_t g = parts_.size();
-    std::vector<std::vector<float>> rows(g);
+    // Rows move as bytes: the parts take them in the caller's element type.
+    std::vector<std::vector<unsigned char>> rows(g);
     std::vector<std::vector<int64_t>> part_ids(g);
-    const float* src = x.as<float>();
+    const auto* src = static_cast<const unsigned char*>(x.data);
+    const std::size_t row_bytes = static_cast<std::size_t>(dim_) * element_size(x.type);
     for (int64_t i = 0; i < n; ++i) {
       const std::size_t p = static_cast<std::size_t>((cur.next_part + i) % static_cast<int64_t>(g));
-      rows[p].insert(rows[p].end(), src + i * dim_, src + (i + 1) * dim_);
+      rows[p].insert(rows[p].end(), src + i * row_bytes, src + (i + 1) * row_bytes);
       part_ids[p].push_back(ids[i]);
     }
     each_part(g, [&](std::size_t p) {
       const int64_t m = static_cast<int64_t>(part_ids[p].size());
       if (m > 0)
-        next[p] = parts_[p]->add(*cur.parts[p], MatrixView::host_f32(rows[p].data(), m, dim_), part_ids[p].data(),
-                                 MemoryKind::Host);
+        next[p] = parts_[p]->add(*cur.parts[p], MatrixView{rows[p].data(), x.type, m, dim_, MemoryKind::Host},
+                                 part_ids[p].data(), MemoryKind::Host);
     });
     return make(std::move(next), (cur.next_part + n) % static_cast<int64_t>(g));
   }
@@ -233,6 +245,7 @@ class ShardedBackend final : public Backend {
     // Each list dealt row by row to the parts, in turn, as an add would have.
     std::vector<HostModel> split(g, HostModel::empty(model.dim, model.metric, model.nlist));
     for (HostModel& m : split) {
+      m.type = model.type;
       m.trained = model.trained;
       m.centroids = model.centroids;
       m.centroid_norms = model.centroid_norms;
@@ -242,7 +255,7 @@ class ShardedBackend final : public Backend {
     for (int64_t l = 0; l < model.nlist; ++l) {
       for (int64_t r = model.list_offsets[l]; r < model.list_offsets[l + 1]; ++r, ++turn) {
         HostModel& m = split[static_cast<std::size_t>(turn % static_cast<int64_t>(g))];
-        m.vectors.insert(m.vectors.end(), model.vectors.begin() + r * model.dim, model.vectors.begin() + (r + 1) * model.dim);
+        append_rows(m, model, r, r + 1);
         m.ids.push_back(model.ids[r]);
       }
       for (HostModel& m : split) m.list_offsets[l + 1] = static_cast<int64_t>(m.ids.size());
@@ -308,6 +321,7 @@ class ShardedBackend final : public Backend {
     if (parts_.size() == 1) return m;
     // List by list: part 0's rows, then part 1's, ...
     HostModel out = HostModel::empty(m.dim, m.metric, m.nlist);
+    out.type = m.type;
     out.trained = m.trained;
     out.centroids = std::move(m.centroids);
     out.centroid_norms = std::move(m.centroid_norms);
@@ -316,7 +330,7 @@ class ShardedBackend final : public Backend {
     for (int64_t l = 0; l < out.nlist; ++l) {
       for (const HostModel& pm : models) {
         const int64_t b = pm.list_offsets[l], e = pm.list_offsets[l + 1];
-        out.vectors.insert(out.vectors.end(), pm.vectors.begin() + b * out.dim, pm.vectors.begin() + e * out.dim);
+        append_rows(out, pm, b, e);
         out.ids.insert(out.ids.end(), pm.ids.begin() + b, pm.ids.begin() + e);
       }
       out.list_offsets[l + 1] = static_cast<int64_t>(out.ids.size());

@@ -326,8 +326,14 @@ func TestShardsEqualOnePart(t *testing.T) {
 	if _, err := ivfgpu.New(dim, ivfgpu.WithShards(0)); !errors.Is(err, ivfgpu.ErrInvalidArgument) {
 		t.Fatalf("WithShards(0): %v", err)
 	}
-	if _, err := ivfgpu.New(dim, ivfgpu.WithBackend(ivfgpu.BackendCPU), ivfgpu.WithShards(2), ivfgpu.WithStorageType(ivfgpu.StorageUint8)); !errors.Is(err, ivfgpu.ErrUnsupported) {
+	// Compact storage on several parts holds and serves rows like one part.
+	compact, err := ivfgpu.New(dim, ivfgpu.WithBackend(ivfgpu.BackendCPU), ivfgpu.WithShards(2), ivfgpu.WithStorageType(ivfgpu.StorageUint8))
+	if err != nil {
 		t.Fatalf("uint8 on 2 parts: %v", err)
+	}
+	defer compact.Close()
+	if st, err := compact.StorageType(); err != nil || st != ivfgpu.StorageUint8 {
+		t.Fatalf("StorageType = %v, %v", st, err)
 	}
 }
 

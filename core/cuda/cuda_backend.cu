@@ -24,6 +24,7 @@
 #include "device_context.hpp"
 #include "failure_policy.hpp"
 #include "device_list_store.hpp"
+#include "element_rows.hpp"
 #include "id_ops.hpp"
 #include "id_set.hpp"
 #include "kmeans.hpp"
@@ -121,7 +122,7 @@ class CudaBackend final : public Backend {
   NewState initial_state() override {
     return guarded([&] {
       auto s = std::make_shared<CudaState>();
-      s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
+      s->store = DeviceListStore::empty(ctx_, main(), dim_, storage(), params_.nlist);
       s->ids = empty_map();
       return s;
     });
@@ -132,7 +133,7 @@ class CudaBackend final : public Backend {
       auto s = std::make_shared<CudaState>();
       s->host = train_centroids(ctx_, main(), params_, dim_, sample);
       s->device = upload_centroids(ctx_, main(), *s->host);
-      s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
+      s->store = DeviceListStore::empty(ctx_, main(), dim_, storage(), params_.nlist);
       s->ids = empty_map();
       return s;
     });
@@ -145,12 +146,7 @@ class CudaBackend final : public Backend {
       const int64_t n = rows.rows;
       const cudaStream_t stream = main();
       DeviceContext::Lease lease(ctx_, stream);
-      // Rows on the device, prepared for the metric (the one place this backend normalises).
-      DeviceBuffer<float> d_x;
       DeviceBuffer<int64_t> d_ids;
-      const float* x = rows.as<float>();
-      if (rows.on_host() || params_.metric == Metric::Cosine)
-        d_x = DeviceBuffer<float>(ctx_, static_cast<std::size_t>(n * dim_), stream);
       if (ids == nullptr || ids_memory == MemoryKind::Host) {
         // Device ids for the store and the id map (sequential ones: ntotal, ntotal + 1, ...).
         d_ids = DeviceBuffer<int64_t>(ctx_, static_cast<std::size_t>(n), stream);
@@ -158,26 +154,14 @@ class CudaBackend final : public Backend {
           IVF_CUDA_CHECK(cudaMemcpyAsync(d_ids.data(), ids, d_ids.bytes(), cudaMemcpyHostToDevice, stream));
         else
           fill_sequential(stream, d_ids.data(), n, cur.store->ntotal());
-      }
-      if (rows.on_host()) {
-        IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x, d_x.bytes(), cudaMemcpyHostToDevice, stream));
-        x = d_x.data();
       } else {
-        // Device input gets the checks the Index gives host input.
-        const int64_t bad = first_non_finite_row(ctx_, stream, x, n, dim_);
-        if (bad >= 0)
-          fail(Errc::InvalidArgument, "add: data row " + std::to_string(bad) +
-                                          " holds NaN or Inf (rejected: no distance is defined for it)");
-        if (ids != nullptr && ids_memory == MemoryKind::Device) {
-          const int64_t reserved = first_equal(ctx_, stream, ids, n, -1);
-          if (reserved >= 0)
-            fail(Errc::InvalidArgument, "add: id -1 is reserved for padding (row " + std::to_string(reserved) + ")");
-        }
+        // Device ids get the check the Index gives host ids.
+        const int64_t reserved = first_equal(ctx_, stream, ids, n, -1);
+        if (reserved >= 0)
+          fail(Errc::InvalidArgument, "add: id -1 is reserved for padding (row " + std::to_string(reserved) + ")");
       }
-      if (params_.metric == Metric::Cosine) {
-        normalize_rows(stream, x, n, dim_, d_x.data());
-        x = d_x.data();
-      }
+      const AddRows in = add_rows(stream, rows);
+      const float* x = in.values;
       DeviceBuffer<int32_t> assign(ctx_, static_cast<std::size_t>(n), stream);
       assign_nearest(ctx_, stream, lease.blas(), x, n, dim_, cur.device->centroids.data(), cur.device->norms.data(),
                      params_.nlist, params_.metric, assign.data());
@@ -186,7 +170,7 @@ class CudaBackend final : public Backend {
       auto s = std::make_shared<CudaState>();
       s->host = cur.host;
       s->device = cur.device;
-      s->store = cur.store->append(ctx_, stream, x, row_ids, assign.data(), n, slots.data());
+      s->store = cur.store->append(ctx_, stream, in.stored, row_ids, assign.data(), n, slots.data());
       // Same storage: the map gains the new rows; a grown storage moved every row: map it anew.
       s->ids = s->store->same_storage(*cur.store) ? map_with_rows(ctx_, stream, *cur.ids, row_ids, slots.data(), n)
                                                   : build_id_map(ctx_, stream, *s->store);
@@ -253,7 +237,7 @@ class CudaBackend final : public Backend {
       auto s = std::make_shared<CudaState>();
       s->host = cur.host;
       s->device = cur.device;
-      s->store = DeviceListStore::empty(ctx_, main(), dim_, params_.nlist);
+      s->store = DeviceListStore::empty(ctx_, main(), dim_, storage(), params_.nlist);
       s->ids = empty_map();
       return s;
     });
@@ -318,11 +302,19 @@ class CudaBackend final : public Backend {
 
   std::vector<float> host_copy(const MatrixView& x) const override {
     return guarded([&] {
-      std::vector<float> host(static_cast<std::size_t>(x.rows * x.dim));
+      // Rows of a compact type are decoded on the device first (exact).
       DeviceContext::Lease lease(ctx_, nullptr);
-      IVF_CUDA_CHECK(cudaMemcpyAsync(host.data(), x.data, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                     lease.stream()));
-      IVF_CUDA_CHECK(cudaStreamSynchronize(lease.stream()));
+      const cudaStream_t stream = lease.stream();
+      std::vector<float> host(static_cast<std::size_t>(x.rows * x.dim));
+      DeviceBuffer<float> decoded;
+      const void* src = x.data;
+      if (x.type != ElementType::F32) {
+        decoded = DeviceBuffer<float>(ctx_, host.size(), stream);
+        decode_rows_on_device(stream, x.type, x.data, x.rows, x.dim, decoded.data());
+        src = decoded.data();
+      }
+      IVF_CUDA_CHECK(cudaMemcpyAsync(host.data(), src, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+      IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
       return host;
     });
   }
@@ -366,6 +358,70 @@ class CudaBackend final : public Backend {
   }
 
   cudaStream_t main() const { return main_.get(); }
+
+  ElementType storage() const { return static_cast<ElementType>(params_.storage); }
+
+  // An add's rows on the device: `values`, f32 prepared for the metric and equal to the stored
+  // values decoded (what the assignment sees), and `stored`, the elements the list store
+  // keeps. Input of the storage type is decoded exactly; f32 input to a compact index is
+  // encoded here, on the GPU, with the documented rounding and checks (element_rows.hpp).
+  struct AddRows {
+    DeviceBuffer<float> f32;
+    DeviceBuffer<unsigned char> bytes;
+    const float* values = nullptr;
+    const void* stored = nullptr;
+  };
+  AddRows add_rows(cudaStream_t stream, const MatrixView& rows) const {
+    const int64_t n = rows.rows;
+    const std::size_t count = static_cast<std::size_t>(n * dim_);
+    AddRows r;
+    auto f32_buffer = [&]() -> float* {
+      if (r.f32.data() == nullptr) r.f32 = DeviceBuffer<float>(ctx_, count, stream);
+      return r.f32.data();
+    };
+    if (rows.type == ElementType::F32) {
+      if (rows.on_host()) {
+        IVF_CUDA_CHECK(cudaMemcpyAsync(f32_buffer(), rows.data, sizeof(float) * count, cudaMemcpyHostToDevice, stream));
+        r.values = r.f32.data();
+      } else {
+        r.values = rows.as<float>();
+      }
+    } else {
+      // The storage type: its elements are what the store keeps, unless cosine rescales them.
+      const void* raw = rows.data;
+      if (rows.on_host()) {
+        r.bytes = DeviceBuffer<unsigned char>(ctx_, count * element_size(rows.type), stream);
+        IVF_CUDA_CHECK(cudaMemcpyAsync(r.bytes.data(), raw, r.bytes.bytes(), cudaMemcpyHostToDevice, stream));
+        raw = r.bytes.data();
+      }
+      decode_rows_on_device(stream, rows.type, raw, n, dim_, f32_buffer());
+      r.values = r.f32.data();
+      if (params_.metric != Metric::Cosine) r.stored = raw;
+    }
+    if (!rows.on_host()) {
+      // Device input gets the check the Index gives host input.
+      const int64_t bad = first_non_finite_row(ctx_, stream, r.values, n, dim_);
+      if (bad >= 0)
+        fail(Errc::InvalidArgument, "add: data row " + std::to_string(bad) +
+                                        " holds NaN or Inf (rejected: no distance is defined for it)");
+    }
+    if (params_.metric == Metric::Cosine) {
+      // The one place this backend normalises rows.
+      normalize_rows(stream, r.values, n, dim_, f32_buffer());
+      r.values = r.f32.data();
+    }
+    if (storage() == ElementType::F32) {
+      r.stored = r.values;
+    } else if (r.stored == nullptr) {
+      DeviceBuffer<unsigned char> encoded(ctx_, count * element_size(storage()), stream);
+      encode_rows_on_device(ctx_, stream, r.values, n, dim_, storage(), encoded.data(), "add: data");
+      decode_rows_on_device(stream, storage(), encoded.data(), n, dim_, f32_buffer());
+      r.values = r.f32.data();
+      r.bytes = std::move(encoded);
+      r.stored = r.bytes.data();
+    }
+    return r;
+  }
 
   IdMapPtr empty_map() { return std::make_shared<IdMap>(ctx_, 1024, 0.8, main()); }
 

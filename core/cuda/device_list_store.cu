@@ -4,6 +4,7 @@
 #include <cub/device/device_select.cuh>
 
 #include <algorithm>
+#include <initializer_list>
 #include <numeric>
 #include <utility>
 
@@ -24,9 +25,26 @@ __global__ void iota_kernel(int32_t* v, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += thread_stride()) v[i] = static_cast<int32_t>(i);
 }
 
+// Rows move as words W (16, 4, 2 or 1 bytes: the widest that divides the row and the bases),
+// so the kernels do not care which element type a row holds; `dim` below counts words.
+template <class Fn>
+void with_row_words(std::size_t row_bytes, std::initializer_list<const void*> bases, Fn&& fn) {
+  auto fits = [&](std::size_t w) {
+    if (row_bytes % w != 0) return false;
+    for (const void* b : bases)
+      if (reinterpret_cast<uintptr_t>(b) % w != 0) return false;
+    return true;
+  };
+  if (fits(16)) fn(uint4{}, static_cast<int64_t>(row_bytes / 16));
+  else if (fits(4)) fn(uint32_t{}, static_cast<int64_t>(row_bytes / 4));
+  else if (fits(2)) fn(uint16_t{}, static_cast<int64_t>(row_bytes / 2));
+  else fn(uint8_t{}, static_cast<int64_t>(row_bytes));
+}
+
 // Moves every live list from the old layout to its place in the new one.
-__global__ void copy_lists_kernel(const float* old_v, const int64_t* old_ids, const int64_t* old_start,
-                                  const int64_t* old_size, const int64_t* new_start, int64_t dim, float* new_v,
+template <class W>
+__global__ void copy_lists_kernel(const W* old_v, const int64_t* old_ids, const int64_t* old_start,
+                                  const int64_t* old_size, const int64_t* new_start, int64_t dim, W* new_v,
                                   int64_t* new_ids) {
   const int64_t l = blockIdx.x;
   const int64_t os = old_start[l], ns = new_start[l], sz = old_size[l];
@@ -38,8 +56,9 @@ __global__ void copy_lists_kernel(const float* old_v, const int64_t* old_ids, co
 }
 
 // Row r of the new storage is old slot gather[r] (live rows, list by list).
-__global__ void gather_rows_kernel(const float* old_v, const int64_t* old_ids, const int64_t* gather, int64_t rows,
-                                   int64_t dim, float* new_v, int64_t* new_ids, const int64_t* new_slot) {
+template <class W>
+__global__ void gather_rows_kernel(const W* old_v, const int64_t* old_ids, const int64_t* gather, int64_t rows,
+                                   int64_t dim, W* new_v, int64_t* new_ids, const int64_t* new_slot) {
   const int lane = threadIdx.x & 31;
   for (int64_t r = global_warp(); r < rows; r += warp_stride()) {
     const int64_t from = gather[r], to = new_slot[r];
@@ -82,9 +101,10 @@ __global__ void slot_pairs_kernel(const int64_t* ids, const int64_t* start, cons
 }
 
 // One warp per new row: sorted position s goes to dst[list] + (s - first[list]).
-__global__ void scatter_rows_kernel(const float* x, const int64_t* ids, int64_t id_base, const int32_t* sorted_list,
+template <class W>
+__global__ void scatter_rows_kernel(const W* x, const int64_t* ids, int64_t id_base, const int32_t* sorted_list,
                                     const int32_t* sorted_row, int64_t n, int64_t dim, const int64_t* dst,
-                                    const int64_t* first, float* out_v, int64_t* out_ids, int64_t* out_slots) {
+                                    const int64_t* first, W* out_v, int64_t* out_ids, int64_t* out_slots) {
   const int lane = threadIdx.x & 31;
   for (int64_t s = global_warp(); s < n; s += warp_stride()) {
     const int32_t l = sorted_list[s];
@@ -108,9 +128,10 @@ void upload(cudaStream_t stream, int64_t* dst, const std::vector<int64_t>& src) 
 }
 
 std::shared_ptr<DeviceListStorage> make_storage(const DeviceContext& ctx, cudaStream_t stream, ListLayout layout,
-                                                int64_t dim) {
+                                                std::size_t row_bytes) {
   auto s = std::make_shared<DeviceListStorage>();
-  s->vectors = DeviceBuffer<float>(ctx, static_cast<std::size_t>(layout.capacity * dim), stream, MemoryUse::State);
+  s->vectors = DeviceBuffer<unsigned char>(ctx, static_cast<std::size_t>(layout.capacity) * row_bytes, stream,
+                                           MemoryUse::State);
   s->ids = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(layout.capacity), stream, MemoryUse::State);
   s->start = DeviceBuffer<int64_t>(ctx, layout.start.size(), stream, MemoryUse::State);
   upload(stream, s->start.data(), layout.start);
@@ -120,10 +141,11 @@ std::shared_ptr<DeviceListStorage> make_storage(const DeviceContext& ctx, cudaSt
 
 }  // namespace
 
-DeviceListStore::DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, int64_t dim,
+DeviceListStore::DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, int64_t dim, ElementType type,
                                  std::shared_ptr<DeviceListStorage> storage, std::vector<int64_t> sizes,
                                  std::shared_ptr<const DeviceRemovedRows> removed)
-    : ctx_(&ctx), dim_(dim), storage_(std::move(storage)), sizes_(std::move(sizes)),
+    : ctx_(&ctx), dim_(dim), type_(type), row_bytes_(static_cast<std::size_t>(dim) * element_size(type)),
+      storage_(std::move(storage)), sizes_(std::move(sizes)),
       largest_prefix_(largest_lists_prefix(sizes_)), d_sizes_(ctx, sizes_.size(), stream, MemoryUse::State),
       removed_(std::move(removed)),
       ntotal_(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0}) - (removed_ ? removed_->host.count : 0)) {
@@ -132,41 +154,44 @@ DeviceListStore::DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, 
 }
 
 std::shared_ptr<const DeviceListStore> DeviceListStore::empty(const DeviceContext& ctx, cudaStream_t stream,
-                                                              int64_t dim, int64_t nlist) {
-  auto storage = make_storage(ctx, stream, ListLayout::empty(nlist), dim);
-  return std::shared_ptr<const DeviceListStore>(
-      new DeviceListStore(ctx, stream, dim, std::move(storage), std::vector<int64_t>(static_cast<std::size_t>(nlist), 0)));
+                                                              int64_t dim, ElementType type, int64_t nlist) {
+  auto storage = make_storage(ctx, stream, ListLayout::empty(nlist), static_cast<std::size_t>(dim) * element_size(type));
+  return std::shared_ptr<const DeviceListStore>(new DeviceListStore(
+      ctx, stream, dim, type, std::move(storage), std::vector<int64_t>(static_cast<std::size_t>(nlist), 0)));
 }
 
 std::shared_ptr<const DeviceListStore> DeviceListStore::from_model(const DeviceContext& ctx, cudaStream_t stream,
                                                                    const HostModel& model) {
   std::vector<int64_t> sizes(static_cast<std::size_t>(model.nlist));
   for (int64_t l = 0; l < model.nlist; ++l) sizes[l] = model.list_size(l);
-  auto storage = make_storage(ctx, stream, ListLayout::packed(sizes), model.dim);
+  auto storage = make_storage(ctx, stream, ListLayout::packed(sizes), model.row_bytes());
   if (model.ntotal() > 0) {
     // The file's list order is the packed layout: one copy each, no sort.
-    IVF_CUDA_CHECK(cudaMemcpyAsync(storage->vectors.data(), model.vectors.data(), storage->vectors.bytes(),
+    IVF_CUDA_CHECK(cudaMemcpyAsync(storage->vectors.data(), model.row_data(), storage->vectors.bytes(),
                                    cudaMemcpyHostToDevice, stream));
     IVF_CUDA_CHECK(cudaMemcpyAsync(storage->ids.data(), model.ids.data(), storage->ids.bytes(),
                                    cudaMemcpyHostToDevice, stream));
   }
   return std::shared_ptr<const DeviceListStore>(
-      new DeviceListStore(ctx, stream, model.dim, std::move(storage), std::move(sizes)));
+      new DeviceListStore(ctx, stream, model.dim, model.type, std::move(storage), std::move(sizes)));
 }
 
 std::shared_ptr<DeviceListStorage> DeviceListStore::copy_live(const DeviceContext& ctx, cudaStream_t stream,
                                                               ListLayout layout) const {
-  const int64_t nlist = static_cast<int64_t>(sizes_.size()), dim = dim_;
-  auto target = make_storage(ctx, stream, std::move(layout), dim);
+  const int64_t nlist = static_cast<int64_t>(sizes_.size());
+  auto target = make_storage(ctx, stream, std::move(layout), row_bytes_);
   if (ntotal_ == 0) return target;
   if (!removed_) {
     // Whole lists move: one block row per list.
     const int64_t largest = *std::max_element(sizes_.begin(), sizes_.end());
     dim3 grid(static_cast<unsigned>(nlist), list_chunks(largest));
-    copy_lists_kernel<<<grid, kDefaultThreads, 0, stream>>>(storage_->vectors.data(), storage_->ids.data(),
-                                                            storage_->start.data(), d_sizes_.data(),
-                                                            target->start.data(), dim, target->vectors.data(),
-                                                            target->ids.data());
+    with_row_words(row_bytes_, {}, [&](auto word, int64_t words) {
+      using W = decltype(word);
+      copy_lists_kernel<W><<<grid, kDefaultThreads, 0, stream>>>(
+          reinterpret_cast<const W*>(storage_->vectors.data()), storage_->ids.data(), storage_->start.data(),
+          d_sizes_.data(), target->start.data(), words, reinterpret_cast<W*>(target->vectors.data()),
+          target->ids.data());
+    });
     IVF_CUDA_CHECK_LAUNCH();
     return target;
   }
@@ -188,9 +213,12 @@ std::shared_ptr<DeviceListStorage> DeviceListStore::copy_live(const DeviceContex
   upload(stream, d_from.data(), from);
   upload(stream, d_to.data(), to);
   const int64_t rows = static_cast<int64_t>(from.size());
-  gather_rows_kernel<<<grid_for(rows * 32), kDefaultThreads, 0, stream>>>(
-      storage_->vectors.data(), storage_->ids.data(), d_from.data(), rows, dim, target->vectors.data(),
-      target->ids.data(), d_to.data());
+  with_row_words(row_bytes_, {}, [&](auto word, int64_t words) {
+    using W = decltype(word);
+    gather_rows_kernel<W><<<grid_for(rows * 32), kDefaultThreads, 0, stream>>>(
+        reinterpret_cast<const W*>(storage_->vectors.data()), storage_->ids.data(), d_from.data(), rows, words,
+        reinterpret_cast<W*>(target->vectors.data()), target->ids.data(), d_to.data());
+  });
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host plans die here
   return target;
@@ -200,7 +228,7 @@ std::shared_ptr<const DeviceListStore> DeviceListStore::compacted(const DeviceCo
   const std::vector<int64_t> live = live_list_sizes(view());
   auto target = copy_live(ctx, stream, grown(ListLayout::empty(static_cast<int64_t>(live.size())), live,
                                              std::vector<int64_t>(live.size(), 0)));
-  return std::shared_ptr<const DeviceListStore>(new DeviceListStore(ctx, stream, dim_, std::move(target), live));
+  return std::shared_ptr<const DeviceListStore>(new DeviceListStore(ctx, stream, dim_, type_, std::move(target), live));
 }
 
 std::pair<std::shared_ptr<const DeviceListStore>, int64_t> DeviceListStore::remove_in(const DeviceContext& ctx,
@@ -233,7 +261,7 @@ std::pair<std::shared_ptr<const DeviceListStore>, int64_t> DeviceListStore::remo
                                    cudaMemcpyDeviceToHost, stream));
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
   next->host.count = (removed_ ? removed_->host.count : 0) + static_cast<int64_t>(hits);
-  return {std::shared_ptr<const DeviceListStore>(new DeviceListStore(ctx, stream, dim_, storage_, sizes_, std::move(next))),
+  return {std::shared_ptr<const DeviceListStore>(new DeviceListStore(ctx, stream, dim_, type_, storage_, sizes_, std::move(next))),
           static_cast<int64_t>(hits)};
 }
 
@@ -263,11 +291,11 @@ int64_t DeviceListStore::live_pairs(const DeviceContext& ctx, cudaStream_t strea
 }
 
 std::shared_ptr<const DeviceListStore> DeviceListStore::append(const DeviceContext& ctx, cudaStream_t stream,
-                                                               const float* x, const int64_t* ids,
+                                                               const void* x, const int64_t* ids,
                                                                const int32_t* assign, int64_t n,
                                                                int64_t* slots) const {
   if (n > limits::kMaxRowsPerDeviceAdd) fail(Errc::Unsupported, "add: more than 2^31 - 1 vectors in one call");
-  const int64_t nlist = static_cast<int64_t>(sizes_.size()), dim = dim_;
+  const int64_t nlist = static_cast<int64_t>(sizes_.size());
   // 1. Rows per list.
   DeviceBuffer<int32_t> d_counts(ctx, nlist, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(d_counts.data(), 0, d_counts.bytes(), stream));
@@ -308,20 +336,23 @@ std::shared_ptr<const DeviceListStore> DeviceListStore::append(const DeviceConte
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tmp.data(), tmp_bytes, assign, lists_out.data(), rows_in.data(),
                                                  rows_out.data(), static_cast<int>(n), 0, end_bit, stream));
-  scatter_rows_kernel<<<grid_for(n * 32), kDefaultThreads, 0, stream>>>(
-      x, ids, ntotal_, lists_out.data(), rows_out.data(), n, dim, d_dst.data(), d_first.data(),
-      target->vectors.data(), target->ids.data(), slots);
+  with_row_words(row_bytes_, {x}, [&](auto word, int64_t words) {
+    using W = decltype(word);
+    scatter_rows_kernel<W><<<grid_for(n * 32), kDefaultThreads, 0, stream>>>(
+        static_cast<const W*>(x), ids, ntotal_, lists_out.data(), rows_out.data(), n, words, d_dst.data(),
+        d_first.data(), reinterpret_cast<W*>(target->vectors.data()), target->ids.data(), slots);
+  });
   IVF_CUDA_CHECK_LAUNCH();
   // The constructor synchronises the stream: the new store is complete when it returns.
-  return std::shared_ptr<const DeviceListStore>(
-      new DeviceListStore(ctx, stream, dim, std::move(target), std::move(next_sizes), std::move(removed)));
+  return std::shared_ptr<const DeviceListStore>(new DeviceListStore(ctx, stream, dim_, type_, std::move(target),
+                                                                    std::move(next_sizes), std::move(removed)));
 }
 
 ListView DeviceListStore::view() const {
   ListView v;
   v.nlist = static_cast<int64_t>(sizes_.size());
   v.dim = dim_;
-  v.type = ElementType::F32;
+  v.type = type_;
   v.tier = MemoryTier::Device;
   v.ntotal = ntotal_;
   v.vectors = storage_->vectors.data();
@@ -344,10 +375,16 @@ std::size_t DeviceListStore::bytes() const {
 
 void DeviceListStore::export_lists(HostModel& model) const {
   const std::vector<int64_t> live = live_list_sizes(view());
-  const int64_t nlist = static_cast<int64_t>(live.size()), dim = dim_;
+  const int64_t nlist = static_cast<int64_t>(live.size());
   model.list_offsets.assign(static_cast<std::size_t>(nlist) + 1, 0);
   for (int64_t l = 0; l < nlist; ++l) model.list_offsets[l + 1] = model.list_offsets[l] + live[l];
-  model.vectors.resize(static_cast<std::size_t>(ntotal_ * dim));
+  model.type = type_;
+  model.vectors.clear();
+  model.packed.clear();
+  if (type_ == ElementType::F32) model.vectors.resize(static_cast<std::size_t>(ntotal_ * dim_));
+  else model.packed.resize(static_cast<std::size_t>(ntotal_) * row_bytes_);
+  unsigned char* rows_out = type_ == ElementType::F32 ? reinterpret_cast<unsigned char*>(model.vectors.data())
+                                                      : model.packed.data();
   model.ids.resize(static_cast<std::size_t>(ntotal_));
   // A reader: it runs on a worker stream of its own, never behind a mutation's work. Runs of
   // live rows are copied whole (a list at a time when nothing is removed).
@@ -364,8 +401,8 @@ void DeviceListStore::export_lists(HostModel& model) const {
       }
       int64_t run = 1;
       while (s + run < end && !v.host_removed_at(s + run)) ++run;
-      IVF_CUDA_CHECK(cudaMemcpyAsync(model.vectors.data() + to * dim, storage_->vectors.data() + s * dim,
-                                     sizeof(float) * run * dim, cudaMemcpyDeviceToHost, stream));
+      IVF_CUDA_CHECK(cudaMemcpyAsync(rows_out + to * row_bytes_, storage_->vectors.data() + s * row_bytes_,
+                                     row_bytes_ * run, cudaMemcpyDeviceToHost, stream));
       IVF_CUDA_CHECK(cudaMemcpyAsync(model.ids.data() + to, storage_->ids.data() + s, sizeof(int64_t) * run,
                                      cudaMemcpyDeviceToHost, stream));
       to += run;

@@ -26,7 +26,7 @@ struct DeviceRemovedRows {
 // Fixed layout; rows past a state's live sizes are spare room.
 struct DeviceListStorage {
   ListLayout layout;
-  DeviceBuffer<float> vectors;  // layout.capacity * dim
+  DeviceBuffer<unsigned char> vectors;  // layout.capacity rows of the store's element type
   DeviceBuffer<int64_t> ids;    // layout.capacity
   DeviceBuffer<int64_t> start;  // nlist, layout.start on the device
 };
@@ -34,18 +34,19 @@ struct DeviceListStorage {
 class DeviceListStore final : public ListStore {
  public:
   static std::shared_ptr<const DeviceListStore> empty(const DeviceContext& ctx, cudaStream_t stream, int64_t dim,
-                                                      int64_t nlist);
+                                                      ElementType type, int64_t nlist);
   // The model's lists packed as they are (no sort, no spare room): the device holds one copy of
   // the vectors and ids, nothing more, at any point of the load.
   static std::shared_ptr<const DeviceListStore> from_model(const DeviceContext& ctx, cudaStream_t stream,
                                                            const HostModel& model);
 
-  // A new store with this one's live rows plus n device rows x (f32, prepared for the metric),
+  // A new store with this one's live rows plus n device rows x (of the store's element type,
+  // prepared for the metric),
   // row i going to list assign[i] after the list's rows, in input order, with id ids[i]
   // (device) or, for ids == nullptr, ntotal() + i. Shares this store's storage when every list
   // has room; otherwise builds a grown storage of the live rows (removed rows reclaimed).
   // slots (optional, device, n): where each new row went.
-  std::shared_ptr<const DeviceListStore> append(const DeviceContext& ctx, cudaStream_t stream, const float* x,
+  std::shared_ptr<const DeviceListStore> append(const DeviceContext& ctx, cudaStream_t stream, const void* x,
                                                 const int64_t* ids, const int32_t* assign, int64_t n,
                                                 int64_t* slots = nullptr) const;
   // A new store in which every live row whose id is in `set` is removed; .second counts them.
@@ -66,7 +67,7 @@ class DeviceListStore final : public ListStore {
   void export_lists(HostModel& model) const override;
 
  private:
-  DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, int64_t dim,
+  DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, int64_t dim, ElementType type,
                   std::shared_ptr<DeviceListStorage> storage, std::vector<int64_t> sizes,
                   std::shared_ptr<const DeviceRemovedRows> removed = nullptr);
   // A storage of `layout` holding this store's live rows, list by list, in order.
@@ -74,6 +75,8 @@ class DeviceListStore final : public ListStore {
 
   const DeviceContext* ctx_;
   int64_t dim_;
+  ElementType type_;
+  std::size_t row_bytes_;
   std::shared_ptr<DeviceListStorage> storage_;  // the mutator may write past sizes_
   std::vector<int64_t> sizes_;
   std::vector<int64_t> largest_prefix_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "check.hpp"
+#include "element_traits.cuh"
 #include "id_map_view.cuh"
 #include "launch.cuh"
 
@@ -21,13 +22,16 @@ __global__ void winners_kernel(const int64_t* slots, const int64_t* existing, co
   for (int64_t i = global_thread(); i < n; i += thread_stride()) win[i] = !found[i] || slots[i] < existing[i];
 }
 
-__global__ void gather_kernel(IdMapView map, const float* rows, int64_t dim, const int64_t* ids, int64_t n, float* out,
+// The stored row of each id, decoded to f32 (exact for every storage type).
+template <class T>
+__global__ void gather_kernel(IdMapView map, const T* rows, int64_t dim, const int64_t* ids, int64_t n, float* out,
                               uint8_t* found) {
   const int lane = threadIdx.x & 31;
   for (int64_t i = global_warp(); i < n; i += warp_stride()) {
     int64_t slot = -1;
     const bool hit = map.find_warp(ids[i], &slot);
-    for (int64_t j = lane; j < dim; j += 32) out[i * dim + j] = hit ? rows[slot * dim + j] : 0.0f;
+    for (int64_t j = lane; j < dim; j += 32)
+      out[i * dim + j] = hit ? DeviceElement<T>::load1(rows + slot * dim + j) : 0.0f;
     if (lane == 0) found[i] = hit ? 1 : 0;
   }
 }
@@ -143,8 +147,11 @@ IdMapPtr map_without(const DeviceContext&, cudaStream_t stream, const IdMap& old
 void gather_by_id(const DeviceContext&, cudaStream_t stream, const IdMap& map, const ListView& lists,
                   const int64_t* ids, int64_t n, float* out, uint8_t* found) {
   if (n == 0) return;
-  gather_kernel<<<grid_for(n * 32), kDefaultThreads, 0, stream>>>(map.view(), lists.rows<float>(), lists.dim, ids, n,
-                                                                  out, found);
+  dispatch_element_type(lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gather_kernel<T><<<grid_for(n * 32), kDefaultThreads, 0, stream>>>(map.view(), lists.rows<T>(), lists.dim, ids, n,
+                                                                       out, found);
+  });
   IVF_CUDA_CHECK_LAUNCH();
 }
 

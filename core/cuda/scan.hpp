@@ -2,7 +2,8 @@
 // inverted into per-list groups; each block takes one (list, query tile, vector tile), stages
 // the tile's vectors and queries in shared memory once and computes every query x vector
 // distance exactly in fp32 (sum of (q_j - x_j)^2, or q_j * x_j, in dimension order), writing it
-// to the query's candidate row. At batch 1 a group holds one query (the query-major case); at
+// to the query's candidate row. Rows of a compact storage type are decoded to fp32 as they are
+// staged (integer rows against integer queries stay integers: exact sums). At batch 1 a group holds one query (the query-major case); at
 // large batches hundreds, so each list is read once per query tile instead of once per query.
 #pragma once
 
@@ -32,6 +33,9 @@ struct ScanProblem {
   enum class Filter { None, Allow, Deny } filter = Filter::None;
   IdSetView filter_set;
   float excluded = 0.0f;
+  // The queries were given in the index's integer storage type (their f32 values are those
+  // integers): distances to integer rows are then exact integer sums.
+  bool integer_queries = false;
 };
 
 // Runs the whole stage on `stream`, scratch from ctx's pool. No host synchronisation.

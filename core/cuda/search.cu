@@ -12,6 +12,7 @@
 #include "candidates.cuh"
 #include "check.hpp"
 #include "device_buffer.hpp"
+#include "element_rows.hpp"
 #include "launch.cuh"
 #include "rows.hpp"
 #include "scan.hpp"
@@ -65,6 +66,11 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   const ListView& lists = index.lists;
   const bool host = req.memory == MemoryKind::Host;
   const bool normalize = index.metric == Metric::Cosine;
+  // Queries of a compact type are decoded to f32 on the device (element_rows.hpp); integer
+  // queries against integer rows keep integer arithmetic in the scan.
+  const ElementType qtype = req.queries.type;
+  const bool decode = qtype != ElementType::F32;
+  const std::size_t q_elem = element_size(qtype);
 
   // The caller's worker when it holds one (a budgeted search: one cuBLAS handle per search).
   std::optional<DeviceContext::Lease> own;
@@ -89,13 +95,14 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   if (index.scratch_budget > 0) {
     // A budgeted index: everything one query's chunk rows take, with room for the selection's
     // temporaries (the pool's cap catches an underestimate: the chunk halves and retries).
-    const int64_t per_query = 4 * (dim + nlist + bound + 3 * nprobe + 4 * k) + 8 * (nprobe + 2 + k) + 64;
+    const int64_t per_query = 4 * (2 * dim + nlist + bound + 3 * nprobe + 4 * k) + 8 * (nprobe + 2 + k) + 64;
     chunk = std::min(chunk, std::max<int64_t>(1, static_cast<int64_t>(index.scratch_budget) * 4 / (5 * per_query)));
   }
 
   // Scratch for one chunk, reused by every chunk. Out of memory (e.g. many large searches at
   // once) halves the chunk and tries again; only a single query that cannot fit fails.
-  const bool stage_queries = host || normalize;
+  const bool stage_queries = host || normalize || decode;
+  DeviceBuffer<unsigned char> q_raw;  // host queries of a compact type, before decoding
   DeviceBuffer<float> q_buf, coarse, cand, sel_key;
   DeviceBuffer<int64_t> out_ids_buf, cand_off, cand_len;
   DeviceBuffer<float> out_dists_buf;
@@ -103,6 +110,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   for (;;) {
     try {
       if (stage_queries) q_buf = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * dim), stream);
+      if (decode && host) q_raw = DeviceBuffer<unsigned char>(ctx, static_cast<std::size_t>(chunk * dim) * q_elem, stream);
       if (host) {
         out_ids_buf = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk * k), stream);
         out_dists_buf = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * k), stream);
@@ -143,10 +151,20 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   for (int64_t q0 = 0; q0 < n; q0 += chunk) {
     progress::set(static_cast<double>(q0) / static_cast<double>(n));
     const int64_t rows = std::min(chunk, n - q0);
-    const float* queries = req.queries.as<float>() + q0 * dim;
-    if (host) {
-      IVF_CUDA_CHECK(cudaMemcpyAsync(q_buf.data(), queries, sizeof(float) * rows * dim, cudaMemcpyHostToDevice, stream));
+    const float* queries = nullptr;
+    const auto* raw = static_cast<const unsigned char*>(req.queries.data) + static_cast<std::size_t>(q0 * dim) * q_elem;
+    if (decode) {
+      if (host) {
+        IVF_CUDA_CHECK(cudaMemcpyAsync(q_raw.data(), raw, q_elem * rows * dim, cudaMemcpyHostToDevice, stream));
+        raw = q_raw.data();
+      }
+      decode_rows_on_device(stream, qtype, raw, rows, dim, q_buf.data());
       queries = q_buf.data();
+    } else if (host) {
+      IVF_CUDA_CHECK(cudaMemcpyAsync(q_buf.data(), raw, sizeof(float) * rows * dim, cudaMemcpyHostToDevice, stream));
+      queries = q_buf.data();
+    } else {
+      queries = reinterpret_cast<const float*>(raw);
     }
     if (normalize) {
       normalize_rows(stream, queries, rows, dim, q_buf.data());
@@ -171,6 +189,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     sp.metric = index.metric;
     sp.cand = CandidateRows{cand.data(), bound, cand_off.data(), cand_len.data(), nprobe};
     sp.excluded = pad;
+    sp.integer_queries = is_integer(qtype) && qtype == lists.type;
     if (req.filter != nullptr && index.filter_set != nullptr) {
       sp.filter = req.filter->allow() ? ScanProblem::Filter::Allow : ScanProblem::Filter::Deny;
       sp.filter_set = *index.filter_set;

@@ -16,6 +16,7 @@
 #include "../cpu/kmeans.hpp"
 #include "../cpu/parallel.hpp"
 #include "../kmeans_steps.hpp"
+#include "../element_convert.hpp"
 #include "../errors.hpp"
 #include "../host_id_reads.hpp"
 #include "../progress.hpp"
@@ -59,14 +60,15 @@ struct TierState final : IndexState {
 
 const TierState& tier_state(const IndexState& s) { return static_cast<const TierState&>(s); }
 
-// The rows of a store in list order (host_id_reads.hpp); the tier holds f32 rows.
+// The rows of a store in list order (host_id_reads.hpp), decoded to f32.
 auto rows_of(const TierStore& store) {
   return [&store](auto&& fn) {
     const int64_t dim = store.dim();
+    const std::size_t row_bytes = store.row_bytes();
     for (int64_t l = 0; l < store.nlist(); ++l) {
       const tier::TierList& t = store.list(l);
       for (int64_t r = 0; r < t.size; ++r)
-        fn(t.ids[r], [&](float* out) { std::copy_n(reinterpret_cast<const float*>(t.rows) + r * dim, dim, out); });
+        fn(t.ids[r], [&](float* out) { decode_into(t.rows + r * row_bytes, store.type(), dim, out); });
     }
   };
 }
@@ -89,7 +91,7 @@ class TieredBackend final : public Backend {
   }
 
   NewState initial_state() override {
-    return guarded([&] { return make_state(nullptr, nullptr, TierStore::empty(arenas_, dim_, ElementType::F32, params_.nlist)); });
+    return guarded([&] { return make_state(nullptr, nullptr, TierStore::empty(arenas_, dim_, storage(), params_.nlist)); });
   }
 
   NewState train(const IndexState&, const MatrixView& sample) override {
@@ -104,7 +106,7 @@ class TieredBackend final : public Backend {
                               ? train_centroids(ctx_, main(), params_, dim_, sample)
                               : train_on_host(sample);
       auto device = upload_centroids(ctx_, main(), *host);
-      return make_state(std::move(host), std::move(device), TierStore::empty(arenas_, dim_, ElementType::F32, params_.nlist));
+      return make_state(std::move(host), std::move(device), TierStore::empty(arenas_, dim_, storage(), params_.nlist));
     });
   }
 
@@ -112,17 +114,9 @@ class TieredBackend final : public Backend {
     return guarded([&] {
       const TierState& cur = tier_state(current);
       const int64_t n = rows.rows;
-      // The tier is host memory: rows and ids come to the host first.
-      std::vector<float> host_rows;
-      const float* x = rows.as<float>();
-      if (!rows.on_host()) {
-        host_rows = copy_to_host(x, n * dim_);
-        const int64_t bad = first_non_finite_row(host_rows.data(), n, dim_);
-        if (bad >= 0)
-          fail(Errc::InvalidArgument, "add: data row " + std::to_string(bad) +
-                                          " holds NaN or Inf (rejected: no distance is defined for it)");
-        x = host_rows.data();
-      }
+      // The tier is host memory: rows and ids come to the host first, and rows are encoded
+      // there (encode_rows: the same rounding and checks as the GPU's encoder).
+      const HostAddRows in = host_add_rows(rows);
       std::vector<int64_t> host_ids;
       if (ids != nullptr && ids_memory == MemoryKind::Device) {
         host_ids = copy_to_host(ids, n);
@@ -132,20 +126,15 @@ class TieredBackend final : public Backend {
         ids = host_ids.data();
       }
       ids = ids_or_sequential(ids, cur.store->ntotal(), n, host_ids);
-      std::vector<float> unit;
-      if (params_.metric == Metric::Cosine) {
-        unit = normalized_copy(x, n, dim_);
-        x = unit.data();
-      }
-      const std::vector<int64_t> lists = assign(cur, x, n);
-      return make_state(cur.host, cur.device, cur.store->append(x, ids, lists.data(), n, threads_));
+      const std::vector<int64_t> lists = assign(cur, in.values, n);
+      return make_state(cur.host, cur.device, cur.store->append(in.stored, ids, lists.data(), n, threads_));
     });
   }
 
   NewState reset(const IndexState& current) override {
     return guarded([&] {
       const TierState& cur = tier_state(current);
-      return make_state(cur.host, cur.device, TierStore::empty(arenas_, dim_, ElementType::F32, params_.nlist));
+      return make_state(cur.host, cur.device, TierStore::empty(arenas_, dim_, storage(), params_.nlist));
     });
   }
 
@@ -242,7 +231,12 @@ class TieredBackend final : public Backend {
     return guarded([&] { return copy_to_host(ids, n); });
   }
   std::vector<float> host_copy(const MatrixView& x) const override {
-    return guarded([&] { return copy_to_host(x.as<float>(), x.rows * x.dim); });
+    return guarded([&] {
+      if (x.type == ElementType::F32) return copy_to_host(x.as<float>(), x.rows * x.dim);
+      const std::vector<unsigned char> raw = copy_to_host(
+          static_cast<const unsigned char*>(x.data), x.rows * x.dim * static_cast<int64_t>(element_size(x.type)));
+      return decode_rows(raw.data(), x.type, x.rows, x.dim);
+    });
   }
 
   BackendKind kind() const override { return BackendKind::Cuda; }
@@ -285,6 +279,53 @@ class TieredBackend final : public Backend {
   }
 
   cudaStream_t main() const { return main_.get(); }
+
+  ElementType storage() const { return static_cast<ElementType>(params_.storage); }
+
+  // An add's rows on the host: `values` (f32, prepared for the metric, equal to the stored
+  // values decoded: what the assignment sees) and `stored` (the elements the tier keeps).
+  struct HostAddRows {
+    std::vector<unsigned char> raw, encoded;
+    std::vector<float> f32;
+    const float* values = nullptr;
+    const void* stored = nullptr;
+  };
+  HostAddRows host_add_rows(const MatrixView& rows) const {
+    const int64_t n = rows.rows;
+    HostAddRows r;
+    const void* data = rows.data;
+    if (!rows.on_host()) {
+      r.raw = copy_to_host(static_cast<const unsigned char*>(rows.data),
+                           n * dim_ * static_cast<int64_t>(element_size(rows.type)));
+      data = r.raw.data();
+    }
+    if (rows.type == ElementType::F32) {
+      r.values = static_cast<const float*>(data);
+    } else {
+      r.f32 = decode_rows(data, rows.type, n, dim_);
+      r.values = r.f32.data();
+      if (params_.metric != Metric::Cosine) r.stored = data;  // already the storage type
+    }
+    if (!rows.on_host()) {
+      const int64_t bad = first_non_finite_row(r.values, n, dim_);
+      if (bad >= 0)
+        fail(Errc::InvalidArgument, "add: data row " + std::to_string(bad) +
+                                        " holds NaN or Inf (rejected: no distance is defined for it)");
+    }
+    if (params_.metric == Metric::Cosine) {
+      r.f32 = normalized_copy(r.values, n, dim_);
+      r.values = r.f32.data();
+    }
+    if (storage() == ElementType::F32) {
+      r.stored = r.values;
+    } else if (r.stored == nullptr) {
+      r.encoded = encode_rows(MatrixView::host_f32(r.values, n, dim_), storage(), "add: data");
+      r.f32 = decode_rows(r.encoded.data(), storage(), n, dim_);
+      r.values = r.f32.data();
+      r.stored = r.encoded.data();
+    }
+    return r;
+  }
 
   template <class T>
   std::vector<T> copy_to_host(const T* device, int64_t n) const {

@@ -41,20 +41,25 @@ TierStore::Ptr TierStore::empty(std::shared_ptr<HostArenas> arenas, int64_t dim,
 
 TierStore::Ptr TierStore::from_model(std::shared_ptr<HostArenas> arenas, HostModel& model) {
   // The model's two arrays, kept alive (and registered) as long as a list points into them.
+  // Rows of any element type: f32 ones in `vectors`, compact ones in `packed`.
   struct Arrays {
     std::vector<float> vectors;
+    std::vector<unsigned char> packed;
     std::vector<int64_t> ids;
   };
+  const int64_t ntotal = model.ntotal();
   auto owner = std::make_shared<Arrays>();
   owner->vectors = std::move(model.vectors);
+  owner->packed = std::move(model.packed);
   owner->ids = std::move(model.ids);
-  const auto vec_block = arenas->adopt(owner, owner->vectors.data(), owner->vectors.size() * sizeof(float));
+  const std::size_t row_bytes = model.row_bytes();
+  void* rows = model.type == ElementType::F32 ? static_cast<void*>(owner->vectors.data()) : owner->packed.data();
+  const auto vec_block = arenas->adopt(owner, rows, static_cast<std::size_t>(ntotal) * row_bytes);
   const auto id_block = arenas->adopt(owner, owner->ids.data(), owner->ids.size() * sizeof(int64_t));
   // One block per list would free nothing early (the arrays go with the last list): each list
   // keeps the vectors' block and the ids' block alive through one holder.
   auto both = std::make_shared<HostBlock>(*vec_block);
   std::shared_ptr<const HostBlock> holder(both.get(), [both, vec_block, id_block](const HostBlock*) {});
-  const std::size_t row_bytes = static_cast<std::size_t>(model.dim) * sizeof(float);
   std::vector<TierList> lists(static_cast<std::size_t>(model.nlist));
   for (int64_t l = 0; l < model.nlist; ++l) {
     TierList& t = lists[l];
@@ -68,7 +73,7 @@ TierStore::Ptr TierStore::from_model(std::shared_ptr<HostArenas> arenas, HostMod
     t.ids = reinterpret_cast<int64_t*>(id_block->host) + first;
     t.device_ids = reinterpret_cast<const int64_t*>(id_block->device) + first;
   }
-  return Ptr(new TierStore(std::move(arenas), model.dim, ElementType::F32, std::move(lists)));
+  return Ptr(new TierStore(std::move(arenas), model.dim, model.type, std::move(lists)));
 }
 
 TierList TierStore::new_list(int64_t cap) const {

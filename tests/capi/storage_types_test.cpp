@@ -1,5 +1,6 @@
-// Compact storage types (IVF_PARAM_STORAGE_TYPE: f16, bf16, uint8, int8) on the CPU backend,
-// through the C ABI: every type x metric x k x a sample of dims against a brute force over the
+// Compact storage types (IVF_PARAM_STORAGE_TYPE: f16, bf16, uint8, int8) on the backend
+// IVFTEST_BACKEND names (the CPU in CI; gpu_storage_types_capi_test runs it on CUDA), through
+// the C ABI: every type x metric x k x a sample of dims against a brute force over the
 // stored (decoded) values read back with ivf_get; conversions and their refusals; persistence;
 // FAISS export; load-time conversion; memory in proportion; recall on real uint8 data.
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -19,6 +21,11 @@
 using namespace ivftest;
 
 namespace {
+
+int32_t backend() {
+  const char* b = std::getenv("IVFTEST_BACKEND");
+  return b != nullptr && std::strcmp(b, "cuda") == 0 ? IVF_BACKEND_CUDA : IVF_BACKEND_CPU;
+}
 
 const char* type_name(ivf_dtype t) {
   switch (t) {
@@ -57,7 +64,7 @@ std::vector<float> data_for(ivf_dtype t, int64_t n, int64_t dim, uint64_t seed) 
 }
 
 IndexPtr typed_index(ivf_dtype t, int32_t metric, int64_t dim, int64_t nlist) {
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_METRIC, metric},
+  auto p = make_params({{IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_METRIC, metric},
                         {IVF_PARAM_STORAGE_TYPE, t}});
   return make_index(dim, p.get());
 }
@@ -230,19 +237,31 @@ TEST(StorageTypes, ConversionsRoundOrRefuseNamingTheRow) {
   }
 }
 
-TEST(StorageTypes, CosineNeedsAFloatTypeAndCompactTypesRunOnTheCpu) {
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_METRIC, IVF_METRIC_COSINE},
+TEST(StorageTypes, CosineNeedsAFloatTypeAndEveryBackendTakesCompactTypes) {
+  auto p = make_params({{IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_METRIC, IVF_METRIC_COSINE},
                         {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_U8}});
   ivf_index* raw = nullptr;
   EXPECT_EQ(ivf_create(&raw, 8, p.get()), IVF_ERR_UNSUPPORTED);
   EXPECT_NE(std::string(ivf_last_error_message()).find("cosine"), std::string::npos);
-  auto c = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_F16}});
-  EXPECT_EQ(ivf_create(&raw, 8, c.get()), IVF_ERR_UNSUPPORTED);
+  // A CUDA index of a compact type is made wherever an f32 one is (refused only without a
+  // usable device, for both).
+  auto c32 = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}});
+  auto c16 = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_F16}});
+  ivf_index* f32_raw = nullptr;
+  const ivf_status f32_status = ivf_create(&f32_raw, 8, c32.get());
+  ivf_free(f32_raw);
+  raw = nullptr;
+  EXPECT_EQ(ivf_create(&raw, 8, c16.get()), f32_status);
+  ivf_free(raw);
+  // AUTO picks the backend it picks for f32.
   auto a = make_params({{IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_BF16}, {IVF_PARAM_NLIST, 4}});
+  auto a32 = make_params({{IVF_PARAM_NLIST, 4}});
   IndexPtr idx = make_index(8, a.get());
-  int64_t v = -1;
+  IndexPtr plain = make_index(8, a32.get());
+  int64_t v = -1, w = -2;
   ASSERT_EQ(ivf_index_info(idx.get(), IVF_INFO_BACKEND, &v), IVF_OK);
-  EXPECT_EQ(v, IVF_BACKEND_CPU);
+  ASSERT_EQ(ivf_index_info(plain.get(), IVF_INFO_BACKEND, &w), IVF_OK);
+  EXPECT_EQ(v, w);
   ASSERT_EQ(ivf_index_info(idx.get(), IVF_INFO_STORAGE_TYPE, &v), IVF_OK);
   EXPECT_EQ(v, IVF_DTYPE_BF16);
   auto bad = make_params({});
@@ -268,7 +287,8 @@ TEST(StorageTypes, FilesKeepTheTypeAndFaissExportRefusesIt) {
     EXPECT_EQ(a.dists, b.dists) << type_name(t);
     // Memory falls with the element size (rows dominate at this size).
     int64_t mem = 0;
-    ASSERT_EQ(ivf_index_info(idx.get(), IVF_INFO_HOST_MEMORY_BYTES, &mem), IVF_OK);
+    const int32_t where = backend() == IVF_BACKEND_CUDA ? IVF_INFO_DEVICE_MEMORY_BYTES : IVF_INFO_HOST_MEMORY_BYTES;
+    ASSERT_EQ(ivf_index_info(idx.get(), where, &mem), IVF_OK);
     EXPECT_LT(mem, n * dim * 4) << type_name(t);
     const std::string path = ::testing::TempDir() + "storage_faiss.index";
     EXPECT_EQ(ivf_save_faiss(idx.get(), path.c_str()), IVF_ERR_UNSUPPORTED);
@@ -284,7 +304,7 @@ TEST(StorageTypes, LoadingConvertsAnF32Index) {
   ASSERT_EQ(ivf_train(f.get(), x.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
   ASSERT_EQ(ivf_add(f.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
   const auto bytes = bytes_of(f.get());
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_U8}});
+  auto p = make_params({{IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_U8}});
   ivf_index* raw = nullptr;
   ASSERT_EQ(ivf_deserialize(bytes.data(), bytes.size(), p.get(), &raw), IVF_OK) << ivf_last_error_message();
   IndexPtr u(raw);
@@ -320,7 +340,7 @@ TEST(StorageTypes, Bigann10kAsUint8KeepsTheRecallOfF32) {
   ASSERT_EQ(ivf_train(f.get(), base.data(), IVF_DTYPE_F32, nb, dim), IVF_OK);
   const auto trained = bytes_of(f.get());
   ASSERT_EQ(ivf_add(f.get(), base.data(), IVF_DTYPE_F32, nb, dim, nullptr), IVF_OK);
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_U8}});
+  auto p = make_params({{IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_U8}});
   ivf_index* raw = nullptr;
   ASSERT_EQ(ivf_deserialize(trained.data(), trained.size(), p.get(), &raw), IVF_OK);
   IndexPtr u(raw);
@@ -367,7 +387,7 @@ TEST(StorageTypes, SiftsmallAsF16AndBf16KeepsTheRecall) {
   const Searched exact = search_all(f.get(), query, nq, dim, k, nlist);
   std::vector<int32_t> truth(exact.ids.begin(), exact.ids.end());
   for (ivf_dtype t : {IVF_DTYPE_F16, IVF_DTYPE_BF16}) {
-    auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_STORAGE_TYPE, t}});
+    auto p = make_params({{IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_STORAGE_TYPE, t}});
     ivf_index* raw = nullptr;
     ASSERT_EQ(ivf_deserialize(trained.data(), trained.size(), p.get(), &raw), IVF_OK);
     IndexPtr c(raw);

@@ -52,10 +52,13 @@ def test_bad_storage_is_refused():
         ivfgpu.Index(8, storage="uint8", metric="cosine", backend="cpu")
 
 
-def test_auto_backend_picks_the_cpu_for_compact_types():
+def test_auto_backend_is_the_same_for_compact_types():
+    # Every backend holds every type: AUTO picks as it does for f32.
     ix = ivfgpu.Index(8, nlist=4, storage="f16")  # backend "auto"
-    assert ix.backend == "cpu"
+    plain = ivfgpu.Index(8, nlist=4)
+    assert ix.backend == plain.backend
     ix.close()
+    plain.close()
 
 
 def test_uint8_arrays_equal_the_same_values_as_float32(spy, rng):
@@ -286,9 +289,18 @@ def test_shards_at_creation_and_their_limits(rng, tmp_path):
         ivfgpu.Index(8, shards=2, shard_mode="mirror")
     with pytest.raises(ivfgpu.InvalidArgumentError, match="SHARD_MODE"):
         ivfgpu.Index(8, shards=2, shard_mode=5)
-    with pytest.raises(ivfgpu.UnsupportedError, match="several parts"):
-        ivfgpu.Index(8, backend="cpu", shards=2, storage="uint8")
     ix.close()
+    # Compact storage on several parts: the same results as one part holding the same rows.
+    xi = rng.integers(0, 256, (400, 8)).astype(np.uint8)
+    one = ivfgpu.Index(8, nlist=4, backend="cpu", storage="uint8")
+    parts = ivfgpu.Index(8, nlist=4, backend="cpu", shards=2, storage="uint8")
+    for index in (one, parts):
+        index.train(xi)
+        index.add(xi)
+    assert parts.storage == "uint8" and parts.ntotal == 400
+    assert_same(parts.search(xi[:20], 7, nprobe=4), one.search(xi[:20], 7, nprobe=4))
+    one.close()
+    parts.close()
 
 
 # ------------------------------------------------------------------------------ dynamic batching

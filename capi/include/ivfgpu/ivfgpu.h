@@ -127,8 +127,10 @@ typedef int32_t ivf_metric;
  *  stored (decoded) vector is computed in fp32; a query of the storage type is decoded, except
  *  integer queries against integer rows, whose distances are exact integers rounded once to
  *  float. Centroids are f32. Cosine needs a floating type (f32, f16, bf16: rows are normalised
- *  in f32, then rounded). Compact types run on the CPU backend in this version: AUTO picks the
- *  CPU for them, and an explicit CUDA backend refuses them (IVF_ERR_UNSUPPORTED). */
+ *  in f32, then rounded). Every backend holds every type (CPU, CUDA, a device budget, several
+ *  parts); a CUDA index converts f32 rows on the GPU (a budgeted one on the host, where its
+ *  rows live), with the same rounding and checks, and its device memory falls with the
+ *  element size. */
 typedef int32_t ivf_dtype;
 #define IVF_DTYPE_F32  0
 #define IVF_DTYPE_F16  1

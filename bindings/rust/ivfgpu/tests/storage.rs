@@ -256,8 +256,22 @@ fn shards_equal_one_part() {
             .kind(),
         ErrorKind::InvalidArgument
     );
-    let err = Index::new(DIM, &cpu(StorageType::U8).shards(2)).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    // Compact storage on several parts: the same results as one part holding the same rows.
+    let x = bytes(2000, DIM, 21);
+    let one = Index::new(DIM, &cpu(StorageType::U8)).unwrap();
+    let parts = Index::new(DIM, &cpu(StorageType::U8).shards(2)).unwrap();
+    for ix in [&one, &parts] {
+        ix.train_typed(&x).unwrap();
+        ix.add_typed(&x).unwrap();
+    }
+    assert_eq!(parts.storage_type().unwrap(), StorageType::U8);
+    let sp = SearchParams::new().nprobe(4);
+    let q = &x[..20 * DIM];
+    assert_same(
+        &parts.search_typed(q, 10, &sp).unwrap(),
+        &one.search_typed(q, 10, &sp).unwrap(),
+        "u8 on 2 parts",
+    );
 }
 
 const D: usize = 24;

@@ -1,0 +1,229 @@
+// The definition behind scan_tiles.hpp; included only by the scan_tiles_<type>.cu files.
+#pragma once
+
+#include <algorithm>
+#include <type_traits>
+
+#include "check.hpp"
+#include "element_traits.cuh"
+#include "scan_tiles.hpp"
+
+namespace ivfgpu::cuda::scan_detail {
+
+// A staged value: the decoded float, or (AS_INT) the integer it holds, its bits kept in the
+// float slot so one shared array serves both arithmetics.
+template <bool AS_INT>
+__device__ __forceinline__ float staged(float v) {
+  if constexpr (AS_INT) return __int_as_float(__float2int_rn(v));
+  else return v;
+}
+
+// Stages rows [0, rows) x dims [d0, d0 + kTileD) of a row-major matrix into t[j][r]
+// (transposed), zero outside. row_ptr(r) gives the row's start or nullptr for a missing row.
+template <int ROWS, int PITCH, class T, bool AS_INT, class RowPtr>
+__device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, int64_t d0, int64_t dim, bool vec4) {
+  using E = DeviceElement<T>;
+  const int tid = threadIdx.x;
+  if (vec4) {
+    for (int e = tid; e < ROWS * (kTileD / 4); e += kThreads) {
+      const int r = e / (kTileD / 4), j = (e % (kTileD / 4)) * 4;
+      const T* p = row_ptr(r);
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (p != nullptr && d0 + j < dim) v = E::load4(p + d0 + j);
+      t[j][r] = staged<AS_INT>(v.x);
+      t[j + 1][r] = staged<AS_INT>(v.y);
+      t[j + 2][r] = staged<AS_INT>(v.z);
+      t[j + 3][r] = staged<AS_INT>(v.w);
+    }
+  } else {
+    for (int e = tid; e < ROWS * kTileD; e += kThreads) {
+      const int r = e / kTileD, j = e % kTileD;
+      const T* p = row_ptr(r);
+      t[j][r] = staged<AS_INT>((p != nullptr && d0 + j < dim) ? E::load1(p + d0 + j) : 0.0f);
+    }
+  }
+}
+
+// One (list, query tile, vector tile) per iteration of a persistent grid. Thread (ty, tx) owns
+// queries ty*RQ.. and vectors tx*4..: a TQ x 64 register tile, fp32, accumulated in dimension
+// order so each distance is the plain sequential sum. INT (integer rows and integer-valued
+// queries): int32 sums per staged block of kTileD dimensions (at most 32 * 255^2, no
+// overflow), added into int64, so the distance is the exact integer rounded once to float.
+template <class T, int TQ, bool IP, bool INT>
+__global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
+  constexpr int RQ = TQ / 16;
+  constexpr int RV = kTileV / 16;
+  constexpr int QP = TQ + 4, VP = kTileV + 4;  // padded rows, 16-byte aligned
+  __shared__ __align__(16) float qs[kTileD][QP];
+  __shared__ __align__(16) float xs[kTileD][VP];
+  __shared__ int64_t out_base[TQ];
+  __shared__ int64_t q_row[TQ];
+  __shared__ bool keep[kTileV];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int64_t units = a.segments != nullptr ? a.nseg : a.nlist;
+  const int64_t total = a.tile_off[units];
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    // The unit (list or segment) whose tile range holds t: the last u with tile_off[u] <= t.
+    int64_t lo = 0, hi = units;  // invariant: tile_off[lo] <= t < tile_off[hi]
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (a.tile_off[mid] <= t) lo = mid; else hi = mid;
+    }
+    int64_t l, row0, size;
+    const T* rows;
+    const int64_t* row_ids;
+    if (a.segments != nullptr) {
+      const ScanSegment& sg = a.segments[lo];
+      l = sg.list;
+      row0 = sg.row0;
+      size = sg.count;
+      rows = static_cast<const T*>(sg.rows);
+      row_ids = sg.ids;
+    } else {
+      l = lo;
+      row0 = 0;
+      size = a.list_size[l];
+      rows = a.vectors + a.list_start[l] * a.dim;
+      row_ids = a.ids + a.list_start[l];
+    }
+    const int64_t nvt = (size + kTileV - 1) / kTileV;
+    const int64_t nunits = (nvt + kUnitTiles - 1) / kUnitTiles;
+    const int64_t local = t - a.tile_off[lo];
+    const int64_t qt = local / nunits, unit = local % nunits;
+    const int64_t prem = a.pair_count[l] - qt * TQ;
+    const int pcount = static_cast<int>(prem < TQ ? prem : TQ);
+    __syncthreads();  // the previous unit is done with out_base / q_row
+    if (tid < TQ) {
+      if (tid < pcount) {
+        const int64_t pr = a.grouped[a.pair_begin[l] + qt * TQ + tid];
+        const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
+        q_row[tid] = q;
+        out_base[tid] = a.cand.slot(q, p, row0);
+      } else {
+        q_row[tid] = -1;
+      }
+    }
+    __syncthreads();
+    const int64_t vt_end = (unit + 1) * kUnitTiles < nvt ? (unit + 1) * kUnitTiles : nvt;
+    for (int64_t vt = unit * kUnitTiles; vt < vt_end; ++vt) {
+      const int64_t v0 = vt * kTileV;
+      const int vcount = static_cast<int>(size - v0 < kTileV ? size - v0 : kTileV);
+      const T* x = rows + v0 * a.dim;
+      if (a.check_rows) {
+        __syncthreads();  // the previous tile's results are written: keep[] may change
+        if (tid < kTileV) {
+          bool ok = tid < vcount;
+          if (ok && a.removed != nullptr) {
+            const int64_t slot = a.list_start[l] + row0 + v0 + tid;
+            if ((a.removed[slot >> 6] >> (slot & 63)) & 1u) ok = false;
+          }
+          if (ok && a.filter != 0) ok = a.filter_set.contains(row_ids[v0 + tid]) == (a.filter == 1);
+          keep[tid] = ok;
+        }
+      }
+      // fp32 sums, or (INT) the exact integer sums of the finished blocks.
+      using Total = std::conditional_t<INT, long long, float>;
+      Total acc[RQ][RV];
+#pragma unroll
+      for (int r = 0; r < RQ; ++r)
+#pragma unroll
+        for (int c = 0; c < RV; ++c) acc[r][c] = 0;
+      for (int64_t d0 = 0; d0 < a.dim; d0 += kTileD) {
+        stage_tile<TQ, QP, float, INT>(qs, [&](int r) -> const float* {
+          const int64_t q = q_row[r];
+          return q >= 0 ? a.queries + q * a.dim : nullptr;
+        }, d0, a.dim, a.vec4);
+        stage_tile<kTileV, VP, T, INT>(xs, [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; },
+                                       d0, a.dim, a.vec4);
+        __syncthreads();
+        // A warp holds query rows 8w..8w+7 (RQ = 4) or 2w, 2w+1 (RQ = 1): skip it when they are
+        // all past the tile's last query (its results are never written).
+        if ((tid / 32) * 2 * RQ < pcount) {
+          using Part = std::conditional_t<INT, int, float>;
+          Part part[RQ][RV];
+#pragma unroll
+          for (int r = 0; r < RQ; ++r)
+#pragma unroll
+            for (int c = 0; c < RV; ++c) part[r][c] = INT ? Part(0) : Part(acc[r][c]);
+#pragma unroll 8
+          for (int j = 0; j < kTileD; ++j) {
+            float qa[RQ], xb[RV];
+            if constexpr (RQ == 4) {
+              const float4 v = *reinterpret_cast<const float4*>(&qs[j][ty * 4]);
+              qa[0] = v.x; qa[1] = v.y; qa[2] = v.z; qa[3] = v.w;
+            } else {
+#pragma unroll
+              for (int r = 0; r < RQ; ++r) qa[r] = qs[j][ty * RQ + r];
+            }
+            const float4 w = *reinterpret_cast<const float4*>(&xs[j][tx * 4]);
+            xb[0] = w.x; xb[1] = w.y; xb[2] = w.z; xb[3] = w.w;
+#pragma unroll
+            for (int r = 0; r < RQ; ++r)
+#pragma unroll
+              for (int c = 0; c < RV; ++c) {
+                if constexpr (INT) {
+                  const int qi = __float_as_int(qa[r]), xi = __float_as_int(xb[c]);
+                  if constexpr (IP) part[r][c] += qi * xi;
+                  else part[r][c] += (qi - xi) * (qi - xi);
+                } else if constexpr (IP) {
+                  part[r][c] = fmaf(qa[r], xb[c], part[r][c]);
+                } else {
+                  const float diff = qa[r] - xb[c];
+                  part[r][c] = fmaf(diff, diff, part[r][c]);
+                }
+              }
+          }
+#pragma unroll
+          for (int r = 0; r < RQ; ++r)
+#pragma unroll
+            for (int c = 0; c < RV; ++c) {
+              if constexpr (INT) acc[r][c] += part[r][c];
+              else acc[r][c] = part[r][c];
+            }
+        }
+        __syncthreads();
+      }
+#pragma unroll
+      for (int r = 0; r < RQ; ++r) {
+        const int qi = ty * RQ + r;
+        if (qi >= pcount) continue;
+        const int64_t base = out_base[qi] + v0;
+#pragma unroll
+        for (int c = 0; c < RV; ++c) {
+          const int vi = tx * 4 + c;
+          const float d = INT ? __ll2float_rn(static_cast<long long>(acc[r][c])) : static_cast<float>(acc[r][c]);
+          if (vi < vcount) a.cand.dist[base + vi] = (!a.check_rows || keep[vi]) ? d : a.excluded;
+        }
+      }
+    }
+  }
+}
+
+template <class T, int TQ, bool IP, bool INT>
+void launch_tiles(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args) {
+  // A persistent grid: as many blocks as can be resident (asked once per context).
+  const auto kernel = list_tile_kernel<T, TQ, IP, INT>;
+  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
+  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
+  kernel<<<grid, kThreads, 0, stream>>>(args);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+template <class T, bool INT>
+void launch_metric(const DeviceContext& ctx, cudaStream_t stream, int tile_q, bool ip, const TileArgs<T>& args) {
+  if (tile_q == 64)
+    ip ? launch_tiles<T, 64, true, INT>(ctx, stream, args) : launch_tiles<T, 64, false, INT>(ctx, stream, args);
+  else
+    ip ? launch_tiles<T, 16, true, INT>(ctx, stream, args) : launch_tiles<T, 16, false, INT>(ctx, stream, args);
+}
+
+template <class T>
+void launch_scan(const DeviceContext& ctx, cudaStream_t stream, int tile_q, bool ip, bool integer,
+                 const TileArgs<T>& args) {
+  if constexpr (DeviceElement<T>::kInteger) {
+    if (integer) return launch_metric<T, true>(ctx, stream, tile_q, ip, args);
+  }
+  launch_metric<T, false>(ctx, stream, tile_q, ip, args);
+}
+
+}  // namespace ivfgpu::cuda::scan_detail

@@ -1,0 +1,52 @@
+// The list-tile kernel of stage C (scan.hpp) and its arguments, instantiated once per storage
+// type in scan_tiles_<type>.cu so that the types compile in parallel. scan.cu chooses the
+// launch (query tile, metric, integer arithmetic) in one place and calls launch_scan<T>.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "candidates.cuh"
+#include "device_context.hpp"
+#include "id_bitset.cuh"
+#include "scan.hpp"
+
+namespace ivfgpu::cuda::scan_detail {
+
+constexpr int kThreads = 256;
+constexpr int kTileV = 64;     // vectors per tile
+constexpr int kTileD = 32;     // dimensions staged per step
+constexpr int kUnitTiles = 4;  // vector tiles per work unit (amortises the unit's set-up)
+
+template <class T>
+struct TileArgs {
+  const ScanSegment* segments;  // null: one unit per list, rows at vectors + list_start
+  int64_t nseg;
+  const float* queries;
+  int64_t dim, nlist, nprobe;
+  const T* vectors;
+  const int64_t* list_start;
+  const int64_t* list_size;
+  const int32_t* grouped;     // pair ids grouped by list
+  const int32_t* pair_begin;  // nlist: first grouped entry of each list
+  const int32_t* pair_count;  // nlist
+  const int64_t* tile_off;    // nlist + 1
+  CandidateRows cand;
+  bool vec4;  // dim % 4 == 0 and aligned bases: four-element loads
+  // Exclusion of rows inside the scan: removed bits by slot, and a filter on ids.
+  bool check_rows;            // removed != nullptr || filter != 0
+  const uint64_t* removed;
+  const int64_t* ids;
+  int filter;                 // 0 none, 1 allow, 2 deny
+  IdSetView filter_set;
+  float excluded;
+};
+
+// tile_q: 16 or 64 queries per tile. integer: integer rows against integer-valued queries,
+// summed exactly in integers (only for integer T).
+template <class T>
+void launch_scan(const DeviceContext& ctx, cudaStream_t stream, int tile_q, bool ip, bool integer,
+                 const TileArgs<T>& args);
+
+}  // namespace ivfgpu::cuda::scan_detail
