@@ -4,12 +4,15 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "../element_type.hpp"
 #include "../errors.hpp"
 #include "check.hpp"
 #include "device_buffer.hpp"
 #include "launch.cuh"
+#include "scan_tensor.hpp"
 #include "scan_tiles.hpp"
 
 namespace ivfgpu::cuda {
@@ -56,17 +59,37 @@ __global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int32_
     grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
 }
 
+// Work units per list: the SIMT scan's (tile_q queries x kUnitTiles vector tiles), or the
+// tensor-core pass's (64 x 64 tiles).
 __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* list_size, int64_t nlist, int tile_q,
-                                      int64_t* tiles) {
+                                      bool tensor, int64_t* tiles) {
   for (int64_t l = global_thread(); l <= nlist; l += thread_stride()) {
     if (l == nlist) {
       tiles[l] = 0;
+      continue;
+    }
+    if (tensor) {
+      tiles[l] = scan_detail::tensor_tiles(pair_count[l], list_size[l]);
       continue;
     }
     const int64_t qt = (pair_count[l] + tile_q - 1) / tile_q;
     const int64_t vt = (list_size[l] + kTileV - 1) / kTileV;
     tiles[l] = qt * ((vt + kUnitTiles - 1) / kUnitTiles);
   }
+}
+
+// IVFGPU_SCAN=simt or =tensor pins the kernel of resident scans (A/B runs, tests); unset, the
+// dispatch below decides.
+enum class ScanKernel { Auto, Simt, Tensor };
+ScanKernel scan_kernel_override() {
+  static const ScanKernel v = [] {
+    const char* e = std::getenv("IVFGPU_SCAN");
+    if (e == nullptr) return ScanKernel::Auto;
+    if (std::strcmp(e, "simt") == 0) return ScanKernel::Simt;
+    if (std::strcmp(e, "tensor") == 0) return ScanKernel::Tensor;
+    return ScanKernel::Auto;
+  }();
+  return v;
 }
 
 }  // namespace
@@ -110,25 +133,44 @@ int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q) {
 
 namespace {
 
-// Builds the kernel arguments for one pass and launches it: the one place that picks the scan
-// kernel (element type here; query tile, metric and integer arithmetic in launch_scan).
-void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
-               const ScanSegment* segments, int64_t nseg, const int64_t* tile_off) {
-  const bool ip = p.metric != Metric::L2;
-  dispatch_element_type(p.lists.type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    // Four-element loads need whole loads per row and aligned bases (pool allocations are
-    // 256-byte aligned; segments are placed on 256-byte boundaries).
-    const bool vec4 = p.lists.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
-                      (segments != nullptr || reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0);
-    const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
-    const uint64_t* removed = segments != nullptr ? nullptr : p.lists.removed;
-    scan_detail::TileArgs<T> args{segments, nseg, p.queries, p.lists.dim, p.lists.nlist, p.nprobe, p.lists.rows<T>(),
+template <class T>
+scan_detail::TileArgs<T> tile_args(const ScanProblem& p, const ScanGroups& g, const ScanSegment* segments, int64_t nseg,
+                                   const int64_t* tile_off) {
+  // Four-element loads need whole loads per row and aligned bases (pool allocations are
+  // 256-byte aligned; segments are placed on 256-byte boundaries).
+  const bool vec4 = p.lists.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
+                    (segments != nullptr || reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0);
+  const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
+  const uint64_t* removed = segments != nullptr ? nullptr : p.lists.removed;
+  return scan_detail::TileArgs<T>{segments, nseg, p.queries, p.lists.dim, p.lists.nlist, p.nprobe, p.lists.rows<T>(),
                                   p.lists.start, p.lists.size, g.grouped.data(), g.pair_begin.data(),
                                   g.pair_count.data(), tile_off, p.cand, vec4, removed != nullptr || filter != 0,
                                   removed, p.lists.ids, filter, p.filter_set, p.excluded};
-    scan_detail::launch_scan<T>(ctx, stream, g.tile_q, ip, p.integer_queries && is_integer(p.lists.type), args);
+}
+
+bool integer_arithmetic(const ScanProblem& p) { return p.integer_queries && is_integer(p.lists.type); }
+
+// The SIMT scan over lists or segments: element type here; query tile, metric and integer
+// arithmetic in launch_scan.
+void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
+               const ScanSegment* segments, int64_t nseg, const int64_t* tile_off) {
+  dispatch_element_type(p.lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scan_detail::launch_scan<T>(ctx, stream, g.tile_q, p.metric != Metric::L2, integer_arithmetic(p),
+                                tile_args<T>(p, g, segments, nseg, tile_off));
   });
+}
+
+// The one place that picks the resident scan's kernel: tensor cores once a list has a full
+// 64-query tile on average (their 64 x 64 tiles then do useful work; fewer queries per list
+// are the SIMT kernel's 16-query tiles), else SIMT.
+bool use_tensor_scan(const ScanGroups& g) {
+  switch (scan_kernel_override()) {
+    case ScanKernel::Simt: return false;
+    case ScanKernel::Tensor: return true;
+    case ScanKernel::Auto: break;
+  }
+  return g.tile_q == 64;
 }
 
 }  // namespace
@@ -138,20 +180,45 @@ void scan_segments(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
   if (nseg > 0) scan_pass(ctx, stream, p, groups, segments, nseg, tile_off);
 }
 
-void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
+ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
   const int64_t nlist = p.lists.nlist;
   ScanGroups g = group_scan_pairs(ctx, stream, p);
+  const bool tensor = use_tensor_scan(g);
   DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
   std::size_t bytes = 0;
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));
   DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
   tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(g.pair_count.data(), p.lists.size, nlist,
-                                                                      g.tile_q, tiles.data());
+                                                                      g.tile_q, tensor, tiles.data());
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));
-  scan_pass(ctx, stream, p, g, nullptr, 0, tile_off.data());
+  ScanOutcome out;
+  if (!tensor) {
+    scan_pass(ctx, stream, p, g, nullptr, 0, tile_off.data());
+    return out;
+  }
+  out.needs_refine = true;
+  out.list_norm = DeviceBuffer<float>(ctx, static_cast<std::size_t>(nlist), stream);
+  IVF_CUDA_CHECK(cudaMemsetAsync(out.list_norm.data(), 0, out.list_norm.bytes(), stream));
+  dispatch_element_type(p.lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scan_detail::launch_tensor_scan<T>(ctx, stream, p.metric != Metric::L2, tile_args<T>(p, g, nullptr, 0, tile_off.data()),
+                                       out.list_norm.data());
+  });
+  return out;
+}
+
+void refine_candidates(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanOutcome& outcome,
+                       const float* sel_key, const int32_t* sel_count, int64_t k) {
+  dispatch_element_type(p.lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const scan_detail::RefineArgs<T> args{p.queries, p.nq, p.lists.dim, p.nprobe, k, p.probes, p.lists.rows<T>(),
+                                          p.lists.start, p.lists.size, outcome.list_norm.data(), p.cand, sel_key,
+                                          sel_count, p.excluded};
+    scan_detail::launch_refine<T>(ctx, stream, p.metric != Metric::L2, integer_arithmetic(p), args);
+  });
 }
 
 }  // namespace ivfgpu::cuda

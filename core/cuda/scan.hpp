@@ -38,8 +38,22 @@ struct ScanProblem {
   bool integer_queries = false;
 };
 
-// Runs the whole stage on `stream`, scratch from ctx's pool. No host synchronisation.
-void scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p);
+// What the stage left in the candidate rows: exact distances, or (the tensor-core pass,
+// scan_tensor.cuh) pessimistic keys that refine_candidates settles after a first top-k.
+struct ScanOutcome {
+  bool needs_refine = false;
+  DeviceBuffer<float> list_norm;  // nlist: each probed list's largest row norm (tensor pass)
+};
+
+// Runs the whole stage on `stream`, scratch from ctx's pool. No host synchronisation. The
+// kernel (SIMT or tensor cores) is chosen inside, in one place.
+ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p);
+
+// After a top-k (sel_key, sel_count: nq * k, nq) of a tensor-core pass's candidates: exact
+// distances for the rows that can be among the k best, padding for the rest. A second top-k
+// over the rows then gives the SIMT scan's results.
+void refine_candidates(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanOutcome& outcome,
+                       const float* sel_key, const int32_t* sel_count, int64_t k);
 
 // The stage in parts, for lists that are not all in one device array (the host tier streams
 // some of them through a staging ring): group the pairs once, then scan segments in passes.

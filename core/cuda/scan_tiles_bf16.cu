@@ -1,6 +1,10 @@
-// The list-tile scan for bf16 rows (scan_tiles.hpp): one storage type per file so they compile in parallel.
+// The list scans for bf16 rows (scan_tiles.hpp, scan_tensor.hpp): one storage type per file so
+// that the types compile in parallel.
+#include "scan_tensor.cuh"
 #include "scan_tiles.cuh"
 
 namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<BFloat16>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<BFloat16>&);
+template void launch_tensor_scan<BFloat16>(const DeviceContext&, cudaStream_t, bool, const TileArgs<BFloat16>&, float*);
+template void launch_refine<BFloat16>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<BFloat16>&);
 }  // namespace ivfgpu::cuda::scan_detail

@@ -1,6 +1,10 @@
-// The list-tile scan for f16 rows (scan_tiles.hpp): one storage type per file so they compile in parallel.
+// The list scans for f16 rows (scan_tiles.hpp, scan_tensor.hpp): one storage type per file so
+// that the types compile in parallel.
+#include "scan_tensor.cuh"
 #include "scan_tiles.cuh"
 
 namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<Half>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<Half>&);
+template void launch_tensor_scan<Half>(const DeviceContext&, cudaStream_t, bool, const TileArgs<Half>&, float*);
+template void launch_refine<Half>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<Half>&);
 }  // namespace ivfgpu::cuda::scan_detail

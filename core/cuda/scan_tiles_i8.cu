@@ -1,6 +1,10 @@
-// The list-tile scan for i8 rows (scan_tiles.hpp): one storage type per file so they compile in parallel.
+// The list scans for i8 rows (scan_tiles.hpp, scan_tensor.hpp): one storage type per file so
+// that the types compile in parallel.
+#include "scan_tensor.cuh"
 #include "scan_tiles.cuh"
 
 namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<int8_t>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<int8_t>&);
+template void launch_tensor_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&, float*);
+template void launch_refine<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<int8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

@@ -1,6 +1,10 @@
-// The list-tile scan for u8 rows (scan_tiles.hpp): one storage type per file so they compile in parallel.
+// The list scans for u8 rows (scan_tiles.hpp, scan_tensor.hpp): one storage type per file so
+// that the types compile in parallel.
+#include "scan_tensor.cuh"
 #include "scan_tiles.cuh"
 
 namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<uint8_t>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<uint8_t>&);
+template void launch_tensor_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&, float*);
+template void launch_refine<uint8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<uint8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

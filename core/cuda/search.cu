@@ -194,17 +194,24 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
       sp.filter = req.filter->allow() ? ScanProblem::Filter::Allow : ScanProblem::Filter::Deny;
       sp.filter_set = *index.filter_set;
     }
+    ScanOutcome scanned;
     if (index.scanner != nullptr)
       index.scanner->scan(ctx, stream, sp);
     else
-      scan_lists(ctx, stream, sp);
-    // D: the k best candidates of each query, then their ids.
+      scanned = scan_lists(ctx, stream, sp);
+    // D: the k best candidates of each query, then their ids. A tensor-core scan's keys are
+    // bounds: the first top-k tells which rows to re-score exactly, the second is the answer.
     SelectInput din;
     din.keys = cand.data();
     din.stride = bound;
     din.lens = cand_len.data();
     din.max_len = bound;
-    select_topk(ctx, stream, din, rows, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
+    const SelectOutput dout{sel_pos.data(), sel_key.data(), sel_count.data()};
+    select_topk(ctx, stream, din, rows, k, larger, dout);
+    if (scanned.needs_refine) {
+      refine_candidates(ctx, stream, sp, scanned, sel_key.data(), sel_count.data(), k);
+      select_topk(ctx, stream, din, rows, k, larger, dout);
+    }
     int64_t* oi = host ? out_ids_buf.data() : req.ids + q0 * k;
     float* od = host ? out_dists_buf.data() : req.dists + q0 * k;
     finalize_kernel<<<grid_for(rows * k), kDefaultThreads, 0, stream>>>(

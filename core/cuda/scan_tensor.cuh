@@ -1,0 +1,261 @@
+// The tensor-core form of stage C and the exact refinement behind it (scan_tensor.hpp); included
+// only by the scan_tiles_<type>.cu files, which instantiate both for their type.
+//
+// First pass: each block takes one (list, 64-query tile, 64-vector tile) of the list-major
+// schedule, stages both tiles in shared memory as fp32 (rows decoded), and multiplies them on
+// tensor cores in TF32 with fp32 accumulation (WMMA 16x16x8), while SIMT threads sum the exact
+// fp32 squared norms of the same staged rows. The epilogue turns each dot product into a
+// distance (L2: |q|^2 + |x|^2 - 2 q.x) and widens it by a bound on its error (candidate_margin)
+// toward the pessimistic side, so the candidate row holds, for every row, a key no better than
+// its exact distance can be. Each list's largest row norm is kept for the refinement.
+//
+// Refinement: after a top-k of those pessimistic keys, U (the k-th) is a value the exact k-th
+// distance cannot be worse than; a row can only be among the exact k best when its optimistic
+// key (the pessimistic key moved back by twice the list's margin) reaches U. Those rows (the k
+// best and whatever ties them within the bound: a handful beyond k on ordinary data) are
+// re-scored with exactly the SIMT scan's arithmetic; every other row becomes padding. The
+// final top-k then sees exact distances only: the same ids and distances as the SIMT scan.
+#pragma once
+
+#include <mma.h>
+
+#include <cmath>
+
+#include "scan_tensor.hpp"
+#include "scan_tiles.cuh"
+
+namespace ivfgpu::cuda::scan_detail {
+
+constexpr int kTcTileQ = 64;
+constexpr int kTcTileV = 64;
+constexpr int kTcTileD = 32;
+constexpr int kTcPitch = kTcTileD + 4;  // 36 floats: rows stay 16-byte aligned, fragments 32-byte
+constexpr int kTcOutPitch = kTcTileV + 4;
+
+// Float keys of non-negative floats compare like their bits: atomicMax on the bits.
+__device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
+  atomicMax(reinterpret_cast<int*>(at), __float_as_int(v));
+}
+
+template <class T, bool IP>
+__global__ void __launch_bounds__(kThreads) list_tensor_kernel(TileArgs<T> a, float* list_norm) {
+  using namespace nvcuda;
+  __shared__ __align__(32) float qs[kTcTileQ][kTcPitch];
+  __shared__ __align__(32) float xs[kTcTileV][kTcPitch];
+  __shared__ __align__(32) float dots[kTcTileQ][kTcOutPitch];
+  __shared__ float qnorm[kTcTileQ], xnorm[kTcTileV];
+  __shared__ int64_t out_base[kTcTileQ];
+  __shared__ int64_t q_row[kTcTileQ];
+  __shared__ bool keep[kTcTileV];
+  const int tid = threadIdx.x, warp = tid / 32;
+  // Warp w computes rows 16 * (w / 2) .. + 16, columns 32 * (w % 2) .. + 32 of the 64 x 64 tile.
+  const int wr = (warp / 2) * 16, wc = (warp % 2) * 32;
+  const int64_t total = a.tile_off[a.nlist];
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    int64_t lo = 0, hi = a.nlist;  // the list whose tile range holds t
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (a.tile_off[mid] <= t) lo = mid; else hi = mid;
+    }
+    const int64_t l = lo, size = a.list_size[l];
+    const T* rows = a.vectors + a.list_start[l] * a.dim;
+    const int64_t* row_ids = a.ids + a.list_start[l];
+    const int64_t nvt = (size + kTcTileV - 1) / kTcTileV;
+    const int64_t local = t - a.tile_off[l];
+    const int64_t qt = local / nvt, vt = local % nvt;
+    const int64_t prem = a.pair_count[l] - qt * kTcTileQ;
+    const int pcount = static_cast<int>(prem < kTcTileQ ? prem : kTcTileQ);
+    const int64_t v0 = vt * kTcTileV;
+    const int vcount = static_cast<int>(size - v0 < kTcTileV ? size - v0 : kTcTileV);
+    const T* x = rows + v0 * a.dim;
+    __syncthreads();  // the previous tile is done with the shared arrays
+    if (tid < kTcTileQ) {
+      if (tid < pcount) {
+        const int64_t pr = a.grouped[a.pair_begin[l] + qt * kTcTileQ + tid];
+        const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
+        q_row[tid] = q;
+        out_base[tid] = a.cand.slot(q, p, 0);
+      } else {
+        q_row[tid] = -1;
+      }
+    } else if (tid < kTcTileQ + kTcTileV) {
+      const int v = tid - kTcTileQ;
+      bool ok = v < vcount;
+      if (ok && a.removed != nullptr) {
+        const int64_t slot = a.list_start[l] + v0 + v;
+        if ((a.removed[slot >> 6] >> (slot & 63)) & 1u) ok = false;
+      }
+      if (ok && a.filter != 0) ok = a.filter_set.contains(row_ids[v0 + v]) == (a.filter == 1);
+      keep[v] = ok;
+    }
+    __syncthreads();
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
+    wmma::fill_fragment(acc[0], 0.0f);
+    wmma::fill_fragment(acc[1], 0.0f);
+    float norm = 0.0f;  // threads < 128: the squared norm of query row tid or vector row tid - 64
+    for (int64_t d0 = 0; d0 < a.dim; d0 += kTcTileD) {
+      // Row-major staging (stage_tile stages transposed: these tiles feed fragments instead).
+      auto stage = [&](float(*s)[kTcPitch], auto row_ptr) {
+        using R = std::remove_cv_t<std::remove_pointer_t<decltype(row_ptr(0))>>;
+        using E = DeviceElement<R>;
+        if (a.vec4) {
+          for (int e = tid; e < 64 * (kTcTileD / 4); e += kThreads) {
+            const int r = e / (kTcTileD / 4), j = (e % (kTcTileD / 4)) * 4;
+            const R* p = row_ptr(r);
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (p != nullptr && d0 + j < a.dim) v = E::load4(p + d0 + j);
+            *reinterpret_cast<float4*>(&s[r][j]) = v;
+          }
+        } else {
+          for (int e = tid; e < 64 * kTcTileD; e += kThreads) {
+            const int r = e / kTcTileD, j = e % kTcTileD;
+            const R* p = row_ptr(r);
+            s[r][j] = (p != nullptr && d0 + j < a.dim) ? E::load1(p + d0 + j) : 0.0f;
+          }
+        }
+      };
+      stage(qs, [&](int r) -> const float* {
+        const int64_t q = q_row[r];
+        return q >= 0 ? a.queries + q * a.dim : nullptr;
+      });
+      stage(xs, [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; });
+      __syncthreads();
+      if (tid < kTcTileQ + kTcTileV) {
+        const float* row = tid < kTcTileQ ? qs[tid] : xs[tid - kTcTileQ];
+#pragma unroll 8
+        for (int j = 0; j < kTcTileD; ++j) norm = fmaf(row[j], row[j], norm);
+      }
+      if (wr < pcount) {
+#pragma unroll
+        for (int k0 = 0; k0 < kTcTileD; k0 += 8) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+          wmma::load_matrix_sync(fa, &qs[wr][k0], kTcPitch);
+#pragma unroll
+          for (int i = 0; i < fa.num_elements; ++i) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
+            wmma::load_matrix_sync(fb, &xs[wc + 16 * c][k0], kTcPitch);
+#pragma unroll
+            for (int i = 0; i < fb.num_elements; ++i) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+            wmma::mma_sync(acc[c], fa, fb, acc[c]);
+          }
+        }
+      }
+      __syncthreads();
+    }
+    if (wr < pcount) {
+      wmma::store_matrix_sync(&dots[wr][wc], acc[0], kTcOutPitch, wmma::mem_row_major);
+      wmma::store_matrix_sync(&dots[wr][wc + 16], acc[1], kTcOutPitch, wmma::mem_row_major);
+    }
+    if (tid < kTcTileQ) qnorm[tid] = norm;
+    else if (tid < kTcTileQ + kTcTileV) xnorm[tid - kTcTileQ] = norm;
+    __syncthreads();
+    if (tid < vcount) atomic_max_nonneg(list_norm + l, sqrtf(xnorm[tid]));
+    for (int e = tid; e < kTcTileQ * kTcTileV; e += kThreads) {
+      const int r = e / kTcTileV, c = e % kTcTileV;
+      if (r >= pcount || c >= vcount) continue;
+      const float dot = dots[r][c];
+      const float m = candidate_margin(!IP, sqrtf(qnorm[r]), sqrtf(xnorm[c]), a.dim);
+      // The pessimistic key: a distance no smaller, a similarity no larger, than the exact one.
+      const float key = IP ? dot - m : (qnorm[r] + xnorm[c] - 2.0f * dot) + m;
+      a.cand.dist[out_base[r] + v0 + c] = keep[c] ? key : a.excluded;
+    }
+  }
+}
+
+template <class T>
+void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+                        float* list_norm) {
+  const auto kernel = ip ? list_tensor_kernel<T, true> : list_tensor_kernel<T, false>;
+  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
+  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
+  kernel<<<grid, kThreads, 0, stream>>>(args, list_norm);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+// One block per query: rows whose optimistic key reaches the k-th pessimistic key are
+// re-scored exactly (the SIMT scan's arithmetic: a sequential fp32 sum in dimension order, or
+// integer sums for integer queries on integer rows); every other row becomes padding.
+template <class T, bool IP, bool INT>
+__global__ void __launch_bounds__(kThreads) refine_kernel(RefineArgs<T> a) {
+  __shared__ float qn_part[kThreads / 32];
+  __shared__ float bound;
+  const int tid = threadIdx.x;
+  for (int64_t q = blockIdx.x; q < a.nq; q += gridDim.x) {
+    const float* query = a.queries + q * a.dim;
+    float s = 0.0f;
+    for (int64_t j = tid; j < a.dim; j += kThreads) s = fmaf(query[j], query[j], s);
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    __syncthreads();  // the previous query is done with qn_part / bound
+    if (tid % 32 == 0) qn_part[tid / 32] = s;
+    if (tid == 0) {
+      const int32_t count = a.sel_count[q];
+      // Fewer candidates than k: every one is returned, so every one is re-scored.
+      bound = count < a.k ? a.excluded : a.sel_key[q * a.k + a.k - 1];
+    }
+    __syncthreads();
+    float qq = 0.0f;
+    for (int w = 0; w < kThreads / 32; ++w) qq += qn_part[w];
+    const float qn = sqrtf(qq);
+    const float u = bound;
+    for (int64_t p = 0; p < a.nprobe; ++p) {
+      const int64_t l = a.probes[q * a.nprobe + p];
+      const int64_t size = a.list_size[l];
+      const float m2 = 2.0f * candidate_margin(!IP, qn, a.list_norm[l], a.dim);
+      float* keys = a.cand.dist + a.cand.slot(q, p, 0);
+      const T* rows = a.vectors + a.list_start[l] * a.dim;
+      for (int64_t r = tid; r < size; r += kThreads) {
+        const float key = keys[r];
+        if (key == a.excluded) continue;
+        const bool may_enter = u == a.excluded || (IP ? key + m2 >= u : key - m2 <= u);
+        if (!may_enter) {
+          keys[r] = a.excluded;
+          continue;
+        }
+        const T* xr = rows + r * a.dim;
+        if constexpr (INT) {
+          long long total = 0;
+          for (int64_t j = 0; j < a.dim; ++j) {
+            const long long qi = __float2ll_rn(query[j]);
+            const long long xi = __float2ll_rn(DeviceElement<T>::load1(xr + j));
+            total += IP ? qi * xi : (qi - xi) * (qi - xi);
+          }
+          keys[r] = __ll2float_rn(total);
+        } else {
+          float acc = 0.0f;
+          for (int64_t j = 0; j < a.dim; ++j) {
+            const float xv = DeviceElement<T>::load1(xr + j);
+            if constexpr (IP) {
+              acc = fmaf(query[j], xv, acc);
+            } else {
+              const float diff = query[j] - xv;
+              acc = fmaf(diff, diff, acc);
+            }
+          }
+          keys[r] = acc;
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void launch_refine(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const RefineArgs<T>& args) {
+  auto pick = [&](auto kernel) {
+    const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
+    const int64_t grid = std::min<int64_t>(args.nq, static_cast<int64_t>(std::max(1, per_sm)) * ctx.limits().sm_count);
+    kernel<<<static_cast<unsigned>(std::max<int64_t>(1, grid)), kThreads, 0, stream>>>(args);
+  };
+  if constexpr (DeviceElement<T>::kInteger) {
+    if (integer) {
+      ip ? pick(refine_kernel<T, true, true>) : pick(refine_kernel<T, false, true>);
+      IVF_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
+  ip ? pick(refine_kernel<T, true, false>) : pick(refine_kernel<T, false, false>);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ivfgpu::cuda::scan_detail

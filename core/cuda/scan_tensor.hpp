@@ -1,0 +1,59 @@
+// The tensor-core list scan and its exact refinement (scan_tensor.cuh says how both work and
+// why the results equal the SIMT scan's). scan.cu decides when to use them, in one place.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "candidates.cuh"
+#include "device_context.hpp"
+#include "scan_tiles.hpp"
+
+namespace ivfgpu::cuda::scan_detail {
+
+// A bound on |key - exact| for a row of norm xn and a query of norm qn in `dim` dimensions,
+// where key is the tensor-core pass's distance (l2) or dot product and exact the SIMT scan's
+// fp32 value: both operands rounded to TF32 (relative error 2^-10 each, truncation included),
+// products and sums in fp32 (dim + 4 roundings), the L2 assembly |q|^2 + |x|^2 - 2 q.x, and
+// the exact scan's own rounding of a sum bounded by (qn + xn)^2. Doubled for safety: a larger
+// margin only re-scores more rows.
+__host__ __device__ inline float candidate_margin(bool l2, float qn, float xn, int64_t dim) {
+  const float u = 5.9604645e-08f;  // 2^-24
+  const float rounding = static_cast<float>(dim + 4) * u;
+  const float dot = (2.0f * 9.765625e-04f + rounding) * qn * xn;
+  if (!l2) return 2.0f * (dot + rounding * qn * xn);
+  const float s = (qn + xn) * (qn + xn);
+  return 2.0f * (2.0f * dot + 3.0f * rounding * s);
+}
+
+// Tiles of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows.
+__host__ __device__ inline int64_t tensor_tiles(int64_t pairs, int64_t rows) { return ((pairs + 63) / 64) * ((rows + 63) / 64); }
+
+template <class T>
+struct RefineArgs {
+  const float* queries;  // nq * dim (device, f32)
+  int64_t nq, dim, nprobe, k;
+  const int32_t* probes;
+  const T* vectors;
+  const int64_t* list_start;
+  const int64_t* list_size;
+  const float* list_norm;  // nlist: largest row norm of each probed list (the first pass's)
+  CandidateRows cand;
+  const float* sel_key;     // nq * k: the top-k of the pessimistic keys
+  const int32_t* sel_count;  // nq
+  float excluded;
+};
+
+// The first pass: pessimistic keys into args.cand, each list's largest row norm into
+// list_norm (zeroed by the caller). args.tile_off counts tensor_tiles per list.
+template <class T>
+void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+                        float* list_norm);
+
+// The refinement of the first pass's candidates (after a top-k of them): exact distances for
+// the rows that may enter the exact top-k, padding for every other.
+template <class T>
+void launch_refine(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const RefineArgs<T>& args);
+
+}  // namespace ivfgpu::cuda::scan_detail
