@@ -21,18 +21,22 @@ std::string mib(std::size_t b) { return std::to_string((b + kMiB - 1) / kMiB) + 
 TierBudget TierBudget::plan(std::size_t budget, int64_t nlist, int64_t dim) {
   TierBudget b;
   b.budget = budget;
+  constexpr std::size_t kGranule = 32 * kMiB;
+  b.pool = budget / kGranule * kGranule;
   // Centroids and norms, and each live state's sizes and id pointers (a few states overlap
   // while mutations publish), plus the pool's rounding and small temporaries.
   b.fixed = static_cast<std::size_t>(nlist) * (static_cast<std::size_t>(dim) + 1) * sizeof(float) +
             static_cast<std::size_t>(nlist) * 16 * 4 + 16 * kMiB;
   const std::size_t min_ring = 4 * kMiB, min_scratch = 32 * kMiB, min_mutation = 16 * kMiB;
   const std::size_t minimum = b.fixed + 2 * min_ring + min_scratch + min_mutation;
-  if (budget < minimum)
+  const std::size_t least = (minimum + kGranule - 1) / kGranule * kGranule;
+  if (b.pool < minimum)
     fail(Errc::InvalidArgument, "IVF_PARAM_DEVICE_BUDGET = " + std::to_string(budget) + " bytes is too small for " +
                                     std::to_string(nlist) + " lists of dimension " + std::to_string(dim) +
                                     ": the centroids, a staging ring and search scratch need at least " +
-                                    std::to_string(minimum) + " bytes (" + mib(minimum) + ")");
-  const std::size_t avail = budget - b.fixed;
+                                    std::to_string(least) + " bytes (" + mib(least) +
+                                    ": device memory is reserved in 32 MiB granules)");
+  const std::size_t avail = b.pool - b.fixed;
   b.ring_slot = std::clamp(avail / 16, min_ring, 256 * kMiB) / (2 * kMiB) * (2 * kMiB);
   b.ring_slot = std::max(b.ring_slot, min_ring);
   // Scratch bounds a chunk's queries, and each chunk streams the probed lists it does not

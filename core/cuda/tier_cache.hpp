@@ -31,7 +31,10 @@ namespace ivfgpu::cuda {
 
 // How a device budget is split (tiered_backend.cu plans it once at creation).
 struct TierBudget {
-  std::size_t budget = 0;
+  std::size_t budget = 0;     // what the caller asked for
+  // The pool's cap: the budget rounded down to the pool's 32 MiB growth granule (the H100
+  // driver reserved 96 MiB for a pool capped at 80 MiB: it grows in whole granules).
+  std::size_t pool = 0;
   std::size_t fixed = 0;      // centroids and per-state arrays
   std::size_t ring_slot = 0;  // one of two staging slots
   std::size_t scratch = 0;    // one search chunk's temporaries

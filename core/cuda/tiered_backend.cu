@@ -78,7 +78,7 @@ class TieredBackend final : public Backend {
   TieredBackend(int64_t dim, const BuildParams& params)
       : params_(params), dim_(dim),
         budget_(TierBudget::plan(static_cast<std::size_t>(params.device_budget), params.nlist, dim)),
-        ctx_(static_cast<int>(params.device), budget_.budget), main_([&] {
+        ctx_(static_cast<int>(params.device), budget_.pool), main_([&] {
           DeviceGuard guard(ctx_.device());
           return make_priority_stream();
         }()),

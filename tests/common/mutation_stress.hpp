@@ -262,6 +262,15 @@ inline void run_ids_stress(int32_t backend, int searchers, std::chrono::millisec
   std::atomic<bool> stop{false};
   std::atomic<int64_t> bad{0}, failures{0}, searches{0}, ops_done[3] = {0, 0, 0}, saves{0};
   std::string first_why;
+  // A failed call: counted, and the first one's message kept for the report.
+  std::mutex fail_mutex;
+  std::string first_failure;
+  auto failed = [&](const char* what, ivf_status s) {
+    if (failures++ == 0) {
+      std::lock_guard<std::mutex> lock(fail_mutex);
+      first_failure = std::string(what) + ": status " + std::to_string(s) + ": " + ivf_last_error_message();
+    }
+  };
   std::atomic<int64_t> next_id{0};
   std::atomic<int> turn{0};  // the three mutators take turns (a plain mutex starves two of them)
   auto mutator = [&](int kind) {
@@ -299,7 +308,7 @@ inline void run_ids_stress(int32_t backend, int searchers, std::chrono::millisec
       if (kind == 1) s = ivf_remove(idx.get(), nullptr, op.ids.data(), m, nullptr);
       if (kind == 2) s = ivf_update(idx.get(), nullptr, op.rows.data(), IVF_DTYPE_F32, m, dim, op.ids.data());
       if (s != IVF_OK) {
-        ++failures;
+        failed(kind == 0 ? "add" : kind == 1 ? "remove" : "update", s);
         continue;
       }
       for (int64_t i = 0; i < m; ++i) {
@@ -319,8 +328,10 @@ inline void run_ids_stress(int32_t backend, int searchers, std::chrono::millisec
       std::vector<float> dists(ids.size());
       while (!stop.load()) {
         const int64_t v0 = version_of(idx.get());
-        if (ivf_search(idx.get(), nullptr, queries.data(), IVF_DTYPE_F32, nq, dim, k, ids.data(), dists.data()) != IVF_OK) {
-          ++failures;
+        const ivf_status st =
+            ivf_search(idx.get(), nullptr, queries.data(), IVF_DTYPE_F32, nq, dim, k, ids.data(), dists.data());
+        if (st != IVF_OK) {
+          failed("search", st);
           continue;
         }
         const int64_t v1 = version_of(idx.get());
@@ -362,7 +373,8 @@ inline void run_ids_stress(int32_t backend, int searchers, std::chrono::millisec
     while (!stop.load()) {
       const std::vector<unsigned char> b = serialized(idx.get());
       ivf_index* copy = nullptr;
-      if (ivf_deserialize(b.data(), b.size(), nullptr, &copy) != IVF_OK) ++failures;
+      const ivf_status st = ivf_deserialize(b.data(), b.size(), nullptr, &copy);
+      if (st != IVF_OK) failed("deserialize", st);
       ivf_free(copy);
       ++saves;
     }
@@ -370,7 +382,7 @@ inline void run_ids_stress(int32_t backend, int searchers, std::chrono::millisec
   std::this_thread::sleep_for(run_for);
   stop = true;
   for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << first_failure;
   EXPECT_EQ(bad.load(), 0) << first_why;
   EXPECT_GT(ops_done[0].load(), 0);
   EXPECT_GT(ops_done[1].load(), 0);
