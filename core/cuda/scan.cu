@@ -78,18 +78,15 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
   }
 }
 
-// IVFGPU_SCAN=simt or =tensor pins the kernel of resident scans (A/B runs, tests); unset, the
-// dispatch below decides.
+// IVFGPU_SCAN=simt or =tensor pins the kernel of resident scans (A/B runs, and tests that compare
+// the two in one process: read at every scan); unset, the dispatch below decides.
 enum class ScanKernel { Auto, Simt, Tensor };
 ScanKernel scan_kernel_override() {
-  static const ScanKernel v = [] {
-    const char* e = std::getenv("IVFGPU_SCAN");
-    if (e == nullptr) return ScanKernel::Auto;
-    if (std::strcmp(e, "simt") == 0) return ScanKernel::Simt;
-    if (std::strcmp(e, "tensor") == 0) return ScanKernel::Tensor;
-    return ScanKernel::Auto;
-  }();
-  return v;
+  const char* e = std::getenv("IVFGPU_SCAN");
+  if (e == nullptr) return ScanKernel::Auto;
+  if (std::strcmp(e, "simt") == 0) return ScanKernel::Simt;
+  if (std::strcmp(e, "tensor") == 0) return ScanKernel::Tensor;
+  return ScanKernel::Auto;
 }
 
 }  // namespace

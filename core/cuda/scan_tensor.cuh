@@ -37,18 +37,64 @@ __device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
   atomicMax(reinterpret_cast<int*>(at), __float_as_int(v));
 }
 
+// Four-element staging of one 64-row tile slice: thread tid holds slots tid and tid + 256 of
+// the 64 x 8 float4 grid, i.e. rows tid / 8 and tid / 8 + 32, columns (tid % 8) * 4 .. + 3.
+template <class R, class RowPtr>
+__device__ __forceinline__ void load_slice4(float4 (&v)[2], RowPtr row_ptr, int64_t d0, int64_t dim) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int e = threadIdx.x + i * kThreads;
+    const int r = e / (kTcTileD / 4), j = (e % (kTcTileD / 4)) * 4;
+    const R* p = row_ptr(r);
+    v[i] = (p != nullptr && d0 + j < dim) ? DeviceElement<R>::load4(p + d0 + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+__device__ __forceinline__ void store_slice4(float (*s)[kTcPitch], const float4 (&v)[2], float (&norm)[2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int e = threadIdx.x + i * kThreads;
+    const int r = e / (kTcTileD / 4), j = (e % (kTcTileD / 4)) * 4;
+    *reinterpret_cast<float4*>(&s[r][j]) = v[i];
+    norm[i] = fmaf(v[i].x, v[i].x, fmaf(v[i].y, v[i].y, fmaf(v[i].z, v[i].z, fmaf(v[i].w, v[i].w, norm[i]))));
+  }
+}
+// The eight lanes of a row hold its partial norms: sum them, lane 0 of the eight writes.
+__device__ __forceinline__ void write_norms4(float* out, float (&norm)[2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float v = norm[i];
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
+    if (threadIdx.x % 8 == 0) out[(threadIdx.x + i * kThreads) / 8] = v;
+  }
+}
+
+// Element-wise staging (dimensions not a multiple of four, or unaligned rows).
+template <class R, class RowPtr>
+__device__ __forceinline__ void stage_slice1(float (*s)[kTcPitch], RowPtr row_ptr, int64_t d0, int64_t dim) {
+  for (int e = threadIdx.x; e < 64 * kTcTileD; e += kThreads) {
+    const int r = e / kTcTileD, j = e % kTcTileD;
+    const R* p = row_ptr(r);
+    s[r][j] = (p != nullptr && d0 + j < dim) ? DeviceElement<R>::load1(p + d0 + j) : 0.0f;
+  }
+}
+
+// 64 x 64 tiles of (query, row) pairs: warp w multiplies rows 16 * (w / 2) .. + 16 of the query
+// tile by rows 32 * (w % 2) .. + 32 of the vector tile. Staging is pipelined: the next slice of
+// 32 dimensions is loaded into registers while the tensor cores work on the current one. Two
+// blocks per SM (registers capped at 128).
 template <class T, bool IP>
-__global__ void __launch_bounds__(kThreads) list_tensor_kernel(TileArgs<T> a, float* list_norm) {
+__global__ void __launch_bounds__(kThreads, 2) list_tensor_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm) {
   using namespace nvcuda;
   __shared__ __align__(32) float qs[kTcTileQ][kTcPitch];
   __shared__ __align__(32) float xs[kTcTileV][kTcPitch];
   __shared__ __align__(32) float dots[kTcTileQ][kTcOutPitch];
-  __shared__ float qnorm[kTcTileQ], xnorm[kTcTileV];
+  __shared__ float qn2[kTcTileQ], xn2[kTcTileV];
   __shared__ int64_t out_base[kTcTileQ];
   __shared__ int64_t q_row[kTcTileQ];
   __shared__ bool keep[kTcTileV];
   const int tid = threadIdx.x, warp = tid / 32;
-  // Warp w computes rows 16 * (w / 2) .. + 16, columns 32 * (w % 2) .. + 32 of the 64 x 64 tile.
   const int wr = (warp / 2) * 16, wc = (warp % 2) * 32;
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
@@ -58,23 +104,20 @@ __global__ void __launch_bounds__(kThreads) list_tensor_kernel(TileArgs<T> a, fl
       if (a.tile_off[mid] <= t) lo = mid; else hi = mid;
     }
     const int64_t l = lo, size = a.list_size[l];
-    const T* rows = a.vectors + a.list_start[l] * a.dim;
-    const int64_t* row_ids = a.ids + a.list_start[l];
     const int64_t nvt = (size + kTcTileV - 1) / kTcTileV;
     const int64_t local = t - a.tile_off[l];
-    const int64_t qt = local / nvt, vt = local % nvt;
+    const int64_t qt = local / nvt, v0 = (local % nvt) * kTcTileV;
     const int64_t prem = a.pair_count[l] - qt * kTcTileQ;
     const int pcount = static_cast<int>(prem < kTcTileQ ? prem : kTcTileQ);
-    const int64_t v0 = vt * kTcTileV;
     const int vcount = static_cast<int>(size - v0 < kTcTileV ? size - v0 : kTcTileV);
-    const T* x = rows + v0 * a.dim;
+    const T* x = a.vectors + (a.list_start[l] + v0) * a.dim;
     __syncthreads();  // the previous tile is done with the shared arrays
     if (tid < kTcTileQ) {
       if (tid < pcount) {
         const int64_t pr = a.grouped[a.pair_begin[l] + qt * kTcTileQ + tid];
         const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
         q_row[tid] = q;
-        out_base[tid] = a.cand.slot(q, p, 0);
+        out_base[tid] = a.cand.slot(q, p, v0);
       } else {
         q_row[tid] = -1;
       }
@@ -85,45 +128,42 @@ __global__ void __launch_bounds__(kThreads) list_tensor_kernel(TileArgs<T> a, fl
         const int64_t slot = a.list_start[l] + v0 + v;
         if ((a.removed[slot >> 6] >> (slot & 63)) & 1u) ok = false;
       }
-      if (ok && a.filter != 0) ok = a.filter_set.contains(row_ids[v0 + v]) == (a.filter == 1);
+      if (ok && a.filter != 0) ok = a.filter_set.contains(a.ids[a.list_start[l] + v0 + v]) == (a.filter == 1);
       keep[v] = ok;
     }
     __syncthreads();
+    const auto q_ptr = [&](int r) -> const float* {
+      const int64_t q = q_row[r];
+      return q >= 0 ? a.queries + q * a.dim : nullptr;
+    };
+    const auto x_ptr = [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; };
     wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
     wmma::fill_fragment(acc[0], 0.0f);
     wmma::fill_fragment(acc[1], 0.0f);
-    float norm = 0.0f;  // threads < 128: the squared norm of query row tid or vector row tid - 64
+    float qnorm[2] = {0.0f, 0.0f}, xnorm[2] = {0.0f, 0.0f};
+    float4 qv[2], xv[2];
+    if (a.vec4) {
+      load_slice4<float>(qv, q_ptr, 0, a.dim);
+      load_slice4<T>(xv, x_ptr, 0, a.dim);
+    }
     for (int64_t d0 = 0; d0 < a.dim; d0 += kTcTileD) {
-      // Row-major staging (stage_tile stages transposed: these tiles feed fragments instead).
-      auto stage = [&](float(*s)[kTcPitch], auto row_ptr) {
-        using R = std::remove_cv_t<std::remove_pointer_t<decltype(row_ptr(0))>>;
-        using E = DeviceElement<R>;
-        if (a.vec4) {
-          for (int e = tid; e < 64 * (kTcTileD / 4); e += kThreads) {
-            const int r = e / (kTcTileD / 4), j = (e % (kTcTileD / 4)) * 4;
-            const R* p = row_ptr(r);
-            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (p != nullptr && d0 + j < a.dim) v = E::load4(p + d0 + j);
-            *reinterpret_cast<float4*>(&s[r][j]) = v;
-          }
-        } else {
-          for (int e = tid; e < 64 * kTcTileD; e += kThreads) {
-            const int r = e / kTcTileD, j = e % kTcTileD;
-            const R* p = row_ptr(r);
-            s[r][j] = (p != nullptr && d0 + j < a.dim) ? E::load1(p + d0 + j) : 0.0f;
-          }
-        }
-      };
-      stage(qs, [&](int r) -> const float* {
-        const int64_t q = q_row[r];
-        return q >= 0 ? a.queries + q * a.dim : nullptr;
-      });
-      stage(xs, [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; });
+      if (a.vec4) {
+        store_slice4(qs, qv, qnorm);
+        store_slice4(xs, xv, xnorm);
+      } else {
+        stage_slice1<float>(qs, q_ptr, d0, a.dim);
+        stage_slice1<T>(xs, x_ptr, d0, a.dim);
+      }
       __syncthreads();
-      if (tid < kTcTileQ + kTcTileV) {
+      if (a.vec4 && d0 + kTcTileD < a.dim) {  // the next slice travels while this one is multiplied
+        load_slice4<float>(qv, q_ptr, d0 + kTcTileD, a.dim);
+        load_slice4<T>(xv, x_ptr, d0 + kTcTileD, a.dim);
+      }
+      if (!a.vec4 && tid < kTcTileQ + kTcTileV) {
         const float* row = tid < kTcTileQ ? qs[tid] : xs[tid - kTcTileQ];
-#pragma unroll 8
-        for (int j = 0; j < kTcTileD; ++j) norm = fmaf(row[j], row[j], norm);
+        float sum = 0.0f;
+        for (int j = 0; j < kTcTileD; ++j) sum = fmaf(row[(j + tid) % kTcTileD], row[(j + tid) % kTcTileD], sum);
+        qnorm[0] += sum;  // thread tid's row (query row tid, or vector row tid - 64)
       }
       if (wr < pcount) {
 #pragma unroll
@@ -148,18 +188,28 @@ __global__ void __launch_bounds__(kThreads) list_tensor_kernel(TileArgs<T> a, fl
       wmma::store_matrix_sync(&dots[wr][wc], acc[0], kTcOutPitch, wmma::mem_row_major);
       wmma::store_matrix_sync(&dots[wr][wc + 16], acc[1], kTcOutPitch, wmma::mem_row_major);
     }
-    if (tid < kTcTileQ) qnorm[tid] = norm;
-    else if (tid < kTcTileQ + kTcTileV) xnorm[tid - kTcTileQ] = norm;
+    if (a.vec4) {
+      write_norms4(qn2, qnorm);
+      write_norms4(xn2, xnorm);
+    } else if (tid < kTcTileQ) {
+      qn2[tid] = qnorm[0];
+    } else if (tid < kTcTileQ + kTcTileV) {
+      xn2[tid - kTcTileQ] = qnorm[0];
+    }
     __syncthreads();
-    if (tid < vcount) atomic_max_nonneg(list_norm + l, sqrtf(xnorm[tid]));
-    for (int e = tid; e < kTcTileQ * kTcTileV; e += kThreads) {
-      const int r = e / kTcTileV, c = e % kTcTileV;
-      if (r >= pcount || c >= vcount) continue;
+    if (tid < vcount) atomic_max_nonneg(list_norm + l, sqrtf(xn2[tid]));
+    // Each thread writes columns c, c + 256 / 64 rows apart: consecutive threads, consecutive rows.
+    const int c = tid % kTcTileV;
+    const float xsq = xn2[c], xl = sqrtf(xsq);
+    const bool kept = c < vcount && keep[c];
+    for (int r = tid / kTcTileV; r < pcount; r += kThreads / kTcTileV) {
+      if (c >= vcount) break;
       const float dot = dots[r][c];
-      const float m = candidate_margin(!IP, sqrtf(qnorm[r]), sqrtf(xnorm[c]), a.dim);
+      const float qsq = qn2[r], ql = sqrtf(qsq);
+      const float m = candidate_margin(mg, ql, xl);
       // The pessimistic key: a distance no smaller, a similarity no larger, than the exact one.
-      const float key = IP ? dot - m : (qnorm[r] + xnorm[c] - 2.0f * dot) + m;
-      a.cand.dist[out_base[r] + v0 + c] = keep[c] ? key : a.excluded;
+      const float key = IP ? dot - m : (qsq + xsq - 2.0f * dot) + m;
+      a.cand.dist[out_base[r] + c] = kept ? key : a.excluded;
     }
   }
 }
@@ -170,7 +220,7 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
   const auto kernel = ip ? list_tensor_kernel<T, true> : list_tensor_kernel<T, false>;
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kThreads, 0, stream>>>(args, list_norm);
+  kernel<<<grid, kThreads, 0, stream>>>(args, margin_terms(!ip, args.dim), list_norm);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
@@ -202,7 +252,7 @@ __global__ void __launch_bounds__(kThreads) refine_kernel(RefineArgs<T> a) {
     for (int64_t p = 0; p < a.nprobe; ++p) {
       const int64_t l = a.probes[q * a.nprobe + p];
       const int64_t size = a.list_size[l];
-      const float m2 = 2.0f * candidate_margin(!IP, qn, a.list_norm[l], a.dim);
+      const float m2 = 2.0f * candidate_margin(margin_terms(!IP, a.dim), qn, a.list_norm[l]);
       float* keys = a.cand.dist + a.cand.slot(q, p, 0);
       const T* rows = a.vectors + a.list_start[l] * a.dim;
       for (int64_t r = tid; r < size; r += kThreads) {

@@ -17,14 +17,19 @@ namespace ivfgpu::cuda::scan_detail {
 // fp32 value: both operands rounded to TF32 (relative error 2^-10 each, truncation included),
 // products and sums in fp32 (dim + 4 roundings), the L2 assembly |q|^2 + |x|^2 - 2 q.x, and
 // the exact scan's own rounding of a sum bounded by (qn + xn)^2. Doubled for safety: a larger
-// margin only re-scores more rows.
-__host__ __device__ inline float candidate_margin(bool l2, float qn, float xn, int64_t dim) {
+// margin only re-scores more rows. As a * qn * xn + b * (qn + xn)^2:
+struct MarginTerms {
+  float a = 0.0f, b = 0.0f;
+};
+__host__ __device__ inline MarginTerms margin_terms(bool l2, int64_t dim) {
   const float u = 5.9604645e-08f;  // 2^-24
   const float rounding = static_cast<float>(dim + 4) * u;
-  const float dot = (2.0f * 9.765625e-04f + rounding) * qn * xn;
-  if (!l2) return 2.0f * (dot + rounding * qn * xn);
-  const float s = (qn + xn) * (qn + xn);
-  return 2.0f * (2.0f * dot + 3.0f * rounding * s);
+  const float dot = 2.0f * 9.765625e-04f + rounding;
+  if (!l2) return MarginTerms{2.0f * (dot + rounding), 0.0f};
+  return MarginTerms{4.0f * dot, 6.0f * rounding};
+}
+__host__ __device__ inline float candidate_margin(const MarginTerms& m, float qn, float xn) {
+  return m.a * qn * xn + m.b * (qn + xn) * (qn + xn);
 }
 
 // Tiles of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows.
@@ -50,6 +55,7 @@ struct RefineArgs {
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm);
+
 
 // The refinement of the first pass's candidates (after a top-k of them): exact distances for
 // the rows that may enter the exact top-k, padding for every other.

@@ -139,10 +139,11 @@ TEST(HostTier, SeventyThousandQueriesInOneCall) {
   }
 }
 
-// Two lists of ~10 MiB each through a ring of 4 MiB slots: every list is cut into pieces.
+// Two lists of ~40 MiB each through a ring of 4 MiB slots at the smallest budget (whose cache
+// holds about 30 MiB): every list is cut into pieces and none is cached.
 TEST(HostTier, ListsLargerThanTheRingAreStreamedInPieces) {
   IVFTEST_REQUIRE_GPU();
-  const int64_t nlist = 2, dim = 128, n = 40000;
+  const int64_t nlist = 2, dim = 128, n = 160000;
   const auto base = clustered_vectors(n, dim, 2, 5);
   auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}});
   IndexPtr plain = make_index(dim, p.get());
@@ -154,7 +155,7 @@ TEST(HostTier, ListsLargerThanTheRingAreStreamedInPieces) {
     for (int64_t nprobe : {int64_t{1}, int64_t{2}})
       expect_identical(search_all(plain.get(), q, 500, dim, k, nprobe), search_all(tight.get(), q, 500, dim, k, nprobe),
                        "k " + std::to_string(k) + " nprobe " + std::to_string(nprobe));
-  EXPECT_EQ(info(tight.get(), IVF_INFO_RESIDENT_LISTS), 0);  // no room to cache a 10 MiB list
+  EXPECT_EQ(info(tight.get(), IVF_INFO_RESIDENT_LISTS), 0);  // no room to cache a 40 MiB list
   EXPECT_GE(info(tight.get(), IVF_INFO_STREAMED_BYTES), 6 * n * dim * 4 / 2);
 }
 

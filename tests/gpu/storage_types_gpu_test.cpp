@@ -1,0 +1,957 @@
+// Compact storage types (IVF_PARAM_STORAGE_TYPE: f16, bf16, uint8, int8, and f32 beside them) on
+// the CUDA backend, through the C ABI only: the GPU twin of tests/capi/storage_types_test.cpp.
+//
+// Every search is compared with a CPU index holding the same centroids and the same lists: the
+// CPU index is trained, its (empty, trained) file opens as the CUDA index, the CUDA index adds
+// the rows, and its filled file opens back on the CPU. So only the search differs, and the
+// comparison is the results contract (../shared/docs/results-contract.md): every returned
+// distance is the exact distance to the stored (decoded) row within fp32 rounding, or exactly
+// the integer rounded once to float for integer queries against integer rows; distances rank by
+// rank equal within that rounding; ids equal outside ties; padding identical. The coarse GEMMs
+// of the two backends round differently, so a query whose nprobe-th and (nprobe+1)-th centroid
+// scores are within fp32 rounding of each other may probe another list: such a query is skipped
+// when (and only when) its rows differ, and each test prints how many were.
+//
+// The grid (type x metric x k x dim x nprobe, sampled so that the binary runs in well under a
+// minute on an H100; nothing here is large but the budget and bigann cases):
+//   - TypeGrid: every type {f32, f16, bf16, uint8, int8} x every metric it takes {L2, IP,
+//     cosine for the floating types} at dims {3, 31, 129}, 3000 rows, nlist 32, 32 queries,
+//     k {1, 10, 100, 1000} x nprobe {1, 5, nlist}; integer types x cosine: ivf_create refuses.
+//   - DimGrid: every dim {1, 3, 8, 31, 96, 128, 129, 200, 960} for four (type, metric) pairs
+//     {f16 L2, bf16 IP, uint8 L2, int8 IP}, 6000 rows, nlist 64, 16 queries, k {1, 100, 4096}
+//     x nprobe {4, nlist} (k 4096 at nprobe 4 also checks the padding).
+//   Each search runs twice: with f32 queries (real-valued, also for the integer types) and
+//   with the queries given in the storage type (integer queries: exact integer distances).
+// Then: ivf_get in f32 and in the storage type; refusals of values a type cannot hold (index
+// unchanged); device memory falling with the element size; save / load and load-time
+// conversion; a small device budget over uint8 lists; recall on bigann10k (real uint8 data).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/id_workload.hpp"
+#include "common/test_util.hpp"
+
+using namespace ivftest;
+
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+using Bytes = std::vector<unsigned char>;
+
+// ---------------------------------------------------------------------------------------------
+// Element types
+
+const char* type_name(ivf_dtype t) {
+  switch (t) {
+    case IVF_DTYPE_F32: return "f32";
+    case IVF_DTYPE_F16: return "f16";
+    case IVF_DTYPE_BF16: return "bf16";
+    case IVF_DTYPE_U8: return "uint8";
+    case IVF_DTYPE_I8: return "int8";
+  }
+  return "?";
+}
+const char* metric_name(int32_t m) {
+  return m == IVF_METRIC_L2 ? "L2" : m == IVF_METRIC_INNER_PRODUCT ? "IP" : "cosine";
+}
+bool is_int(ivf_dtype t) { return t == IVF_DTYPE_U8 || t == IVF_DTYPE_I8; }
+std::size_t elem_size(ivf_dtype t) {
+  return t == IVF_DTYPE_F32 ? 4 : (t == IVF_DTYPE_F16 || t == IVF_DTYPE_BF16) ? 2 : 1;
+}
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// binary16, round to nearest, ties to even (finite inputs; beyond the range gives infinity).
+uint16_t to_f16(float f) {
+  const uint32_t x = bits_of(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: rounds to infinity
+  if (ax < 0x38800000u) {  // below 2^-14: a subnormal (or zero); the scaling by 2^24 is exact
+    const float scaled = float_of(ax) * 16777216.0f;
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)));
+  }
+  const uint32_t mant = ax & 0x7fffffu;
+  uint32_t h = ((((ax >> 23) & 0xffu) - 127u + 15u) << 10) | (mant >> 13);
+  const uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
+  return static_cast<uint16_t>(sign | h);
+}
+float from_f16(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {
+    const float v = static_cast<float>(m) * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  if (e == 31) return float_of(sign | 0x7f800000u | (m << 13));
+  return float_of(sign | ((e - 15u + 127u) << 23) | (m << 13));
+}
+// bfloat16: the top 16 bits of the f32, rounded to nearest even (finite inputs).
+uint16_t to_bf16(float f) {
+  const uint32_t x = bits_of(f);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+float from_bf16(uint16_t b) { return float_of(static_cast<uint32_t>(b) << 16); }
+
+// f32 values (integers in range for the integer types) as the type's bytes, and back.
+Bytes encode(const std::vector<float>& x, ivf_dtype t) {
+  Bytes out(x.size() * elem_size(t));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    switch (t) {
+      case IVF_DTYPE_F32: std::memcpy(&out[4 * i], &x[i], 4); break;
+      case IVF_DTYPE_F16: {
+        const uint16_t h = to_f16(x[i]);
+        std::memcpy(&out[2 * i], &h, 2);
+        break;
+      }
+      case IVF_DTYPE_BF16: {
+        const uint16_t b = to_bf16(x[i]);
+        std::memcpy(&out[2 * i], &b, 2);
+        break;
+      }
+      case IVF_DTYPE_U8: out[i] = static_cast<unsigned char>(static_cast<int>(x[i])); break;
+      case IVF_DTYPE_I8: out[i] = static_cast<unsigned char>(static_cast<int8_t>(static_cast<int>(x[i]))); break;
+    }
+  }
+  return out;
+}
+std::vector<float> decode(const Bytes& b, ivf_dtype t) {
+  std::vector<float> out(b.size() / elem_size(t));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    uint16_t h = 0;
+    switch (t) {
+      case IVF_DTYPE_F32: std::memcpy(&out[i], &b[4 * i], 4); break;
+      case IVF_DTYPE_F16: std::memcpy(&h, &b[2 * i], 2); out[i] = from_f16(h); break;
+      case IVF_DTYPE_BF16: std::memcpy(&h, &b[2 * i], 2); out[i] = from_bf16(h); break;
+      case IVF_DTYPE_U8: out[i] = static_cast<float>(b[i]); break;
+      case IVF_DTYPE_I8: out[i] = static_cast<float>(static_cast<int8_t>(b[i])); break;
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+// A clustered mixture each type can hold: `centres` centres uniform in [0, 1]^dim (drawn from
+// centre_seed, so base and queries share them), each row a centre plus N(0, 0.08) noise, then
+// mapped: uint8 round(255 x) clamped to [0, 255], int8 the same minus 128, floating types
+// 3 x - 1.5 (reals in about [-1.5, 1.5]).
+std::vector<float> data_for(ivf_dtype t, int64_t n, int64_t dim, int64_t centres, uint64_t centre_seed, uint64_t seed) {
+  std::vector<float> c(static_cast<std::size_t>(centres * dim));
+  {
+    std::mt19937_64 crng(centre_seed);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (auto& v : c) v = u(crng);
+  }
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> noise(0.0f, 0.08f);
+  std::vector<float> x(static_cast<std::size_t>(n * dim));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = static_cast<int64_t>(rng() % static_cast<uint64_t>(centres));
+    for (int64_t j = 0; j < dim; ++j) {
+      const float v = c[k * dim + j] + noise(rng);
+      float& o = x[i * dim + j];
+      if (t == IVF_DTYPE_U8) o = std::clamp(std::round(v * 255.0f), 0.0f, 255.0f);
+      else if (t == IVF_DTYPE_I8) o = std::clamp(std::round(v * 255.0f) - 128.0f, -128.0f, 127.0f);
+      else o = v * 3.0f - 1.5f;
+    }
+  }
+  return x;
+}
+
+// f32 queries need not be integers, even against integer rows: the integers moved by up to 0.45.
+std::vector<float> jittered(const std::vector<float>& x, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-0.45f, 0.45f);
+  std::vector<float> y(x);
+  for (auto& v : y) v += u(rng);
+  return y;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Indexes
+
+bool ok(ivf_status s, const std::string& what) {
+  if (s == IVF_OK) return true;
+  ADD_FAILURE() << what << ": " << ivf_status_string(s) << ": " << ivf_last_error_message();
+  return false;
+}
+
+int64_t info(const ivf_index* idx, ivf_info_key key) {
+  int64_t v = -1;
+  EXPECT_EQ(ivf_index_info(idx, key, &v), IVF_OK) << ivf_last_error_message();
+  return v;
+}
+
+IndexPtr typed_index(int32_t backend, ivf_dtype t, int32_t metric, int64_t dim, int64_t nlist) {
+  auto p = make_params({{IVF_PARAM_BACKEND, backend}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_METRIC, metric},
+                        {IVF_PARAM_STORAGE_TYPE, t}});
+  return make_index(dim, p.get());
+}
+
+// An index read from bytes of ivf_serialize; storage < 0 leaves IVF_PARAM_STORAGE_TYPE unset (a
+// compact file keeps its type).
+IndexPtr open_bytes(const Bytes& bytes, int32_t backend, int64_t storage = -1, int64_t budget = 0) {
+  auto p = make_params({{IVF_PARAM_BACKEND, backend}, {IVF_PARAM_DEVICE_BUDGET, budget}});
+  if (storage >= 0) {
+    EXPECT_EQ(ivf_params_set_int(p.get(), IVF_PARAM_STORAGE_TYPE, storage), IVF_OK);
+  }
+  ivf_index* raw = nullptr;
+  EXPECT_EQ(ivf_deserialize(bytes.data(), bytes.size(), p.get(), &raw), IVF_OK) << ivf_last_error_message();
+  return IndexPtr(raw);
+}
+
+// The centroids of a serialized trained index (docs/file-format.md §2: the 128-byte header,
+// then the CENT section: a 24-byte section header and nlist x dim f32, row-major).
+std::vector<float> centroids_of(const Bytes& file, int64_t nlist, int64_t dim) {
+  const std::size_t at = 128 + 24, len = static_cast<std::size_t>(nlist * dim) * 4;
+  std::vector<float> c(static_cast<std::size_t>(nlist * dim));
+  if (file.size() < at + len || std::memcmp(file.data() + 128, "CENT", 4) != 0) {
+    ADD_FAILURE() << "no CENT section where docs/file-format.md puts it";
+    return c;
+  }
+  std::memcpy(c.data(), file.data() + at, len);
+  return c;
+}
+
+std::vector<int64_t> iota_ids(int64_t n, int64_t first = 0) {
+  std::vector<int64_t> ids(static_cast<std::size_t>(n));
+  std::iota(ids.begin(), ids.end(), first);
+  return ids;
+}
+
+// ivf_get of ids in `dtype`; every id must be found.
+Bytes get_rows(const ivf_index* idx, const std::vector<int64_t>& ids, ivf_dtype dtype, int64_t dim) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  Bytes out(static_cast<std::size_t>(n * dim) * elem_size(dtype));
+  std::vector<uint8_t> found(ids.size(), 7);
+  EXPECT_EQ(ivf_get(idx, nullptr, ids.data(), n, out.data(), dtype, dim, found.data()), IVF_OK)
+      << ivf_last_error_message();
+  EXPECT_EQ(std::count(found.begin(), found.end(), uint8_t{1}), n) << "ivf_get found only some ids";
+  return out;
+}
+
+Searched search_as(const ivf_index* idx, const void* q, ivf_dtype dtype, int64_t nq, int64_t dim, int64_t k,
+                   int64_t nprobe) {
+  Searched r;
+  r.ids.assign(static_cast<std::size_t>(nq * k), -7);
+  r.dists.assign(r.ids.size(), std::numeric_limits<float>::quiet_NaN());
+  auto p = make_params({{IVF_PARAM_NPROBE, nprobe}});
+  EXPECT_EQ(ivf_search(idx, p.get(), q, dtype, nq, dim, k, r.ids.data(), r.dists.data()), IVF_OK)
+      << type_name(dtype) << " queries: " << ivf_last_error_message();
+  return r;
+}
+
+bool identical(const Searched& a, const Searched& b) {
+  return a.ids == b.ids && a.dists.size() == b.dists.size() &&
+         std::memcmp(a.dists.data(), b.dists.data(), a.dists.size() * sizeof(float)) == 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CPU and CUDA indexes of one case, and what the test knows of them.
+
+struct Model {
+  ivf_dtype type = IVF_DTYPE_F32;
+  int32_t metric = IVF_METRIC_L2;
+  int64_t n = 0, dim = 0, nlist = 0;
+  std::vector<float> rows;       // the stored rows, decoded (ivf_get in f32), row = id
+  std::vector<float> centroids;  // nlist x dim, as the file holds them
+  double max_row_norm2 = 0, max_centroid_norm = 0;
+};
+
+struct Twin {
+  IndexPtr gpu, cpu;
+  Model m;
+};
+
+// The CPU index trains; its trained, empty file opens as the CUDA index (same centroids), which
+// adds x with ids 0..n-1; its filled file opens on the CPU (same lists).
+bool make_twin(ivf_dtype t, int32_t metric, int64_t dim, int64_t nlist, const std::vector<float>& x, int64_t n,
+               Twin& tw) {
+  IndexPtr trainer = typed_index(IVF_BACKEND_CPU, t, metric, dim, nlist);
+  if (!trainer || !ok(ivf_train(trainer.get(), x.data(), IVF_DTYPE_F32, n, dim), "CPU train")) return false;
+  const Bytes trained = bytes_of(trainer.get());
+  tw.gpu = open_bytes(trained, IVF_BACKEND_CUDA);
+  if (!tw.gpu) return false;
+  EXPECT_EQ(info(tw.gpu.get(), IVF_INFO_BACKEND), IVF_BACKEND_CUDA);
+  EXPECT_EQ(info(tw.gpu.get(), IVF_INFO_STORAGE_TYPE), t);
+  EXPECT_EQ(info(tw.gpu.get(), IVF_INFO_METRIC), metric);
+  if (!ok(ivf_add(tw.gpu.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), "CUDA add")) return false;
+  EXPECT_EQ(info(tw.gpu.get(), IVF_INFO_NTOTAL), n);
+  tw.cpu = open_bytes(bytes_of(tw.gpu.get()), IVF_BACKEND_CPU);
+  if (!tw.cpu) return false;
+  EXPECT_EQ(info(tw.cpu.get(), IVF_INFO_STORAGE_TYPE), t);
+  Model& m = tw.m;
+  m.type = t;
+  m.metric = metric;
+  m.n = n;
+  m.dim = dim;
+  m.nlist = nlist;
+  const auto ids = iota_ids(n);
+  m.rows = decode(get_rows(tw.cpu.get(), ids, IVF_DTYPE_F32, dim), IVF_DTYPE_F32);
+  // The CUDA index holds the same values.
+  const Bytes stored = get_rows(tw.gpu.get(), ids, t, dim);
+  EXPECT_TRUE(stored == get_rows(tw.cpu.get(), ids, t, dim)) << "stored rows differ";
+  if (metric != IVF_METRIC_COSINE) {
+    EXPECT_TRUE(stored == encode(x, t)) << "the stored rows are not the input's";
+  }
+  m.centroids = centroids_of(trained, nlist, dim);
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < dim; ++j) s += double(m.rows[i * dim + j]) * m.rows[i * dim + j];
+    m.max_row_norm2 = std::max(m.max_row_norm2, s);
+  }
+  for (int64_t l = 0; l < nlist; ++l) {
+    double s = 0;
+    for (int64_t j = 0; j < dim; ++j) s += double(m.centroids[l * dim + j]) * m.centroids[l * dim + j];
+    m.max_centroid_norm = std::max(m.max_centroid_norm, std::sqrt(s));
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The results contract
+
+// A query as the metric sees it (cosine: unit length), in double.
+std::vector<double> as_searched(const float* q, int64_t dim, int32_t metric) {
+  std::vector<double> v(q, q + dim);
+  if (metric == IVF_METRIC_COSINE) {
+    double s = 0;
+    for (double a : v) s += a * a;
+    const double inv = s > 0 ? 1.0 / std::sqrt(s) : 0.0;
+    for (double& a : v) a *= inv;
+  }
+  return v;
+}
+
+double true_distance(const std::vector<double>& q, const float* x, int32_t metric) {
+  double s = 0;
+  for (std::size_t j = 0; j < q.size(); ++j) s += metric == IVF_METRIC_L2 ? (q[j] - x[j]) * (q[j] - x[j]) : q[j] * x[j];
+  return s;
+}
+
+// Integer query against an integer row: the exact integer, rounded once to float.
+float integer_distance(const float* q, const float* x, int64_t dim, int32_t metric) {
+  int64_t s = 0;
+  for (int64_t j = 0; j < dim; ++j) {
+    const int64_t a = static_cast<int64_t>(q[j]), b = static_cast<int64_t>(x[j]);
+    s += metric == IVF_METRIC_L2 ? (a - b) * (a - b) : a * b;
+  }
+  return static_cast<float>(s);
+}
+
+// Whether the query's nprobe-th and (nprobe+1)-th centroid scores (the CPU's: ||c||^2 - 2 q.c
+// for L2, -q.c otherwise) are within fp32 rounding of each other.
+bool coarse_near_tie(const Model& m, const std::vector<double>& q, int64_t nprobe) {
+  if (nprobe >= m.nlist) return false;
+  double qn = 0;
+  for (double a : q) qn += a * a;
+  qn = std::sqrt(qn);
+  std::vector<double> s(static_cast<std::size_t>(m.nlist));
+  for (int64_t l = 0; l < m.nlist; ++l) {
+    double dot = 0, c2 = 0;
+    for (int64_t j = 0; j < m.dim; ++j) {
+      const double c = m.centroids[l * m.dim + j];
+      dot += q[j] * c;
+      c2 += c * c;
+    }
+    s[l] = m.metric == IVF_METRIC_L2 ? c2 - 2 * dot : -dot;
+  }
+  std::nth_element(s.begin(), s.begin() + nprobe, s.end());
+  const double next = s[nprobe];
+  const double last = *std::max_element(s.begin(), s.begin() + nprobe);
+  // fp32 rounding of a dot product over dim terms, with room for either backend's summation
+  // order (and for an L2 GEMM that also folds in ||q||^2).
+  const double scale = m.metric == IVF_METRIC_L2 ? (qn + m.max_centroid_norm) * (qn + m.max_centroid_norm)
+                                                 : qn * m.max_centroid_norm;
+  return next - last <= 1e-6 * (4.0 + std::sqrt(double(m.dim))) * scale + 1e-30;
+}
+
+struct Tally {
+  int64_t rows = 0, skipped = 0;
+};
+
+// The CUDA results g against the CPU results c for nq queries (`decoded`: the queries as the
+// library reads them, f32). exact: integer queries against integer rows.
+void expect_same(const Model& m, const Searched& g, const Searched& c, const std::vector<float>& decoded, int64_t nq,
+                 int64_t k, int64_t nprobe, bool exact, Tally& tally, const std::string& what) {
+  const bool larger = m.metric != IVF_METRIC_L2;
+  const float pad = larger ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  auto better = [larger](double a, double b) { return larger ? a > b : a < b; };
+  int64_t bad = 0, skipped = 0;
+  std::string first;
+  for (int64_t q = 0; q < nq; ++q) {
+    const std::vector<double> qv = as_searched(decoded.data() + q * m.dim, m.dim, m.metric);
+    double qn2 = 0;
+    for (double a : qv) qn2 += a * a;
+    const double tol = exact ? 0.0 : 2e-5 * (qn2 + m.max_row_norm2) + 1e-30;
+    const int64_t* gi = g.ids.data() + q * k;
+    const float* gd = g.dists.data() + q * k;
+    const int64_t* ci = c.ids.data() + q * k;
+    const float* cd = c.dists.data() + q * k;
+    // 1. The CUDA row on its own: never excused.
+    std::string own;
+    std::vector<int64_t> seen;
+    for (int64_t j = 0; j < k && own.empty(); ++j) {
+      if (gi[j] == -1) {
+        if (gd[j] != pad) own = "padding distance " + std::to_string(gd[j]) + " at rank " + std::to_string(j);
+        else if (j + 1 < k && gi[j + 1] != -1) own = "a result after padding at rank " + std::to_string(j + 1);
+        continue;
+      }
+      if (gi[j] < 0 || gi[j] >= m.n) {
+        own = "id " + std::to_string(gi[j]) + " out of range at rank " + std::to_string(j);
+        break;
+      }
+      seen.push_back(gi[j]);
+      const float* row = m.rows.data() + gi[j] * m.dim;
+      if (exact) {
+        const float want = integer_distance(decoded.data() + q * m.dim, row, m.dim, m.metric);
+        if (bits_of(gd[j]) != bits_of(want))
+          own = "rank " + std::to_string(j) + " id " + std::to_string(gi[j]) + ": distance " + std::to_string(gd[j]) +
+                ", the exact integer is " + std::to_string(want);
+      } else {
+        const double want = true_distance(qv, row, m.metric);
+        if (!(std::abs(want - gd[j]) <= tol))
+          own = "rank " + std::to_string(j) + " id " + std::to_string(gi[j]) + ": distance " + std::to_string(gd[j]) +
+                ", true " + std::to_string(want) + " (tolerance " + std::to_string(tol) + ")";
+      }
+      if (j > 0 && gi[j - 1] != -1 && better(gd[j], gd[j - 1])) own = "unsorted at rank " + std::to_string(j);
+    }
+    std::sort(seen.begin(), seen.end());
+    if (own.empty() && std::adjacent_find(seen.begin(), seen.end()) != seen.end()) own = "an id returned twice";
+    // 2. Against the CPU: excused only at a coarse near-tie.
+    std::string diff;
+    int64_t last = -1;  // the CPU's last non-padded rank
+    for (int64_t j = 0; j < k && diff.empty(); ++j) {
+      if ((gi[j] == -1) != (ci[j] == -1)) diff = "padding differs at rank " + std::to_string(j);
+      else if (ci[j] != -1) {
+        last = j;
+        if (!(std::abs(double(gd[j]) - double(cd[j])) <= tol))
+          diff = "rank " + std::to_string(j) + ": distance " + std::to_string(gd[j]) + " vs the CPU's " +
+                 std::to_string(cd[j]);
+      }
+    }
+    if (diff.empty() && last >= 0) {
+      // Ids: every id clearly better than the k-th distance (by more than twice the rounding)
+      // is in the other row too; nearer the k-th distance, tied ids may differ.
+      const double kth = cd[last];
+      auto clearly = [&](float d) { return better(double(d) + (larger ? -2 * tol : 2 * tol), kth); };
+      std::vector<int64_t> gs(gi, gi + last + 1), cs(ci, ci + last + 1);
+      std::sort(gs.begin(), gs.end());
+      std::sort(cs.begin(), cs.end());
+      for (int64_t j = 0; j <= last && diff.empty(); ++j) {
+        if (clearly(cd[j]) && !std::binary_search(gs.begin(), gs.end(), ci[j]))
+          diff = "the CPU's id " + std::to_string(ci[j]) + " (rank " + std::to_string(j) + ") is missing";
+        else if (clearly(gd[j]) && !std::binary_search(cs.begin(), cs.end(), gi[j]))
+          diff = "id " + std::to_string(gi[j]) + " (rank " + std::to_string(j) + ") is not in the CPU's row";
+      }
+    }
+    ++tally.rows;
+    if (!own.empty() || (!diff.empty() && !coarse_near_tie(m, qv, nprobe))) {
+      if (bad++ == 0) first = "query " + std::to_string(q) + ": " + (own.empty() ? diff : own);
+    } else if (!diff.empty()) {
+      ++skipped;
+    }
+  }
+  tally.skipped += skipped;
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << nq << " rows wrong; first: " << first;
+}
+
+// The f32 and storage-type queries of a case, searched on both indexes and compared.
+void check_case(ivf_dtype t, int32_t metric, int64_t dim, int64_t n, int64_t nlist, int64_t nq,
+                const std::vector<int64_t>& ks, const std::vector<int64_t>& nprobes, Tally& tally) {
+  const std::string what = std::string(type_name(t)) + " " + metric_name(metric) + " dim " + std::to_string(dim);
+  SCOPED_TRACE(what);
+  const uint64_t cs = 7 + static_cast<uint64_t>(dim);
+  const std::vector<float> x = data_for(t, n, dim, 2 * nlist, cs, 100 + dim);
+  const std::vector<float> qbase = data_for(t, nq, dim, 2 * nlist, cs, 200 + dim);
+  Twin tw;
+  if (!make_twin(t, metric, dim, nlist, x, n, tw)) return;
+  // f32 queries: reals (also against integer rows). Storage-type queries: the integers, or the
+  // RNE rounding of the reals (decoded by the library exactly as `decode` does).
+  const std::vector<float> qf = is_int(t) ? jittered(qbase, 300 + dim) : qbase;
+  const Bytes qs = encode(qbase, t);
+  const std::vector<float> qs_decoded = decode(qs, t);
+  for (int64_t nprobe : nprobes) {
+    for (int64_t k : ks) {
+      const std::string at = what + " nprobe " + std::to_string(nprobe) + " k " + std::to_string(k);
+      {
+        const Searched g = search_as(tw.gpu.get(), qf.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
+        const Searched c = search_as(tw.cpu.get(), qf.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
+        expect_same(tw.m, g, c, qf, nq, k, nprobe, false, tally, at + ", f32 queries");
+      }
+      if (t != IVF_DTYPE_F32) {
+        const Searched g = search_as(tw.gpu.get(), qs.data(), t, nq, dim, k, nprobe);
+        const Searched c = search_as(tw.cpu.get(), qs.data(), t, nq, dim, k, nprobe);
+        expect_same(tw.m, g, c, qs_decoded, nq, k, nprobe, is_int(t), tally,
+                    at + ", " + type_name(t) + " queries");
+      }
+    }
+  }
+}
+
+void report(const Tally& t, const char* test) {
+  std::printf("%s: %lld rows compared, %lld skipped as coarse near-ties\n", test, static_cast<long long>(t.rows),
+              static_cast<long long>(t.skipped));
+  // More than a few skips would mean the near-tie test no longer means anything.
+  EXPECT_LE(t.skipped, std::max<int64_t>(5, t.rows / 50)) << test;
+}
+
+std::string param_name(const ::testing::TestParamInfo<ivf_dtype>& p) { return type_name(p.param); }
+
+constexpr ivf_dtype kAllTypes[] = {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8};
+constexpr ivf_dtype kCompactTypes[] = {IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Results against the CPU
+
+class TypeGrid : public ::testing::TestWithParam<ivf_dtype> {};
+
+TEST_P(TypeGrid, EveryMetricMatchesTheCpu) {
+  IVFTEST_REQUIRE_GPU();
+  const ivf_dtype t = GetParam();
+  Tally tally;
+  for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT, IVF_METRIC_COSINE}) {
+    if (is_int(t) && metric == IVF_METRIC_COSINE) {
+      // Integer rows cannot be unit-normalised: refused up front, on CUDA as on the CPU.
+      auto p = make_params(
+          {{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_METRIC, metric}, {IVF_PARAM_STORAGE_TYPE, t}});
+      ivf_index* raw = nullptr;
+      EXPECT_EQ(ivf_create(&raw, 16, p.get()), IVF_ERR_UNSUPPORTED) << type_name(t);
+      EXPECT_EQ(raw, nullptr);
+      ivf_free(raw);
+      EXPECT_NE(std::string(ivf_last_error_message()).find("cosine"), std::string::npos) << ivf_last_error_message();
+      continue;
+    }
+    for (int64_t dim : {int64_t{3}, int64_t{31}, int64_t{129}})
+      check_case(t, metric, dim, 3000, 32, 32, {1, 10, 100, 1000}, {1, 5, 32}, tally);
+  }
+  report(tally, type_name(t));
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuStorageTypes, TypeGrid, ::testing::ValuesIn(kAllTypes), param_name);
+
+class DimGrid : public ::testing::TestWithParam<ivf_dtype> {};
+
+TEST_P(DimGrid, EveryDimMatchesTheCpu) {
+  IVFTEST_REQUIRE_GPU();
+  const ivf_dtype t = GetParam();
+  const int32_t metric = (t == IVF_DTYPE_F16 || t == IVF_DTYPE_U8) ? IVF_METRIC_L2 : IVF_METRIC_INNER_PRODUCT;
+  Tally tally;
+  for (int64_t dim : {1, 3, 8, 31, 96, 128, 129, 200, 960})
+    check_case(t, metric, dim, 6000, 64, 16, {1, 100, 4096}, {4, 64}, tally);
+  report(tally, type_name(t));
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuStorageTypes, DimGrid, ::testing::ValuesIn(kCompactTypes), param_name);
+
+// ---------------------------------------------------------------------------------------------
+// Stored values
+
+// ivf_get in f32 returns the decoded stored rows and in the storage type the stored values: for
+// f16 / bf16 the round-to-nearest-even of the f32 input, for the integer types the integers;
+// rows added in the storage type come back verbatim; cosine rows are unit length, normalised
+// then rounded like the CPU's.
+TEST(GpuStorageTypes, GetReturnsTheStoredValues) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 37, n = 400, nlist = 4;
+  for (ivf_dtype t : kAllTypes) {
+    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_COSINE}) {
+      if (is_int(t) && metric == IVF_METRIC_COSINE) continue;
+      SCOPED_TRACE(std::string(type_name(t)) + " " + metric_name(metric));
+      const std::vector<float> x = data_for(t, n, dim, 8, 5, 6);
+      IndexPtr trainer = typed_index(IVF_BACKEND_CPU, t, metric, dim, nlist);
+      ASSERT_EQ(ivf_train(trainer.get(), x.data(), IVF_DTYPE_F32, n, dim), IVF_OK) << ivf_last_error_message();
+      const Bytes trained = bytes_of(trainer.get());
+      IndexPtr gpu = open_bytes(trained, IVF_BACKEND_CUDA), cpu = open_bytes(trained, IVF_BACKEND_CPU);
+      ASSERT_TRUE(gpu && cpu);
+      const auto ids = iota_ids(n, 1000);
+      ASSERT_EQ(ivf_add(gpu.get(), x.data(), IVF_DTYPE_F32, n, dim, ids.data()), IVF_OK) << ivf_last_error_message();
+      ASSERT_EQ(ivf_add(cpu.get(), x.data(), IVF_DTYPE_F32, n, dim, ids.data()), IVF_OK) << ivf_last_error_message();
+      const Bytes raw_g = get_rows(gpu.get(), ids, t, dim), raw_c = get_rows(cpu.get(), ids, t, dim);
+      const std::vector<float> f_g = decode(get_rows(gpu.get(), ids, IVF_DTYPE_F32, dim), IVF_DTYPE_F32);
+      const std::vector<float> f_c = decode(get_rows(cpu.get(), ids, IVF_DTYPE_F32, dim), IVF_DTYPE_F32);
+      // f32 get is the decoding of the stored values.
+      EXPECT_EQ(f_g, decode(raw_g, t));
+      if (metric != IVF_METRIC_COSINE) {
+        EXPECT_TRUE(raw_g == encode(x, t)) << "the stored values are not the RNE rounding / the integers of the input";
+        EXPECT_EQ(f_g, decode(encode(x, t), t));
+        EXPECT_TRUE(raw_g == raw_c) << "CUDA and CPU store different values";
+      } else {
+        // Normalised in f32 (the summation order may differ from the CPU's), then rounded: within
+        // one unit of the type of the CPU's row, and unit length.
+        const double rel = t == IVF_DTYPE_F32 ? 1e-6 : t == IVF_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+        int64_t off = 0;
+        for (std::size_t i = 0; i < f_g.size(); ++i)
+          if (std::abs(double(f_g[i]) - f_c[i]) > rel * std::max(std::abs(f_g[i]), std::abs(f_c[i])) + 1e-7) ++off;
+        EXPECT_EQ(off, 0) << "stored cosine rows differ from the CPU's by more than one unit";
+        for (int64_t i = 0; i < n; ++i) {
+          double s = 0;
+          for (int64_t j = 0; j < dim; ++j) s += double(f_g[i * dim + j]) * f_g[i * dim + j];
+          EXPECT_NEAR(std::sqrt(s), 1.0, 4 * rel * std::sqrt(double(dim)) + 1e-6) << "row " << i;
+        }
+      }
+      // An absent id: found 0 and a row of zeros, in either type.
+      {
+        const int64_t absent = 5;
+        std::vector<float> zf(dim, 9.0f);
+        Bytes zr(static_cast<std::size_t>(dim) * elem_size(t), 0xAB);
+        uint8_t found = 9;
+        ASSERT_EQ(ivf_get(gpu.get(), nullptr, &absent, 1, zf.data(), IVF_DTYPE_F32, dim, &found), IVF_OK);
+        EXPECT_EQ(found, 0);
+        EXPECT_EQ(zf, std::vector<float>(dim, 0.0f));
+        ASSERT_EQ(ivf_get(gpu.get(), nullptr, &absent, 1, zr.data(), t, dim, &found), IVF_OK);
+        EXPECT_EQ(found, 0);
+        EXPECT_TRUE(std::all_of(zr.begin(), zr.end(), [](unsigned char b) { return b == 0; }));
+      }
+      // Rows given in the storage type are stored verbatim (L2: cosine normalises them).
+      if (metric != IVF_METRIC_COSINE && t != IVF_DTYPE_F32) {
+        const Bytes raw = encode(data_for(t, 50, dim, 8, 5, 7), t);
+        const auto more = iota_ids(50, 5000);
+        ASSERT_EQ(ivf_add(gpu.get(), raw.data(), t, 50, dim, more.data()), IVF_OK) << ivf_last_error_message();
+        EXPECT_TRUE(get_rows(gpu.get(), more, t, dim) == raw);
+        EXPECT_EQ(decode(get_rows(gpu.get(), more, IVF_DTYPE_F32, dim), IVF_DTYPE_F32), decode(raw, t));
+      }
+    }
+  }
+  // Known roundings, on the device's conversion path: f16 ties to even (2049 -> 2048,
+  // 2051 -> 2052), 0.1 to the nearest f16, -3 as 0xc200, a subnormal; bf16 ties to even.
+  {
+    const int64_t d = 5;
+    std::vector<float> train(64 * d);
+    for (std::size_t i = 0; i < train.size(); ++i) train[i] = static_cast<float>(i % 7);
+    IndexPtr h = typed_index(IVF_BACKEND_CUDA, IVF_DTYPE_F16, IVF_METRIC_L2, d, 2);
+    ASSERT_TRUE(h);
+    ASSERT_EQ(ivf_train(h.get(), train.data(), IVF_DTYPE_F32, 64, d), IVF_OK) << ivf_last_error_message();
+    const float row[5] = {2049.0f, 2051.0f, 0.1f, -3.0f, 1e-6f};
+    const int64_t id = 42;
+    ASSERT_EQ(ivf_add(h.get(), row, IVF_DTYPE_F32, 1, d, &id), IVF_OK) << ivf_last_error_message();
+    float back[5];
+    uint16_t raw[5];
+    ASSERT_EQ(ivf_get(h.get(), nullptr, &id, 1, back, IVF_DTYPE_F32, d, nullptr), IVF_OK);
+    ASSERT_EQ(ivf_get(h.get(), nullptr, &id, 1, raw, IVF_DTYPE_F16, d, nullptr), IVF_OK);
+    EXPECT_EQ(back[0], 2048.0f);
+    EXPECT_EQ(back[1], 2052.0f);
+    EXPECT_EQ(back[2], 0.0999755859375f);
+    EXPECT_EQ(raw[3], 0xc200u);
+    EXPECT_EQ(raw[4], to_f16(1e-6f));  // 17 x 2^-24, a subnormal
+    EXPECT_EQ(raw[4], 0x0011u);
+    IndexPtr b = typed_index(IVF_BACKEND_CUDA, IVF_DTYPE_BF16, IVF_METRIC_L2, d, 2);
+    ASSERT_TRUE(b);
+    ASSERT_EQ(ivf_train(b.get(), train.data(), IVF_DTYPE_F32, 64, d), IVF_OK) << ivf_last_error_message();
+    const float brow[5] = {1.00390625f, 1.01171875f, 3.0e38f, -0.0f, 0.1f};
+    ASSERT_EQ(ivf_add(b.get(), brow, IVF_DTYPE_F32, 1, d, &id), IVF_OK) << ivf_last_error_message();
+    ASSERT_EQ(ivf_get(b.get(), nullptr, &id, 1, back, IVF_DTYPE_F32, d, nullptr), IVF_OK);
+    ASSERT_EQ(ivf_get(b.get(), nullptr, &id, 1, raw, IVF_DTYPE_BF16, d, nullptr), IVF_OK);
+    EXPECT_EQ(back[0], 1.0f);
+    EXPECT_EQ(back[1], 1.015625f);
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(raw[j], to_bf16(brow[j])) << j;
+  }
+}
+
+// f32 input a type cannot hold (not an integer in range for uint8 / int8; beyond f16's range;
+// NaN) is refused with IVF_ERR_INVALID_ARGUMENT naming the row, and the index is unchanged:
+// same ntotal, same state version, same rows. So are data and queries of another compact type.
+TEST(GpuStorageTypes, ValuesATypeCannotHoldAreRefused) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 4, n = 64;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Bad {
+    ivf_dtype type;
+    std::vector<float> values;
+  };
+  const Bad cases[] = {{IVF_DTYPE_U8, {1.5f, 256.0f, -1.0f, 0.25f, 1e9f, nan}},
+                       {IVF_DTYPE_I8, {200.0f, 128.0f, -129.0f, 0.5f, 127.5f, nan}},
+                       {IVF_DTYPE_F16, {1e6f, -70000.0f, nan}}};
+  for (const Bad& bad : cases) {
+    const ivf_dtype t = bad.type;
+    SCOPED_TRACE(type_name(t));
+    std::vector<float> x(n * dim);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7);
+    IndexPtr idx = typed_index(IVF_BACKEND_CUDA, t, IVF_METRIC_L2, dim, 2);
+    ASSERT_TRUE(idx);
+    ASSERT_EQ(ivf_train(idx.get(), x.data(), IVF_DTYPE_F32, n, dim), IVF_OK) << ivf_last_error_message();
+    ASSERT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK) << ivf_last_error_message();
+    const int64_t version = info(idx.get(), IVF_INFO_STATE_VERSION);
+    const auto ids = iota_ids(n);
+    const Bytes before = get_rows(idx.get(), ids, t, dim);
+    for (float v : bad.values) {
+      std::vector<float> y = x;
+      y[5 * dim + 2] = v;
+      EXPECT_EQ(ivf_add(idx.get(), y.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_ERR_INVALID_ARGUMENT) << v;
+      if (is_int(t) && !std::isnan(v)) {
+        EXPECT_NE(std::string(ivf_last_error_message()).find("row 5"), std::string::npos)
+            << v << ": " << ivf_last_error_message();
+      }
+      // An update of existing ids with the value: refused too, the old rows kept.
+      const int64_t upd[2] = {3, 4};
+      const float rows2[2 * 4] = {1, 2, 3, 4, 5, 6, v, 8};
+      EXPECT_EQ(ivf_update(idx.get(), nullptr, rows2, IVF_DTYPE_F32, 2, dim, upd), IVF_ERR_INVALID_ARGUMENT) << v;
+      EXPECT_EQ(info(idx.get(), IVF_INFO_NTOTAL), n) << v;
+      EXPECT_EQ(info(idx.get(), IVF_INFO_STATE_VERSION), version) << v;
+    }
+    EXPECT_TRUE(get_rows(idx.get(), ids, t, dim) == before) << "a refused call changed the stored rows";
+    // Another element type than f32 and the storage type: refused.
+    const ivf_dtype other = t == IVF_DTYPE_F16 ? IVF_DTYPE_U8 : IVF_DTYPE_F16;
+    const Bytes o(static_cast<std::size_t>(2 * dim) * elem_size(other), 0);
+    EXPECT_EQ(ivf_add(idx.get(), o.data(), other, 2, dim, nullptr), IVF_ERR_INVALID_ARGUMENT);
+    std::vector<int64_t> rid(2);
+    std::vector<float> rd(2);
+    EXPECT_EQ(ivf_search(idx.get(), nullptr, o.data(), other, 1, dim, 2, rid.data(), rd.data()),
+              IVF_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(info(idx.get(), IVF_INFO_NTOTAL), n);
+    EXPECT_EQ(info(idx.get(), IVF_INFO_STATE_VERSION), version);
+  }
+  // uint8 queries to an f32 CUDA index: refused.
+  {
+    IndexPtr f = typed_index(IVF_BACKEND_CUDA, IVF_DTYPE_F32, IVF_METRIC_L2, dim, 2);
+    std::vector<float> x(n * dim);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5);
+    ASSERT_EQ(ivf_train(f.get(), x.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+    const uint8_t q[4] = {1, 2, 3, 4};
+    int64_t i = 0;
+    float d = 0;
+    EXPECT_EQ(ivf_search(f.get(), nullptr, q, IVF_DTYPE_U8, 1, dim, 1, &i, &d), IVF_ERR_INVALID_ARGUMENT);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+// The same rows in each type: the device holds fewer list bytes as the element shrinks (f16 and
+// bf16 under 0.6x f32's, uint8 and int8 under 0.35x; 8-byte ids ride along with each row).
+TEST(GpuStorageTypes, DeviceMemoryFallsWithTheType) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 512, n = 20000, nlist = 64;
+  // Integers in [0, 127]: every type holds them exactly.
+  std::vector<float> x = data_for(IVF_DTYPE_U8, n, dim, 2 * nlist, 11, 12);
+  for (float& v : x) v = std::floor(v / 2.0f);
+  IndexPtr trainer = typed_index(IVF_BACKEND_CPU, IVF_DTYPE_F32, IVF_METRIC_L2, dim, nlist);
+  ASSERT_EQ(ivf_train(trainer.get(), x.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+  const Bytes trained = bytes_of(trainer.get());
+  int64_t list_f32 = 0, dev_f32 = 0;
+  for (ivf_dtype t : kAllTypes) {
+    IndexPtr idx = open_bytes(trained, IVF_BACKEND_CUDA, t);
+    ASSERT_TRUE(idx);
+    ASSERT_EQ(info(idx.get(), IVF_INFO_STORAGE_TYPE), t);
+    ASSERT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK) << ivf_last_error_message();
+    const int64_t lists = info(idx.get(), IVF_INFO_RESIDENT_BYTES), dev = info(idx.get(), IVF_INFO_DEVICE_MEMORY_BYTES);
+    std::printf("%-5s: list bytes on the device %lld, device memory %lld (id map %lld), host memory %lld\n",
+                type_name(t), static_cast<long long>(lists), static_cast<long long>(dev),
+                static_cast<long long>(info(idx.get(), IVF_INFO_ID_MAP_BYTES)),
+                static_cast<long long>(info(idx.get(), IVF_INFO_HOST_MEMORY_BYTES)));
+    EXPECT_GE(lists, n * dim * static_cast<int64_t>(elem_size(t))) << type_name(t) << ": the rows must be held";
+    EXPECT_LE(lists, dev) << type_name(t);
+    if (t == IVF_DTYPE_F32) {
+      list_f32 = lists;
+      dev_f32 = dev;
+      continue;
+    }
+    const double limit = elem_size(t) == 2 ? 0.6 : 0.35;
+    EXPECT_LT(double(lists), limit * double(list_f32)) << type_name(t) << " list bytes vs f32's";
+    EXPECT_LT(double(dev), limit * double(dev_f32)) << type_name(t) << " device memory vs f32's";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+// A compact CUDA index (trained on the device) saved and loaded back on CUDA keeps its type,
+// its bytes and its results bit for bit; an f32 file opened with a storage type converts.
+TEST(GpuStorageTypes, SaveAndLoadKeepTheTypeAndTheResults) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 48, n = 4000, nlist = 32, nq = 200;
+  const int32_t metric_of[] = {IVF_METRIC_COSINE, IVF_METRIC_INNER_PRODUCT, IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT};
+  for (int i = 0; i < 4; ++i) {
+    const ivf_dtype t = kCompactTypes[i];
+    const int32_t metric = metric_of[i];
+    SCOPED_TRACE(std::string(type_name(t)) + " " + metric_name(metric));
+    const std::vector<float> x = data_for(t, n, dim, 2 * nlist, 21, 22);
+    const std::vector<float> qbase = data_for(t, nq, dim, 2 * nlist, 21, 23);
+    const std::vector<float> qf = is_int(t) ? jittered(qbase, 24) : qbase;
+    const Bytes qs = encode(qbase, t);
+    IndexPtr idx = typed_index(IVF_BACKEND_CUDA, t, metric, dim, nlist);
+    ASSERT_TRUE(idx);
+    ASSERT_EQ(ivf_train(idx.get(), x.data(), IVF_DTYPE_F32, n, dim), IVF_OK) << ivf_last_error_message();
+    ASSERT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK) << ivf_last_error_message();
+    const std::string path = ::testing::TempDir() + "gpu_storage_" + type_name(t) + ".ivf";
+    ASSERT_EQ(ivf_save(idx.get(), path.c_str()), IVF_OK) << ivf_last_error_message();
+    auto lp = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}});
+    ivf_index* raw = nullptr;
+    ASSERT_EQ(ivf_load(path.c_str(), lp.get(), &raw), IVF_OK) << ivf_last_error_message();
+    IndexPtr back(raw);
+    std::remove(path.c_str());
+    EXPECT_EQ(info(back.get(), IVF_INFO_BACKEND), IVF_BACKEND_CUDA);
+    EXPECT_EQ(info(back.get(), IVF_INFO_STORAGE_TYPE), t);
+    EXPECT_EQ(info(back.get(), IVF_INFO_NTOTAL), n);
+    EXPECT_TRUE(bytes_of(back.get()) == bytes_of(idx.get())) << "the loaded index serialises differently";
+    for (int64_t nprobe : {int64_t{3}, nlist})
+      for (int64_t k : {int64_t{10}, int64_t{100}}) {
+        EXPECT_TRUE(identical(search_as(idx.get(), qf.data(), IVF_DTYPE_F32, nq, dim, k, nprobe),
+                              search_as(back.get(), qf.data(), IVF_DTYPE_F32, nq, dim, k, nprobe)))
+            << "f32 queries, nprobe " << nprobe << " k " << k;
+        EXPECT_TRUE(identical(search_as(idx.get(), qs.data(), t, nq, dim, k, nprobe),
+                              search_as(back.get(), qs.data(), t, nq, dim, k, nprobe)))
+            << type_name(t) << " queries, nprobe " << nprobe << " k " << k;
+      }
+  }
+  // An f32 CUDA index of integer rows, opened on CUDA as uint8: the same results (the values are
+  // exact in uint8); real rows cannot become uint8.
+  {
+    const std::vector<float> x = data_for(IVF_DTYPE_U8, n, dim, 2 * nlist, 31, 32);
+    const std::vector<float> q = jittered(data_for(IVF_DTYPE_U8, nq, dim, 2 * nlist, 31, 33), 34);
+    IndexPtr f = typed_index(IVF_BACKEND_CUDA, IVF_DTYPE_F32, IVF_METRIC_L2, dim, nlist);
+    ASSERT_EQ(ivf_train(f.get(), x.data(), IVF_DTYPE_F32, n, dim), IVF_OK) << ivf_last_error_message();
+    ASSERT_EQ(ivf_add(f.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK) << ivf_last_error_message();
+    IndexPtr u = open_bytes(bytes_of(f.get()), IVF_BACKEND_CUDA, IVF_DTYPE_U8);
+    ASSERT_TRUE(u);
+    EXPECT_EQ(info(u.get(), IVF_INFO_STORAGE_TYPE), IVF_DTYPE_U8);
+    for (int64_t nprobe : {int64_t{3}, nlist}) {
+      const Searched a = search_as(f.get(), q.data(), IVF_DTYPE_F32, nq, dim, 10, nprobe);
+      const Searched b = search_as(u.get(), q.data(), IVF_DTYPE_F32, nq, dim, 10, nprobe);
+      EXPECT_EQ(same_results(a.ids, a.dists, b.ids, b.dists, nq, 10), "") << "nprobe " << nprobe;
+    }
+    const std::vector<float> reals = data_for(IVF_DTYPE_F32, n, dim, 2 * nlist, 31, 35);
+    IndexPtr r = typed_index(IVF_BACKEND_CUDA, IVF_DTYPE_F32, IVF_METRIC_L2, dim, nlist);
+    ASSERT_EQ(ivf_train(r.get(), reals.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+    ASSERT_EQ(ivf_add(r.get(), reals.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+    const Bytes rb = bytes_of(r.get());
+    auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_U8}});
+    ivf_index* raw = nullptr;
+    EXPECT_EQ(ivf_deserialize(rb.data(), rb.size(), p.get(), &raw), IVF_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(raw, nullptr);
+    ivf_free(raw);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The host tier
+
+namespace {
+// The smallest budget an index of this shape takes, read from the error a too-small one gets
+// (as tests/gpu/host_tier_test.cpp does, so the test does not restate the library's arithmetic).
+int64_t minimum_budget(int64_t nlist, int64_t dim) {
+  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_DEVICE_BUDGET, 1},
+                        {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_U8}});
+  ivf_index* raw = nullptr;
+  EXPECT_EQ(ivf_create(&raw, dim, p.get()), IVF_ERR_INVALID_ARGUMENT);
+  ivf_free(raw);
+  const std::string msg = ivf_last_error_message();
+  const auto at = msg.find("at least ");
+  EXPECT_NE(at, std::string::npos) << msg;
+  return at == std::string::npos ? 0 : std::stoll(msg.substr(at + 9));
+}
+}  // namespace
+
+// uint8 lists several times larger than what a device budget leaves for its cache, opened from
+// the unbudgeted index's file: the same kernels over the same rows, so bit-identical results,
+// with f32 and uint8 queries. The budget is the smallest the shape takes plus 8 MiB (about
+// 81 MiB here, a cache of about 9 MiB for 77 MB of rows): 64 MiB is below any index's minimum
+// (the ring, scratch and add shares alone take 72 MiB).
+TEST(GpuStorageTypes, BudgetedUint8EqualsUnbudgeted) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 128, nlist = 256, n = 600000, nq = 1000;  // 76.8 MB of rows
+  const int64_t budget = minimum_budget(nlist, dim) + 8 * kMiB;
+  std::printf("budget %lld bytes (%.1f MiB) for %lld bytes of uint8 rows\n", static_cast<long long>(budget),
+              double(budget) / double(kMiB), static_cast<long long>(n * dim));
+  const std::vector<float> qbase = data_for(IVF_DTYPE_U8, nq, dim, 4 * nlist, 41, 43);
+  const std::vector<float> qf = jittered(qbase, 44);
+  const Bytes qs = encode(qbase, IVF_DTYPE_U8);
+  IndexPtr plain = typed_index(IVF_BACKEND_CUDA, IVF_DTYPE_U8, IVF_METRIC_L2, dim, nlist);
+  ASSERT_TRUE(plain);
+  {
+    // Trained and filled with uint8 data (the storage type), in pieces to keep the f32 copy small.
+    const int64_t piece = 100000;
+    for (int64_t at = 0; at < n; at += piece) {
+      const Bytes x = encode(data_for(IVF_DTYPE_U8, piece, dim, 4 * nlist, 41, 42 + 1000 * at), IVF_DTYPE_U8);
+      if (at == 0) {
+        ASSERT_EQ(ivf_train(plain.get(), x.data(), IVF_DTYPE_U8, piece, dim), IVF_OK) << ivf_last_error_message();
+      }
+      ASSERT_EQ(ivf_add(plain.get(), x.data(), IVF_DTYPE_U8, piece, dim, nullptr), IVF_OK) << ivf_last_error_message();
+    }
+  }
+  ASSERT_EQ(info(plain.get(), IVF_INFO_NTOTAL), n);
+  IndexPtr tight = open_bytes(bytes_of(plain.get()), IVF_BACKEND_CUDA, -1, budget);
+  ASSERT_TRUE(tight);
+  EXPECT_EQ(info(tight.get(), IVF_INFO_STORAGE_TYPE), IVF_DTYPE_U8);
+  EXPECT_EQ(info(tight.get(), IVF_INFO_DEVICE_BUDGET), budget);
+  EXPECT_GE(info(tight.get(), IVF_INFO_HOST_TIER_BYTES), n * dim);
+  for (int64_t nprobe : {int64_t{1}, int64_t{16}, nlist})
+    for (int64_t k : {int64_t{10}, int64_t{100}}) {
+      EXPECT_TRUE(identical(search_as(plain.get(), qf.data(), IVF_DTYPE_F32, nq, dim, k, nprobe),
+                            search_as(tight.get(), qf.data(), IVF_DTYPE_F32, nq, dim, k, nprobe)))
+          << "f32 queries, nprobe " << nprobe << " k " << k;
+      EXPECT_TRUE(identical(search_as(plain.get(), qs.data(), IVF_DTYPE_U8, nq, dim, k, nprobe),
+                            search_as(tight.get(), qs.data(), IVF_DTYPE_U8, nq, dim, k, nprobe)))
+          << "uint8 queries, nprobe " << nprobe << " k " << k;
+    }
+  EXPECT_GT(info(tight.get(), IVF_INFO_STREAMED_BYTES), 0) << "nothing streamed: the budget did not bind";
+  EXPECT_LE(info(tight.get(), IVF_INFO_DEVICE_MEMORY_BYTES), budget);
+  EXPECT_LE(info(tight.get(), IVF_INFO_RESIDENT_BYTES), budget);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real uint8 data
+
+// bigann10k indexed as uint8 on CUDA (uint8 queries: exact integer distances) has the recall of
+// an f32 CUDA index of the same data with the same centroids, within 0.002, at every nprobe.
+TEST(GpuStorageTypes, Bigann10kAsUint8KeepsTheRecallOfF32) {
+  IVFTEST_REQUIRE_GPU();
+  const std::string dir = data_dir() + "/bigann10k/";
+  if (!file_exists(dir + "bigann10k_base.bvecs"))
+    GTEST_SKIP() << "SKIPPED LOUDLY: " << dir << "bigann10k_base.bvecs not found"
+                 << " (set IVFGPU_DATA_DIR to the shared data directory)";
+  int64_t dim = 0, nb = 0, nq = 0, gt_cols = 0, gq = 0, d2 = 0;
+  const auto base8 = read_vecs<uint8_t>(dir + "bigann10k_base.bvecs", dim, nb);
+  const auto query8 = read_vecs<uint8_t>(dir + "bigann10k_query.bvecs", d2, nq);
+  const auto gt = read_vecs<int32_t>(dir + "bigann10k_groundtruth.ivecs", gt_cols, gq);
+  ASSERT_GT(nb, 0);
+  ASSERT_EQ(dim, d2);
+  ASSERT_EQ(gq, nq);
+  const std::vector<float> base(base8.begin(), base8.end()), query(query8.begin(), query8.end());
+  const int64_t nlist = 64, k = 10;
+  IndexPtr f = typed_index(IVF_BACKEND_CUDA, IVF_DTYPE_F32, IVF_METRIC_L2, dim, nlist);
+  ASSERT_EQ(ivf_train(f.get(), base.data(), IVF_DTYPE_F32, nb, dim), IVF_OK) << ivf_last_error_message();
+  const Bytes trained = bytes_of(f.get());
+  ASSERT_EQ(ivf_add(f.get(), base.data(), IVF_DTYPE_F32, nb, dim, nullptr), IVF_OK) << ivf_last_error_message();
+  IndexPtr u = open_bytes(trained, IVF_BACKEND_CUDA, IVF_DTYPE_U8);
+  ASSERT_TRUE(u);
+  ASSERT_EQ(info(u.get(), IVF_INFO_STORAGE_TYPE), IVF_DTYPE_U8);
+  ASSERT_EQ(ivf_add(u.get(), base8.data(), IVF_DTYPE_U8, nb, dim, nullptr), IVF_OK) << ivf_last_error_message();
+  for (int64_t nprobe : {int64_t{1}, int64_t{4}, int64_t{16}, int64_t{64}}) {
+    const Searched a = search_as(f.get(), query.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
+    const Searched b = search_as(u.get(), query8.data(), IVF_DTYPE_U8, nq, dim, k, nprobe);
+    const Searched c = search_as(u.get(), query.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
+    const double ra = recall_at_k(a.ids, gt, nq, k, gt_cols), rb = recall_at_k(b.ids, gt, nq, k, gt_cols),
+                 rc = recall_at_k(c.ids, gt, nq, k, gt_cols);
+    std::printf("bigann10k on CUDA, nprobe %lld: recall f32 %.4f, uint8 (uint8 queries) %.4f, "
+                "uint8 (f32 queries) %.4f\n",
+                static_cast<long long>(nprobe), ra, rb, rc);
+    EXPECT_NEAR(ra, rb, 0.002) << "nprobe " << nprobe;
+    EXPECT_NEAR(ra, rc, 0.002) << "nprobe " << nprobe;
+  }
+}

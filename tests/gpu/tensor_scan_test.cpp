@@ -1,0 +1,123 @@
+// The tensor-core scan (TF32 first pass + exact refinement, core/cuda/scan_tensor.cuh) against the
+// exact SIMT scan, in one process and at one batch size (IVFGPU_SCAN pins the kernel per search,
+// so the coarse stage is the same call both times): the same results per
+// shared/docs/results-contract.md on 1M x 128 (all 10,000 queries, nprobe 16, k 10 and 100), on
+// constructed near-duplicates and exact duplicates (ties within the TF32 error everywhere), for
+// both metrics, every storage type and odd dimensions (element-wise staging).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/id_workload.hpp"
+#include "common/test_util.hpp"
+
+using namespace ivftest;
+
+namespace {
+
+struct KernelPin {
+  explicit KernelPin(const char* kernel) { setenv("IVFGPU_SCAN", kernel, 1); }
+  ~KernelPin() { unsetenv("IVFGPU_SCAN"); }
+};
+
+Searched search_with(const char* kernel, const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq,
+                     int64_t dim, int64_t k, int64_t nprobe) {
+  KernelPin pin(kernel);
+  Searched s;
+  s.ids.resize(static_cast<std::size_t>(nq * k));
+  s.dists.resize(s.ids.size());
+  auto sp = make_params({{IVF_PARAM_NPROBE, nprobe}});
+  EXPECT_EQ(ivf_search(idx, sp.get(), q, qtype, nq, dim, k, s.ids.data(), s.dists.data()), IVF_OK)
+      << ivf_last_error_message();
+  return s;
+}
+
+// Both kernels on the same batch; returns "" or the first difference.
+std::string compare(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
+                    int64_t nprobe) {
+  const Searched simt = search_with("simt", idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
+  const Searched tensor = search_with("tensor", idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
+  return same_results(tensor.ids, tensor.dists, simt.ids, simt.dists, nq, k);
+}
+
+IndexPtr built(int64_t dim, int64_t nlist, int32_t metric, ivf_dtype storage, const std::vector<float>& x) {
+  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_METRIC, metric},
+                        {IVF_PARAM_STORAGE_TYPE, storage}});
+  IndexPtr idx = make_index(dim, p.get());
+  if (!idx) return idx;
+  const int64_t n = static_cast<int64_t>(x.size()) / dim;
+  EXPECT_EQ(ivf_train(idx.get(), x.data(), IVF_DTYPE_F32, std::min<int64_t>(n, 100000), dim), IVF_OK)
+      << ivf_last_error_message();
+  EXPECT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK) << ivf_last_error_message();
+  return idx;
+}
+
+}  // namespace
+
+TEST(GpuTensorScan, EqualsTheSimtScanOnAMillionVectors) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000;
+  const std::vector<float> x = clustered_vectors(n, dim, 2048, 1);
+  const std::vector<float> q = clustered_vectors(nq, dim, 2048, 2);
+  IndexPtr idx = built(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+  ASSERT_TRUE(idx);
+  for (int64_t k : {int64_t{10}, int64_t{100}}) EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 16), "") << "k " << k;
+}
+
+TEST(GpuTensorScan, EqualsTheSimtScanOnNearDuplicates) {
+  IVFTEST_REQUIRE_GPU();
+  // 300 points, each 60 times: exact copies and copies moved by one to a few ulps of one
+  // coordinate, so that hundreds of candidates lie within the TF32 error of the k-th.
+  const int64_t dim = 96, nlist = 16, nq = 2000;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> base(300 * dim);
+  for (float& v : base) v = g(rng);
+  std::vector<float> x;
+  for (int64_t c = 0; c < 60; ++c)
+    for (int64_t b = 0; b < 300; ++b) {
+      std::vector<float> row(base.begin() + b * dim, base.begin() + (b + 1) * dim);
+      if (c % 2 == 1) {
+        float& v = row[static_cast<std::size_t>(rng() % dim)];
+        for (uint64_t s = rng() % 4 + 1; s > 0; --s) v = std::nextafter(v, 2.0f * v + 1.0f);
+      }
+      x.insert(x.end(), row.begin(), row.end());
+    }
+  std::vector<float> q;
+  for (int64_t i = 0; i < nq; ++i) {
+    const int64_t b = static_cast<int64_t>(rng() % 300);
+    for (int64_t j = 0; j < dim; ++j) q.push_back(base[b * dim + j] + (i % 3 == 0 ? 0.0f : 1e-3f * g(rng)));
+  }
+  for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+    IndexPtr idx = built(dim, nlist, metric, IVF_DTYPE_F32, x);
+    ASSERT_TRUE(idx);
+    for (int64_t k : {int64_t{10}, int64_t{100}, int64_t{1000}})
+      for (int64_t nprobe : {int64_t{2}, nlist})
+        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "") << "metric " << metric << " k " << k << " nprobe " << nprobe;
+  }
+}
+
+TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t n = 20000, nlist = 32, nq = 3000;
+  for (ivf_dtype t : {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8})
+    for (int64_t dim : {int64_t{3}, int64_t{31}, int64_t{200}})
+      for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+        std::vector<float> x = clustered_vectors(n, dim, 64, 10 + dim);
+        std::vector<float> q = clustered_vectors(nq, dim, 64, 20 + dim);
+        if (t == IVF_DTYPE_U8 || t == IVF_DTYPE_I8) {
+          // Integers in range: the clustered values scaled, rounded and clamped.
+          const float lo = t == IVF_DTYPE_U8 ? 0.0f : -128.0f, hi = t == IVF_DTYPE_U8 ? 255.0f : 127.0f;
+          for (auto* v : {&x, &q})
+            for (float& e : *v) e = std::min(hi, std::max(lo, std::nearbyint(e * 40.0f + (lo + hi) / 2.0f)));
+        }
+        IndexPtr idx = built(dim, nlist, metric, t, x);
+        ASSERT_TRUE(idx);
+        for (int64_t k : {int64_t{1}, int64_t{50}})
+          EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 8), "")
+              << "type " << t << " dim " << dim << " metric " << metric << " k " << k;
+      }
+}
