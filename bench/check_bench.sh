@@ -10,7 +10,8 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 "$prog" --help > "$work/help.out" 2>&1 || fail "--help exits $?"
-for opt in --base --query --groundtruth --nq --nlist --k --nprobe --batch --backend --json --csv; do
+for opt in --base --query --groundtruth --nq --nlist --k --nprobe --batch --backend --json --csv --dtype --query-dtype \
+  --integer-data; do
   grep -q -- "$opt" "$work/help.out" || fail "--help does not list $opt"
 done
 "$prog" --bogus > /dev/null 2> "$work/bogus.err"; rc=$?
@@ -23,6 +24,12 @@ done
 grep -q '"results"' "$work/run.json" || fail "no results in the JSON"
 [ "$(wc -l < "$work/run.csv")" -eq 7 ] || fail "the CSV should have a header and 6 rows: $(cat "$work/run.csv")"
 head -1 "$work/run.csv" | grep -q '^library,data,backend,n,dim,nlist,nq,nprobe,k,batch,qps,recall' || fail "CSV header"
+# A compact storage type (the CPU backend takes every one): u8 quantises the synthetic data, and
+# the queries go in as u8.
+"$prog" --n 4000 --dim 16 --nlist 32 --nq 200 --k 10 --nprobe 4 --batch 200 --reps 1 --backend cpu --dtype u8 \
+  --query-dtype storage --json "$work/u8.json" > "$work/u8.out" 2>&1 || fail "--dtype u8: $(tail -3 "$work/u8.out")"
+grep -q '"dtype": "u8"' "$work/u8.json" || fail "--dtype u8: no dtype in the JSON"
+grep -q 'dtype u8 (queries u8)' "$work/u8.out" || fail "--dtype u8: the dtype is not printed"
 if command -v gnuplot > /dev/null && command -v jq > /dev/null; then
   jq -e '.results | length == 6' "$work/run.json" > /dev/null || fail "the JSON should hold 6 rows"
   sh "$src/bench/plot.sh" -o "$work/curves.png" -k 10 "$work/run.json" "$work/run.json" > "$work/plot.out" 2>&1 ||

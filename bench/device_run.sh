@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: configure, build, GPU tests, sanitizers, benchmark. Logs go to
 # $OUT (or ./device-out). Phases are chosen by arguments:
-#   build test sanitize profile bench bench960 concurrency tier tiertest shards prev ab
+#   build test sanitize profile bench bench960 concurrency tier tiertest shards dtype prev ab
 #   bash bench/device_run.sh build test bench
 # `prev` builds the tree in $PREV_SRC (default .prev: e.g. `git archive <commit> | tar -x -C .prev`)
 # and `ab` runs its benchmark and this tree's interleaved, $AB_REPS times (median: bench/ab.py).
@@ -131,6 +131,23 @@ if has shards "$@"; then
     timeout 300 "$B/bench/ivfgpu_bench" --n 10000000 --dim 96 --nlist 4096 --nq 10000 --nprobe 64 --k 10 \
       --batch 10000 --reps 3 --no-recall --devices $1 --shard-mode $2 --json "$OUT/shards_$1_$2.json" 2>&1 \
       | tee "$OUT/shards_$1_$2.log" | tail -3
+  done
+fi
+if has dtype "$@"; then
+  # Compact storage types on CUDA: the storage types test (every type against the CPU, memory,
+  # files, a budget, bigann10k), then 1M x 128, nlist 1024, nq 10,000, k 10, nprobe 16 and 64 for
+  # each --dtype. All on the same data (--integer-data: integers in [0, 255], which f16 and bf16
+  # hold exactly too), so the runs differ only in the element type; u8 once more with u8 queries.
+  stamp "storage types test"
+  timeout 400 "$B/tests/gpu/gpu_storage_types_test" > "$OUT/storage_types_test.log" 2>&1
+  echo "storage types test exit $?"
+  grep -E "OK \]|FAILED|Failure|skipped as coarse|bigann10k on CUDA|list bytes|SKIPPED" "$OUT/storage_types_test.log" | head -60
+  for run in f32 f16 bf16 u8 u8:storage; do
+    dt=${run%%:*}; qd=f32; [ "$run" = "$dt" ] || qd=${run#*:}
+    stamp "dtype $dt (queries $qd): 1M x 128 nlist 1024"
+    timeout 240 "$B/bench/ivfgpu_bench" --n 1000000 --dim 128 --nlist 1024 --nq 10000 --nprobe 16,64 --k 10 \
+      --batch 1,10000 --reps 3 --integer-data --dtype $dt --query-dtype $qd --json "$OUT/dtype_${dt}_q$qd.json" 2>&1 \
+      | tee "$OUT/dtype_${dt}_q$qd.log" | grep -E "^backend|failed|^\| [0-9]" | tail -6
   done
 fi
 if has load "$@"; then

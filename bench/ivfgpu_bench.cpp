@@ -13,6 +13,13 @@
 // over the mixture's centres). After each timed configuration the bench reads the host tier's
 // counters (IVF_INFO_RESIDENT_LISTS ... IVF_INFO_STREAMED_BYTES): the cache hits, misses and
 // bytes streamed during that configuration's timed searches, and the streaming rate.
+//
+// --dtype f32|f16|bf16|u8|i8 stores the rows in that type (IVF_PARAM_STORAGE_TYPE); rows and
+// queries are handed over in f32 and the library converts. u8 and i8 take integers only, so
+// they imply --integer-data, which quantises the synthetic mixture with one affine map for every
+// row and query: round(128 + 32 x) clamped to [0, 255] (i8: the same values minus 128, which
+// changes no L2 distance). Give --integer-data to an f32 (or f16) run to measure the same data as
+// a u8 run. --query-dtype storage passes the queries in the storage type instead of f32.
 #include <ivfgpu/ivfgpu.h>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +28,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -40,9 +48,81 @@ using ivftools::median;
 using ivftools::percentile;
 using ivftools::seconds_since;
 
+// --dtype: the name on the command line and in the output, its ivf_dtype and element bytes.
+struct DType {
+  const char* name;
+  ivf_dtype value;
+  std::size_t bytes;
+};
+constexpr DType kDTypes[] = {{"f32", IVF_DTYPE_F32, 4},
+                             {"f16", IVF_DTYPE_F16, 2},
+                             {"bf16", IVF_DTYPE_BF16, 2},
+                             {"u8", IVF_DTYPE_U8, 1},
+                             {"i8", IVF_DTYPE_I8, 1}};
+const DType& dtype_named(const std::string& name) {
+  for (const DType& t : kDTypes)
+    if (name == t.name) return t;
+  return kDTypes[0];
+}
+bool is_integer(const DType& t) { return t.value == IVF_DTYPE_U8 || t.value == IVF_DTYPE_I8; }
 
+// --integer-data: one affine map for every row and query, x -> round(128 + 32 x) clamped to
+// [0, 255] (the mixture's coordinates have a standard deviation of about 1.06, so +-4 sigma
+// fill the range); for i8 the same minus 128.
+void quantise(std::vector<float>& v, bool signed_range) {
+  for (float& x : v) {
+    const float q = std::min(255.0f, std::max(0.0f, std::nearbyint(128.0f + 32.0f * x)));
+    x = signed_range ? q - 128.0f : q;
+  }
+}
 
+// f32 to binary16 / bfloat16, round to nearest, ties to even (the library's rounding).
+uint16_t to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (ax < 0x38800000u) {
+    float a;
+    std::memcpy(&a, &ax, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  uint32_t h = ((((ax >> 23) & 0xffu) - 112u) << 10) | ((ax & 0x7fffffu) >> 13);
+  const uint32_t rest = ax & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+uint16_t to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
 
+// Queries in the storage type (--query-dtype storage). Integer types need integers in range:
+// otherwise the name of the first value that is not is returned in `bad`.
+std::vector<unsigned char> encode_queries(const std::vector<float>& q, int64_t dim, const DType& t, std::string& bad) {
+  std::vector<unsigned char> out(q.size() * t.bytes);
+  const float lo = t.value == IVF_DTYPE_I8 ? -128.0f : 0.0f, hi = t.value == IVF_DTYPE_I8 ? 127.0f : 255.0f;
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    uint16_t h = 0;
+    switch (t.value) {
+      case IVF_DTYPE_F16: h = to_f16(q[i]); std::memcpy(&out[2 * i], &h, 2); break;
+      case IVF_DTYPE_BF16: h = to_bf16(q[i]); std::memcpy(&out[2 * i], &h, 2); break;
+      case IVF_DTYPE_U8:
+      case IVF_DTYPE_I8:
+        if (!(q[i] >= lo && q[i] <= hi && q[i] == std::nearbyint(q[i]))) {
+          bad = std::to_string(q[i]) + " (query " + std::to_string(static_cast<int64_t>(i) / dim) + ")";
+          return {};
+        }
+        out[i] = static_cast<unsigned char>(static_cast<int>(q[i]) & 0xff);
+        break;
+      default: std::memcpy(&out[4 * i], &q[i], 4); break;
+    }
+  }
+  return out;
+}
 
 // The host tier's counters (IVF_INFO_*); all 0 for an index without a device budget.
 struct Tier {
@@ -81,6 +161,8 @@ struct Options {
   double zipf = 0;
   ivftools::DataFiles files;
   std::string json_path, csv_path, backend = "auto";
+  std::string dtype = "f32", query_dtype = "f32";  // --dtype, --query-dtype
+  bool integer_data = false;                       // --integer-data (implied by --dtype u8 / i8)
   bool no_recall = false;
   std::vector<int64_t> nprobes = {1, 4, 16, 64, 256}, ks = {10, 100}, batches = {1, 100, 10000};
 };
@@ -116,6 +198,25 @@ void add_options(CLI::App& app, Options& o) {
                              "and bytes streamed of its timed searches (CUDA; the CPU backend has nothing to limit). "
                              "0: unlimited")
       ->capture_default_str();
+  app.add_option("--dtype", o.dtype,
+                 "IVF_PARAM_STORAGE_TYPE: the element type the index stores its rows in (f32, f16, bf16, u8, i8); "
+                 "rows are handed over in f32 and converted by the library (f16 and bf16 round to nearest even; u8 "
+                 "and i8 take integers in range only). u8 and i8 imply --integer-data for the synthetic data; "
+                 "--base data is used as it is (a .bvecs file fits u8)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "u8", "i8"}))
+      ->type_name("f32|f16|bf16|u8|i8")
+      ->capture_default_str();
+  app.add_option("--query-dtype", o.query_dtype,
+                 "f32: queries are passed in f32 (the distance to each decoded stored row is computed in fp32); "
+                 "storage: in the --dtype type (f16 / bf16 rounded to nearest even; u8 / i8 queries against "
+                 "integer rows give exact integer distances)")
+      ->check(CLI::IsMember({"f32", "storage"}))
+      ->type_name("f32|storage")
+      ->capture_default_str();
+  app.add_flag("--integer-data", o.integer_data,
+               "synthetic data: quantise the mixture to integers with one affine map for every row and query, "
+               "round(128 + 32 x) clamped to [0, 255] (for --dtype i8 the same minus 128: no L2 distance changes), "
+               "so that an f32 or f16 run measures the same data as a u8 run. Implied by --dtype u8 and i8");
   app.add_option("--zipf", o.zipf,
                  "synthetic queries only: S > 0 draws each query's mixture centre with probability "
                  "proportional to rank^-S (Zipf) over the 4 x nlist centres instead of uniformly, so that a few "
@@ -177,6 +278,12 @@ int main(int argc, char** argv) {
   }
   if (opt.zipf > 0 && !base_path.empty())
     ivftools::usage_error(app, "--zipf skews the synthetic queries: it cannot be used with --base");
+  const DType& dtype = dtype_named(opt.dtype);
+  const bool storage_queries = opt.query_dtype == "storage" && dtype.value != IVF_DTYPE_F32;
+  const DType& qtype = storage_queries ? dtype : kDTypes[0];
+  if (opt.integer_data && !base_path.empty())
+    ivftools::usage_error(app, "--integer-data quantises the synthetic mixture: --base data is used as it is");
+  const bool integer_data = base_path.empty() && (opt.integer_data || is_integer(dtype));
 
   auto t0 = Clock::now();
   ivftools::Matrix base, queries;
@@ -191,6 +298,12 @@ int main(int argc, char** argv) {
       queries = ivftools::gaussian_mixture(nq, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 2000,
                                            opt.zipf);
       data_name = "synthetic mixture";
+      if (integer_data) {
+        quantise(base.data, dtype.value == IVF_DTYPE_I8);
+        quantise(queries.data, dtype.value == IVF_DTYPE_I8);
+        data_name = dtype.value == IVF_DTYPE_I8 ? "synthetic mixture as integers -128..127"
+                                                : "synthetic mixture as integers 0..255";
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ivfgpu_bench: %s\n", e.what());
@@ -215,6 +328,7 @@ int main(int argc, char** argv) {
   check(ivf_params_set_int(bp, IVF_PARAM_NLIST, nlist), "nlist");
   check(ivf_params_set_int(bp, IVF_PARAM_BACKEND, backend_value), "backend");
   if (opt.device_budget > 0) check(ivf_params_set_int(bp, IVF_PARAM_DEVICE_BUDGET, opt.device_budget), "device budget");
+  check(ivf_params_set_int(bp, IVF_PARAM_STORAGE_TYPE, dtype.value), "--dtype");
   if (opt.shards > 1) {
     check(ivf_params_set_int(bp, IVF_PARAM_SHARDS, opt.shards), "devices");
     check(ivf_params_set_int(bp, IVF_PARAM_SHARD_MODE, opt.shard_mode == "replicate" ? IVF_SHARD_REPLICATE : IVF_SHARD_SPLIT),
@@ -230,12 +344,19 @@ int main(int argc, char** argv) {
   t0 = Clock::now();
   check(ivf_add(idx, base.data.data(), IVF_DTYPE_F32, n, dim, nullptr), "ivf_add");
   const double add_s = seconds_since(t0);
-  int64_t dev_bytes = 0, host_bytes = 0;
+  int64_t dev_bytes = 0, host_bytes = 0, list_bytes = 0, storage = 0;
   check(ivf_index_info(idx, IVF_INFO_DEVICE_MEMORY_BYTES, &dev_bytes), "info");
   check(ivf_index_info(idx, IVF_INFO_HOST_MEMORY_BYTES, &host_bytes), "info");
-  std::printf("backend %s, train %.3f s, add %.3f s, device memory %.1f MiB, host memory %.1f MiB\n",
-              used_backend == IVF_BACKEND_CUDA ? "cuda" : "cpu", train_s, add_s, dev_bytes / 1048576.0,
-              host_bytes / 1048576.0);
+  check(ivf_index_info(idx, IVF_INFO_RESIDENT_BYTES, &list_bytes), "info");
+  check(ivf_index_info(idx, IVF_INFO_STORAGE_TYPE, &storage), "info");
+  if (storage != dtype.value) {
+    std::fprintf(stderr, "ivfgpu_bench: the index stores type %lld, not --dtype %s\n", (long long)storage, dtype.name);
+    return 1;
+  }
+  std::printf("backend %s, dtype %s (queries %s), train %.3f s, add %.3f s, device memory %.1f MiB (lists %.1f MiB), "
+              "host memory %.1f MiB\n",
+              used_backend == IVF_BACKEND_CUDA ? "cuda" : "cpu", dtype.name, qtype.name, train_s, add_s,
+              dev_bytes / 1048576.0, list_bytes / 1048576.0, host_bytes / 1048576.0);
   int64_t budget = 0;
   check(ivf_index_info(idx, IVF_INFO_DEVICE_BUDGET, &budget), "info");
   const bool show_tier = opt.device_budget > 0 || budget > 0;
@@ -248,11 +369,27 @@ int main(int argc, char** argv) {
                 (long long)t.resident_lists, t.resident_bytes / 1048576.0, t.host_tier_bytes / 1048576.0);
   }
 
+  // The queries as ivf_search takes them: f32, or (--query-dtype storage) the storage type.
+  std::vector<unsigned char> typed_queries;
+  if (storage_queries) {
+    std::string bad;
+    typed_queries = encode_queries(queries.data, dim, dtype, bad);
+    if (!bad.empty()) {
+      std::fprintf(stderr, "ivfgpu_bench: --query-dtype storage: %s queries need integers in range, found %s\n",
+                   dtype.name, bad.c_str());
+      return 1;
+    }
+  }
+  const unsigned char* qbytes =
+      storage_queries ? typed_queries.data() : reinterpret_cast<const unsigned char*>(queries.data.data());
   ivf_params* sp = nullptr;
   check(ivf_params_create(&sp), "ivf_params_create");
-  auto run = [&](const float* q, int64_t rows, int64_t k, int64_t nprobe, int64_t* ids, float* dists) {
+  // Queries first .. first + rows - 1.
+  auto run = [&](int64_t first, int64_t rows, int64_t k, int64_t nprobe, int64_t* ids, float* dists) {
     check(ivf_params_set_int(sp, IVF_PARAM_NPROBE, nprobe), "nprobe");
-    check(ivf_search(idx, sp, q, IVF_DTYPE_F32, rows, dim, k, ids, dists), "ivf_search");
+    check(ivf_search(idx, sp, qbytes + static_cast<std::size_t>(first * dim) * qtype.bytes, qtype.value, rows, dim, k,
+                     ids, dists),
+          "ivf_search");
   };
 
   std::vector<int64_t> gt(static_cast<std::size_t>(nq * kmax));
@@ -270,7 +407,7 @@ int main(int argc, char** argv) {
     std::printf("ground truth: %s\n", gt_path.c_str());
   } else if (recall) {
     t0 = Clock::now();
-    run(queries.data.data(), nq, kmax, nlist, gt.data(), gtd.data());
+    run(0, nq, kmax, nlist, gt.data(), gtd.data());
     exhaustive_s = seconds_since(t0);
     std::printf("ground truth: exhaustive search (nprobe = nlist = %lld), k = %lld: %.3f s, %.0f QPS\n",
                 (long long)nlist, (long long)kmax, exhaustive_s, nq / exhaustive_s);
@@ -292,12 +429,12 @@ int main(int argc, char** argv) {
         std::vector<double> lat;
         Tier before;  // the counters after the warm-up, before the timed searches
         if (b >= nq) {
-          run(queries.data.data(), nq, k, nprobe, ids.data(), dists.data());  // warm-up
+          run(0, nq, k, nprobe, ids.data(), dists.data());  // warm-up
           before = read_tier(idx);
           std::vector<double> times;
           for (int64_t rep = 0; rep < reps; ++rep) {
             t0 = Clock::now();
-            run(queries.data.data(), nq, k, nprobe, ids.data(), dists.data());
+            run(0, nq, k, nprobe, ids.data(), dists.data());
             times.push_back(seconds_since(t0));
             r.search_s += times.back();
           }
@@ -306,7 +443,7 @@ int main(int argc, char** argv) {
         } else {
           // Calls of b queries over the first min(nq, 200 * b) queries; the middle rep counts.
           const int64_t calls = std::max<int64_t>(1, std::min<int64_t>(nq / b, b == 1 ? 200 : 50));
-          run(queries.data.data(), b, k, nprobe, ids.data(), dists.data());  // warm-up
+          run(0, b, k, nprobe, ids.data(), dists.data());  // warm-up
           before = read_tier(idx);
           std::vector<double> qps;
           for (int64_t rep = 0; rep < reps; ++rep) {
@@ -314,7 +451,7 @@ int main(int argc, char** argv) {
             auto all = Clock::now();
             for (int64_t c = 0; c < calls; ++c) {
               t0 = Clock::now();
-              run(queries.data.data() + c * b * dim, b, k, nprobe, ids.data() + c * b * k, dists.data() + c * b * k);
+              run(c * b, b, k, nprobe, ids.data() + c * b * k, dists.data() + c * b * k);
               l.push_back(seconds_since(t0));
             }
             const double all_s = seconds_since(all);
@@ -360,8 +497,9 @@ int main(int argc, char** argv) {
   }
 
   // Summary table in the layout of docs/performance.md.
-  std::printf("\n%lld x %lld, nlist %lld, %lld queries (%s)\n", (long long)n, (long long)dim, (long long)nlist,
-              (long long)nq, data_name.c_str());
+  std::printf("\n%lld x %lld, nlist %lld, %lld queries (%s), dtype %s, queries %s, device memory %.1f MiB\n",
+              (long long)n, (long long)dim, (long long)nlist, (long long)nq, data_name.c_str(), dtype.name, qtype.name,
+              dev_bytes / 1048576.0);
   std::printf("| nprobe | k | batch | QPS | recall | p50 ms | p99 ms |\n|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows)
     std::printf("| %lld | %lld | %lld | %.0f | %.4f | %.3f | %.3f |\n", (long long)r.nprobe, (long long)r.k,
@@ -386,10 +524,14 @@ int main(int argc, char** argv) {
                                 {"nlist", nlist},
                                 {"nq", nq},
                                 {"backend", backend_name},
+                                {"dtype", dtype.name},
+                                {"query_dtype", qtype.name},
+                                {"integer_data", integer_data},
                                 {"train_s", train_s},
                                 {"add_s", add_s},
                                 {"device_memory_bytes", dev_bytes},
                                 {"host_memory_bytes", host_bytes},
+                                {"list_bytes", list_bytes},
                                 {"exhaustive_s", exhaustive_s},
                                 {"groundtruth", gt_path.empty() ? "exhaustive search" : gt_path},
                                 {"device_budget", opt.device_budget},
@@ -428,11 +570,11 @@ int main(int argc, char** argv) {
   }
   if (!opt.csv_path.empty()) {
     std::ofstream f(opt.csv_path);
-    f << "library,data,backend,n,dim,nlist,nq,nprobe,k,batch,qps,recall,p50_ms,p99_ms,mean_ms\n";
+    f << "library,data,backend,n,dim,nlist,nq,nprobe,k,batch,qps,recall,p50_ms,p99_ms,mean_ms,dtype,query_dtype\n";
     for (const Row& r : rows)
       f << "libivfgpu " << ivf_version() << ",\"" << data_name << "\"," << backend_name << ',' << n << ',' << dim << ','
         << nlist << ',' << nq << ',' << r.nprobe << ',' << r.k << ',' << r.batch << ',' << r.qps << ',' << r.recall
-        << ',' << r.p50_ms << ',' << r.p99_ms << ',' << r.mean_ms << "\n";
+        << ',' << r.p50_ms << ',' << r.p99_ms << ',' << r.mean_ms << ',' << dtype.name << ',' << qtype.name << "\n";
     if (!f) {
       std::fprintf(stderr, "--csv: cannot write %s\n", opt.csv_path.c_str());
       return 1;
