@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, 2) list_tensor_kernel(TileArgs<T> a,
   __shared__ __align__(32) float qs[kTcTileQ][kTcPitch];
   __shared__ __align__(32) float xs[kTcTileV][kTcPitch];
   __shared__ __align__(32) float dots[kTcTileQ][kTcOutPitch];
-  __shared__ float qn2[kTcTileQ], xn2[kTcTileV];
+  __shared__ float qn2[kTcTileQ], xn2[kTcTileV], qlen[kTcTileQ];
   __shared__ int64_t out_base[kTcTileQ];
   __shared__ int64_t q_row[kTcTileQ];
   __shared__ bool keep[kTcTileV];
@@ -169,15 +169,14 @@ __global__ void __launch_bounds__(kThreads, 2) list_tensor_kernel(TileArgs<T> a,
 #pragma unroll
         for (int k0 = 0; k0 < kTcTileD; k0 += 8) {
           wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+          // No explicit rounding to TF32: the tensor cores read the top 19 bits (truncation),
+          // which candidate_margin already bounds, and the conversions cost more ALU issue
+          // slots than the multiplies (ncu: the ALU pipe busiest, IPC 2.1).
           wmma::load_matrix_sync(fa, &qs[wr][k0], kTcPitch);
-#pragma unroll
-          for (int i = 0; i < fa.num_elements; ++i) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
             wmma::load_matrix_sync(fb, &xs[wc + 16 * c][k0], kTcPitch);
-#pragma unroll
-            for (int i = 0; i < fb.num_elements; ++i) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
             wmma::mma_sync(acc[c], fa, fb, acc[c]);
           }
         }
@@ -197,16 +196,22 @@ __global__ void __launch_bounds__(kThreads, 2) list_tensor_kernel(TileArgs<T> a,
       xn2[tid - kTcTileQ] = qnorm[0];
     }
     __syncthreads();
-    if (tid < vcount) atomic_max_nonneg(list_norm + l, sqrtf(xn2[tid]));
-    // Each thread writes columns c, c + 256 / 64 rows apart: consecutive threads, consecutive rows.
+    if (tid < kTcTileQ) {
+      qlen[tid] = sqrtf(qn2[tid]);
+    } else if (tid < kTcTileQ + kTcTileV && tid - kTcTileQ < vcount) {
+      atomic_max_nonneg(list_norm + l, sqrtf(xn2[tid - kTcTileQ]));
+    }
+    __syncthreads();
+    // Thread tid writes column c of rows tid / 64, + 4, ...: consecutive threads, consecutive
+    // columns of one row.
     const int c = tid % kTcTileV;
     const float xsq = xn2[c], xl = sqrtf(xsq);
     const bool kept = c < vcount && keep[c];
     for (int r = tid / kTcTileV; r < pcount; r += kThreads / kTcTileV) {
       if (c >= vcount) break;
       const float dot = dots[r][c];
-      const float qsq = qn2[r], ql = sqrtf(qsq);
-      const float m = candidate_margin(mg, ql, xl);
+      const float qsq = qn2[r];
+      const float m = candidate_margin(mg, qlen[r], xl);
       // The pessimistic key: a distance no smaller, a similarity no larger, than the exact one.
       const float key = IP ? dot - m : (qsq + xsq - 2.0f * dot) + m;
       a.cand.dist[out_base[r] + c] = kept ? key : a.excluded;
@@ -226,65 +231,75 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
 
 // One block per query: rows whose optimistic key reaches the k-th pessimistic key are
 // re-scored exactly (the SIMT scan's arithmetic: a sequential fp32 sum in dimension order, or
-// integer sums for integer queries on integer rows); every other row becomes padding.
+// integer sums for integer queries on integer rows); every other row becomes padding. The
+// query's candidate row is read straight through (coalesced) with one margin for all of it,
+// that of the largest row norm among its probed lists; only survivors look up their list.
 template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kThreads) refine_kernel(RefineArgs<T> a) {
-  __shared__ float qn_part[kThreads / 32];
+  __shared__ float part[kThreads / 32], part_max[kThreads / 32];
   __shared__ float bound;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const MarginTerms mg = margin_terms(!IP, a.dim);
   for (int64_t q = blockIdx.x; q < a.nq; q += gridDim.x) {
     const float* query = a.queries + q * a.dim;
-    float s = 0.0f;
+    float s = 0.0f, xmax = 0.0f;
     for (int64_t j = tid; j < a.dim; j += kThreads) s = fmaf(query[j], query[j], s);
-    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-    __syncthreads();  // the previous query is done with qn_part / bound
-    if (tid % 32 == 0) qn_part[tid / 32] = s;
+    for (int64_t p = tid; p < a.nprobe; p += kThreads) xmax = fmaxf(xmax, a.list_norm[a.probes[q * a.nprobe + p]]);
+    for (int o = 16; o > 0; o /= 2) {
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      xmax = fmaxf(xmax, __shfl_xor_sync(0xffffffffu, xmax, o));
+    }
+    __syncthreads();  // the previous query is done with the shared values
+    if (lane == 0) {
+      part[warp] = s;
+      part_max[warp] = xmax;
+    }
     if (tid == 0) {
-      const int32_t count = a.sel_count[q];
       // Fewer candidates than k: every one is returned, so every one is re-scored.
-      bound = count < a.k ? a.excluded : a.sel_key[q * a.k + a.k - 1];
+      bound = a.sel_count[q] < a.k ? a.excluded : a.sel_key[q * a.k + a.k - 1];
     }
     __syncthreads();
-    float qq = 0.0f;
-    for (int w = 0; w < kThreads / 32; ++w) qq += qn_part[w];
-    const float qn = sqrtf(qq);
+    float qq = 0.0f, xn = 0.0f;
+    for (int w = 0; w < kThreads / 32; ++w) {
+      qq += part[w];
+      xn = fmaxf(xn, part_max[w]);
+    }
+    const float m2 = 2.0f * candidate_margin(mg, sqrtf(qq), xn);
     const float u = bound;
-    for (int64_t p = 0; p < a.nprobe; ++p) {
-      const int64_t l = a.probes[q * a.nprobe + p];
-      const int64_t size = a.list_size[l];
-      const float m2 = 2.0f * candidate_margin(margin_terms(!IP, a.dim), qn, a.list_norm[l]);
-      float* keys = a.cand.dist + a.cand.slot(q, p, 0);
-      const T* rows = a.vectors + a.list_start[l] * a.dim;
-      for (int64_t r = tid; r < size; r += kThreads) {
-        const float key = keys[r];
-        if (key == a.excluded) continue;
-        const bool may_enter = u == a.excluded || (IP ? key + m2 >= u : key - m2 <= u);
-        if (!may_enter) {
-          keys[r] = a.excluded;
-          continue;
+    float* keys = a.cand.dist + q * a.cand.stride;
+    const int64_t len = a.cand.lengths[q];
+    for (int64_t pos = tid; pos < len; pos += kThreads) {
+      const float key = keys[pos];
+      if (key == a.excluded) continue;
+      const bool may_enter = u == a.excluded || (IP ? key + m2 >= u : key - m2 <= u);
+      if (!may_enter) {
+        keys[pos] = a.excluded;
+        continue;
+      }
+      int64_t probe, row;
+      a.cand.locate(q, pos, probe, row);
+      const int64_t l = a.probes[q * a.nprobe + probe];
+      const T* xr = a.vectors + (a.list_start[l] + row) * a.dim;
+      if constexpr (INT) {
+        long long total = 0;
+        for (int64_t j = 0; j < a.dim; ++j) {
+          const long long qi = __float2ll_rn(query[j]);
+          const long long xi = __float2ll_rn(DeviceElement<T>::load1(xr + j));
+          total += IP ? qi * xi : (qi - xi) * (qi - xi);
         }
-        const T* xr = rows + r * a.dim;
-        if constexpr (INT) {
-          long long total = 0;
-          for (int64_t j = 0; j < a.dim; ++j) {
-            const long long qi = __float2ll_rn(query[j]);
-            const long long xi = __float2ll_rn(DeviceElement<T>::load1(xr + j));
-            total += IP ? qi * xi : (qi - xi) * (qi - xi);
+        keys[pos] = __ll2float_rn(total);
+      } else {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < a.dim; ++j) {
+          const float xv = DeviceElement<T>::load1(xr + j);
+          if constexpr (IP) {
+            acc = fmaf(query[j], xv, acc);
+          } else {
+            const float diff = query[j] - xv;
+            acc = fmaf(diff, diff, acc);
           }
-          keys[r] = __ll2float_rn(total);
-        } else {
-          float acc = 0.0f;
-          for (int64_t j = 0; j < a.dim; ++j) {
-            const float xv = DeviceElement<T>::load1(xr + j);
-            if constexpr (IP) {
-              acc = fmaf(query[j], xv, acc);
-            } else {
-              const float diff = query[j] - xv;
-              acc = fmaf(diff, diff, acc);
-            }
-          }
-          keys[r] = acc;
         }
+        keys[pos] = acc;
       }
     }
   }

@@ -14,7 +14,7 @@ namespace ivfgpu::cuda::scan_detail {
 
 // A bound on |key - exact| for a row of norm xn and a query of norm qn in `dim` dimensions,
 // where key is the tensor-core pass's distance (l2) or dot product and exact the SIMT scan's
-// fp32 value: both operands rounded to TF32 (relative error 2^-10 each, truncation included),
+// fp32 value: both operands cut to TF32 (the tensor cores truncate: relative error below 2^-10 each),
 // products and sums in fp32 (dim + 4 roundings), the L2 assembly |q|^2 + |x|^2 - 2 q.x, and
 // the exact scan's own rounding of a sum bounded by (qn + xn)^2. Doubled for safety: a larger
 // margin only re-scores more rows. As a * qn * xn + b * (qn + xn)^2:
