@@ -158,16 +158,19 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   });
 }
 
-// The one place that picks the resident scan's kernel: tensor cores once a list has a full
-// 64-query tile on average (their 64 x 64 tiles then do useful work; fewer queries per list
-// are the SIMT kernel's 16-query tiles), else SIMT.
-bool use_tensor_scan(const ScanGroups& g) {
+// The one place that picks the resident scan's kernel. Tensor cores need a full 64-query tile
+// per list on average (fewer queries per list are the SIMT kernel's 16-query tiles), enough
+// dimensions to outweigh the refinement, and a small k (every one of the k best is re-scored
+// exactly). Measured on the H100, 1M rows, nlist 1024, 10,000 queries (bench/RESULTS.md):
+// at d = 960 the tensor path is 1.5-1.7x faster for k 10 and 100 and 0.7x at k = 1000; at
+// d = 128 the SIMT kernel is 1.1-1.2x faster. Crossover (linear in d between the two): ~160.
+bool use_tensor_scan(const ScanProblem& p, const ScanGroups& g) {
   switch (scan_kernel_override()) {
     case ScanKernel::Simt: return false;
     case ScanKernel::Tensor: return true;
     case ScanKernel::Auto: break;
   }
-  return g.tile_q == 64;
+  return g.tile_q == 64 && p.lists.dim >= 192 && p.k <= 256;
 }
 
 }  // namespace
@@ -180,7 +183,7 @@ void scan_segments(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
 ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
   const int64_t nlist = p.lists.nlist;
   ScanGroups g = group_scan_pairs(ctx, stream, p);
-  const bool tensor = use_tensor_scan(g);
+  const bool tensor = use_tensor_scan(p, g);
   DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
   std::size_t bytes = 0;
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, tiles.data(), tile_off.data(),

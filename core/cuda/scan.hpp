@@ -36,6 +36,7 @@ struct ScanProblem {
   // The queries were given in the index's integer storage type (their f32 values are those
   // integers): distances to integer rows are then exact integer sums.
   bool integer_queries = false;
+  int64_t k = 0;  // the search's k (the scan kernel's choice depends on it)
 };
 
 // What the stage left in the candidate rows: exact distances, or (the tensor-core pass,

@@ -190,6 +190,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     sp.cand = CandidateRows{cand.data(), bound, cand_off.data(), cand_len.data(), nprobe};
     sp.excluded = pad;
     sp.integer_queries = is_integer(qtype) && qtype == lists.type;
+    sp.k = k;
     if (req.filter != nullptr && index.filter_set != nullptr) {
       sp.filter = req.filter->allow() ? ScanProblem::Filter::Allow : ScanProblem::Filter::Deny;
       sp.filter_set = *index.filter_set;
