@@ -283,8 +283,8 @@ const (
 // []uint8 or []int8).
 type StorageType int32
 
-// Storage types. The compact ones run on the CPU backend in this version (BackendAuto picks
-// it; BackendCUDA refuses them with ErrUnsupported). Float32 rows given to a compact index are
+// Storage types. Every backend holds every type (on CUDA, device memory falls with the element
+// size). Float32 rows given to a compact index are
 // converted: f16 and bf16 round to nearest even (a value beyond the type's range is refused),
 // uint8 and int8 take only integers in range (no scaling; anything else is refused, naming the
 // row). Cosine needs a floating type.

@@ -205,7 +205,7 @@ func TestInt8NamedTypeAndFloatStorageTypes(t *testing.T) {
 	if ivfgpu.StorageBF16.String() != "bf16" || ivfgpu.StorageType(9).String() != "StorageType(9)" {
 		t.Fatal("StorageType.String")
 	}
-	// cosine needs a floating type; the compact types are refused on CUDA (and AUTO picks the CPU)
+	// cosine needs a floating type; AUTO picks for a compact type what it picks for float32
 	if _, err := ivfgpu.New(dim, ivfgpu.WithStorageType(ivfgpu.StorageUint8), ivfgpu.WithMetric(ivfgpu.Cosine)); !errors.Is(err, ivfgpu.ErrUnsupported) {
 		t.Fatalf("uint8 cosine: %v", err)
 	}
@@ -214,8 +214,14 @@ func TestInt8NamedTypeAndFloatStorageTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer auto.Close()
-	if b, _ := auto.Backend(); b != ivfgpu.BackendCPU {
-		t.Fatalf("an f16 index on %v", b)
+	plain, err := ivfgpu.New(dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	b, _ := auto.Backend()
+	if want, _ := plain.Backend(); b != want {
+		t.Fatalf("an f16 index on %v, an f32 one on %v", b, want)
 	}
 	if _, err := ivfgpu.New(dim, ivfgpu.WithStorageType(7)); !errors.Is(err, ivfgpu.ErrInvalidArgument) {
 		t.Fatalf("storage type 7: %v", err)

@@ -349,8 +349,8 @@ class Index:
     unchanged, and the call raises KeyboardInterrupt.
 
     ``storage``: the element type rows are stored in: "f32" (default), "f16", "bf16", "uint8",
-    "int8" (or numpy float32, float16, uint8, int8; see ``StorageType``). Compact types run on
-    the CPU backend ("auto" picks it; "cuda" raises UnsupportedError); uint8 and int8 take only
+    "int8" (or numpy float32, float16, uint8, int8; see ``StorageType``). Every backend holds
+    every type; uint8 and int8 take only
     integers in range (no scaling), f16 and bf16 round to nearest even; cosine needs a floating
     type. train, add, update and search take float32 data (converted by the library) or data of
     the storage type: a numpy array whose dtype is the storage type (float16, uint8, int8) goes

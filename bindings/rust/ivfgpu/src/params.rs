@@ -62,8 +62,8 @@ impl Backend {
 /// ([`Index::add_typed`](crate::Index::add_typed), ...). `f32` rows given to a compact index
 /// are converted: f16 and bf16 round to nearest even (a value beyond the type's range is
 /// refused), u8 and i8 take only integers in range (no scaling; anything else is refused,
-/// naming the row). Compact types run on the CPU backend in this version (AUTO picks it;
-/// CUDA refuses them with `Unsupported`); cosine needs a floating type.
+/// naming the row). Every backend holds every type (on CUDA, device memory falls with the
+/// element size); cosine needs a floating type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StorageType(i32);
 
@@ -246,7 +246,7 @@ impl IndexParams {
     /// One index over `parts` parts (>= 1; default 1): CUDA parts on devices
     /// [`device`](IndexParams::device), +1, ... (wrapping round the usable devices), or CPU
     /// parts, behind the same handle and calls. Host memory only (the `_device` calls are
-    /// refused) and `f32` storage only in this version. Also read by `load` and
+    /// refused), any storage type. Also read by `load` and
     /// `deserialize`: a file opens on any number of parts.
     pub fn shards(mut self, parts: usize) -> Self {
         set(&mut self.entries, sys::IVF_PARAM_SHARDS, int(parts));

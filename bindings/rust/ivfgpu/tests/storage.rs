@@ -159,13 +159,14 @@ fn i8_and_bf16_rows() {
     assert_eq!(back.data(), &rows[..2 * DIM]);
     assert_eq!(typed.storage_type().unwrap(), StorageType::BF16);
 
-    // f16 takes f32 rows; AUTO picks the CPU for a compact type; cosine needs a floating type
+    // f16 takes f32 rows; AUTO picks what it picks for f32; cosine needs a floating type
     let f16 = Index::new(
         DIM,
         &IndexParams::new().nlist(4).storage_type(StorageType::F16),
     )
     .unwrap();
-    assert_eq!(f16.backend().unwrap(), Backend::CPU);
+    let plain = Index::new(DIM, &IndexParams::new().nlist(4)).unwrap();
+    assert_eq!(f16.backend().unwrap(), plain.backend().unwrap());
     let data = generate(200, DIM, 23);
     f16.train(&data).unwrap();
     f16.add(&data).unwrap();
