@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dtypes.hpp"
 #include "common/id_workload.hpp"
 #include "common/test_util.hpp"
 
@@ -27,18 +28,6 @@ int32_t backend() {
   return b != nullptr && std::strcmp(b, "cuda") == 0 ? IVF_BACKEND_CUDA : IVF_BACKEND_CPU;
 }
 
-const char* type_name(ivf_dtype t) {
-  switch (t) {
-    case IVF_DTYPE_F32: return "f32";
-    case IVF_DTYPE_F16: return "f16";
-    case IVF_DTYPE_BF16: return "bf16";
-    case IVF_DTYPE_U8: return "uint8";
-    case IVF_DTYPE_I8: return "int8";
-  }
-  return "?";
-}
-
-bool is_int(ivf_dtype t) { return t == IVF_DTYPE_U8 || t == IVF_DTYPE_I8; }
 
 // f32 data each type can hold: integers in range for the integer types, reals otherwise.
 std::vector<float> data_for(ivf_dtype t, int64_t n, int64_t dim, uint64_t seed) {

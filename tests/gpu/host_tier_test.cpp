@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/dtypes.hpp"
 #include "common/id_workload.hpp"
 #include "common/mutation_stress.hpp"
 #include "common/test_util.hpp"
@@ -32,17 +33,6 @@ int64_t info(const ivf_index* idx, ivf_info_key key) {
 
 // The smallest budget an index of this shape takes, read from the error a too-small one gets
 // (so the tests do not restate the library's arithmetic).
-int64_t minimum_budget(int64_t nlist, int64_t dim) {
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_DEVICE_BUDGET, 1}});
-  ivf_index* raw = nullptr;
-  EXPECT_EQ(ivf_create(&raw, dim, p.get()), IVF_ERR_INVALID_ARGUMENT);
-  ivf_free(raw);
-  const std::string msg = ivf_last_error_message();
-  const auto at = msg.find("at least ");
-  EXPECT_NE(at, std::string::npos) << msg;
-  return at == std::string::npos ? 0 : std::stoll(msg.substr(at + 9));
-}
-
 IndexPtr from_bytes(const std::vector<unsigned char>& bytes, int64_t budget) {
   auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_DEVICE_BUDGET, budget}});
   ivf_index* raw = nullptr;

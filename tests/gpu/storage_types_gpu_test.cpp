@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dtypes.hpp"
 #include "common/id_workload.hpp"
 #include "common/test_util.hpp"
 
@@ -51,24 +52,9 @@ using Bytes = std::vector<unsigned char>;
 // ---------------------------------------------------------------------------------------------
 // Element types
 
-const char* type_name(ivf_dtype t) {
-  switch (t) {
-    case IVF_DTYPE_F32: return "f32";
-    case IVF_DTYPE_F16: return "f16";
-    case IVF_DTYPE_BF16: return "bf16";
-    case IVF_DTYPE_U8: return "uint8";
-    case IVF_DTYPE_I8: return "int8";
-  }
-  return "?";
-}
 const char* metric_name(int32_t m) {
   return m == IVF_METRIC_L2 ? "L2" : m == IVF_METRIC_INNER_PRODUCT ? "IP" : "cosine";
 }
-bool is_int(ivf_dtype t) { return t == IVF_DTYPE_U8 || t == IVF_DTYPE_I8; }
-std::size_t elem_size(ivf_dtype t) {
-  return t == IVF_DTYPE_F32 ? 4 : (t == IVF_DTYPE_F16 || t == IVF_DTYPE_BF16) ? 2 : 1;
-}
-
 uint32_t bits_of(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -852,19 +838,6 @@ TEST(GpuStorageTypes, SaveAndLoadKeepTheTypeAndTheResults) {
 // The host tier
 
 namespace {
-// The smallest budget an index of this shape takes, read from the error a too-small one gets
-// (as tests/gpu/host_tier_test.cpp does, so the test does not restate the library's arithmetic).
-int64_t minimum_budget(int64_t nlist, int64_t dim) {
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_DEVICE_BUDGET, 1},
-                        {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_U8}});
-  ivf_index* raw = nullptr;
-  EXPECT_EQ(ivf_create(&raw, dim, p.get()), IVF_ERR_INVALID_ARGUMENT);
-  ivf_free(raw);
-  const std::string msg = ivf_last_error_message();
-  const auto at = msg.find("at least ");
-  EXPECT_NE(at, std::string::npos) << msg;
-  return at == std::string::npos ? 0 : std::stoll(msg.substr(at + 9));
-}
 }  // namespace
 
 // uint8 lists several times larger than what a device budget leaves for its cache, opened from
@@ -875,7 +848,7 @@ int64_t minimum_budget(int64_t nlist, int64_t dim) {
 TEST(GpuStorageTypes, BudgetedUint8EqualsUnbudgeted) {
   IVFTEST_REQUIRE_GPU();
   const int64_t dim = 128, nlist = 256, n = 600000, nq = 1000;  // 76.8 MB of rows
-  const int64_t budget = minimum_budget(nlist, dim) + 8 * kMiB;
+  const int64_t budget = minimum_budget(nlist, dim, IVF_DTYPE_U8) + 8 * kMiB;
   std::printf("budget %lld bytes (%.1f MiB) for %lld bytes of uint8 rows\n", static_cast<long long>(budget),
               double(budget) / double(kMiB), static_cast<long long>(n * dim));
   const std::vector<float> qbase = data_for(IVF_DTYPE_U8, nq, dim, 4 * nlist, 41, 43);
