@@ -98,12 +98,7 @@ __global__ void __launch_bounds__(kThreads, 2) list_tensor_kernel(TileArgs<T> a,
   const int wr = (warp / 2) * 16, wc = (warp % 2) * 32;
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
-    int64_t lo = 0, hi = a.nlist;  // the list whose tile range holds t
-    while (hi - lo > 1) {
-      const int64_t mid = (lo + hi) / 2;
-      if (a.tile_off[mid] <= t) lo = mid; else hi = mid;
-    }
-    const int64_t l = lo, size = a.list_size[l];
+    const int64_t l = unit_of(a.tile_off, a.nlist, t), size = a.list_size[l];
     const int64_t nvt = (size + kTcTileV - 1) / kTcTileV;
     const int64_t local = t - a.tile_off[l];
     const int64_t qt = local / nvt, v0 = (local % nvt) * kTcTileV;
@@ -112,16 +107,8 @@ __global__ void __launch_bounds__(kThreads, 2) list_tensor_kernel(TileArgs<T> a,
     const int vcount = static_cast<int>(size - v0 < kTcTileV ? size - v0 : kTcTileV);
     const T* x = a.vectors + (a.list_start[l] + v0) * a.dim;
     __syncthreads();  // the previous tile is done with the shared arrays
-    if (tid < kTcTileQ) {
-      if (tid < pcount) {
-        const int64_t pr = a.grouped[a.pair_begin[l] + qt * kTcTileQ + tid];
-        const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
-        q_row[tid] = q;
-        out_base[tid] = a.cand.slot(q, p, v0);
-      } else {
-        q_row[tid] = -1;
-      }
-    } else if (tid < kTcTileQ + kTcTileV) {
+    load_query_tile<kTcTileQ>(a, l, qt, pcount, v0, q_row, out_base);
+    if (tid >= kTcTileQ && tid < kTcTileQ + kTcTileV) {
       const int v = tid - kTcTileQ;
       bool ok = v < vcount;
       if (ok && a.removed != nullptr) {

@@ -10,6 +10,33 @@
 
 namespace ivfgpu::cuda::scan_detail {
 
+// The unit (list or segment) whose tile range holds t: the last u with tile_off[u] <= t.
+__device__ __forceinline__ int64_t unit_of(const int64_t* tile_off, int64_t units, int64_t t) {
+  int64_t lo = 0, hi = units;  // invariant: tile_off[lo] <= t < tile_off[hi]
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (tile_off[mid] <= t) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+// Threads < TQ: query q_row[i] of query tile qt of list l (-1 past its pcount queries), and
+// out_base[i], where that query's distance to row row0 of the list goes.
+template <int TQ, class T>
+__device__ __forceinline__ void load_query_tile(const TileArgs<T>& a, int64_t l, int64_t qt, int pcount, int64_t row0,
+                                                int64_t* q_row, int64_t* out_base) {
+  const int tid = threadIdx.x;
+  if (tid >= TQ) return;
+  if (tid < pcount) {
+    const int64_t pr = a.grouped[a.pair_begin[l] + qt * TQ + tid];
+    const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
+    q_row[tid] = q;
+    out_base[tid] = a.cand.slot(q, p, row0);
+  } else {
+    q_row[tid] = -1;
+  }
+}
+
 // A staged value: the decoded float, or (AS_INT) the integer it holds, its bits kept in the
 // float slot so one shared array serves both arithmetics.
 template <bool AS_INT>
@@ -63,12 +90,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
   const int64_t units = a.segments != nullptr ? a.nseg : a.nlist;
   const int64_t total = a.tile_off[units];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
-    // The unit (list or segment) whose tile range holds t: the last u with tile_off[u] <= t.
-    int64_t lo = 0, hi = units;  // invariant: tile_off[lo] <= t < tile_off[hi]
-    while (hi - lo > 1) {
-      const int64_t mid = (lo + hi) / 2;
-      if (a.tile_off[mid] <= t) lo = mid; else hi = mid;
-    }
+    const int64_t lo = unit_of(a.tile_off, units, t);
     int64_t l, row0, size;
     const T* rows;
     const int64_t* row_ids;
@@ -93,16 +115,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
     const int64_t prem = a.pair_count[l] - qt * TQ;
     const int pcount = static_cast<int>(prem < TQ ? prem : TQ);
     __syncthreads();  // the previous unit is done with out_base / q_row
-    if (tid < TQ) {
-      if (tid < pcount) {
-        const int64_t pr = a.grouped[a.pair_begin[l] + qt * TQ + tid];
-        const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
-        q_row[tid] = q;
-        out_base[tid] = a.cand.slot(q, p, row0);
-      } else {
-        q_row[tid] = -1;
-      }
-    }
+    load_query_tile<TQ>(a, l, qt, pcount, row0, q_row, out_base);
     __syncthreads();
     const int64_t vt_end = (unit + 1) * kUnitTiles < nvt ? (unit + 1) * kUnitTiles : nvt;
     for (int64_t vt = unit * kUnitTiles; vt < vt_end; ++vt) {

@@ -29,27 +29,10 @@ int32_t backend() {
 }
 
 
-// f32 data each type can hold: integers in range for the integer types, reals otherwise.
+// f32 data each type can hold (dtypes.hpp): 16 clusters, integers in range for the integer
+// types, reals otherwise.
 std::vector<float> data_for(ivf_dtype t, int64_t n, int64_t dim, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<float> v(static_cast<std::size_t>(n * dim));
-  // Clustered so that lists and ties are realistic; integer types round the mixture.
-  const int64_t centres = 16;
-  std::vector<float> c(static_cast<std::size_t>(centres * dim));
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  for (auto& x : c) x = u(rng);
-  std::normal_distribution<float> noise(0.0f, 0.08f);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t k = static_cast<int64_t>(rng() % centres);
-    for (int64_t j = 0; j < dim; ++j) {
-      const float x = c[k * dim + j] + noise(rng);
-      float& o = v[i * dim + j];
-      if (t == IVF_DTYPE_U8) o = std::clamp(std::round(x * 255.0f), 0.0f, 255.0f);
-      else if (t == IVF_DTYPE_I8) o = std::clamp(std::round(x * 255.0f) - 128.0f, -128.0f, 127.0f);
-      else o = x * 3.0f - 1.5f;
-    }
-  }
-  return v;
+  return ivftest::data_for(t, n, dim, 16, seed, seed + 1);
 }
 
 IndexPtr typed_index(ivf_dtype t, int32_t metric, int64_t dim, int64_t nlist) {

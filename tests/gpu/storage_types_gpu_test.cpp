@@ -140,33 +140,6 @@ std::vector<float> decode(const Bytes& b, ivf_dtype t) {
 // ---------------------------------------------------------------------------------------------
 // Data
 
-// A clustered mixture each type can hold: `centres` centres uniform in [0, 1]^dim (drawn from
-// centre_seed, so base and queries share them), each row a centre plus N(0, 0.08) noise, then
-// mapped: uint8 round(255 x) clamped to [0, 255], int8 the same minus 128, floating types
-// 3 x - 1.5 (reals in about [-1.5, 1.5]).
-std::vector<float> data_for(ivf_dtype t, int64_t n, int64_t dim, int64_t centres, uint64_t centre_seed, uint64_t seed) {
-  std::vector<float> c(static_cast<std::size_t>(centres * dim));
-  {
-    std::mt19937_64 crng(centre_seed);
-    std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    for (auto& v : c) v = u(crng);
-  }
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> noise(0.0f, 0.08f);
-  std::vector<float> x(static_cast<std::size_t>(n * dim));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t k = static_cast<int64_t>(rng() % static_cast<uint64_t>(centres));
-    for (int64_t j = 0; j < dim; ++j) {
-      const float v = c[k * dim + j] + noise(rng);
-      float& o = x[i * dim + j];
-      if (t == IVF_DTYPE_U8) o = std::clamp(std::round(v * 255.0f), 0.0f, 255.0f);
-      else if (t == IVF_DTYPE_I8) o = std::clamp(std::round(v * 255.0f) - 128.0f, -128.0f, 127.0f);
-      else o = v * 3.0f - 1.5f;
-    }
-  }
-  return x;
-}
-
 // f32 queries need not be integers, even against integer rows: the integers moved by up to 0.45.
 std::vector<float> jittered(const std::vector<float>& x, uint64_t seed) {
   std::mt19937_64 rng(seed);
