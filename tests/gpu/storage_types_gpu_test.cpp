@@ -24,7 +24,9 @@
 //   with the queries given in the storage type (integer queries: exact integer distances).
 // Then: ivf_get in f32 and in the storage type; refusals of values a type cannot hold (index
 // unchanged); device memory falling with the element size; save / load and load-time
-// conversion; a small device budget over uint8 lists; recall on bigann10k (real uint8 data).
+// conversion; a small device budget over uint8 lists. Recall on bigann10k (real uint8 data,
+// uint8 and f32 queries) is tests/capi/storage_types_test.cpp's, which runs on CUDA as
+// gpu_storage_types_capi_test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -858,46 +860,4 @@ TEST(GpuStorageTypes, BudgetedUint8EqualsUnbudgeted) {
   EXPECT_GT(info(tight.get(), IVF_INFO_STREAMED_BYTES), 0) << "nothing streamed: the budget did not bind";
   EXPECT_LE(info(tight.get(), IVF_INFO_DEVICE_MEMORY_BYTES), budget);
   EXPECT_LE(info(tight.get(), IVF_INFO_RESIDENT_BYTES), budget);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Real uint8 data
-
-// bigann10k indexed as uint8 on CUDA (uint8 queries: exact integer distances) has the recall of
-// an f32 CUDA index of the same data with the same centroids, within 0.002, at every nprobe.
-TEST(GpuStorageTypes, Bigann10kAsUint8KeepsTheRecallOfF32) {
-  IVFTEST_REQUIRE_GPU();
-  const std::string dir = data_dir() + "/bigann10k/";
-  if (!file_exists(dir + "bigann10k_base.bvecs"))
-    GTEST_SKIP() << "SKIPPED LOUDLY: " << dir << "bigann10k_base.bvecs not found"
-                 << " (set IVFGPU_DATA_DIR to the shared data directory)";
-  int64_t dim = 0, nb = 0, nq = 0, gt_cols = 0, gq = 0, d2 = 0;
-  const auto base8 = read_vecs<uint8_t>(dir + "bigann10k_base.bvecs", dim, nb);
-  const auto query8 = read_vecs<uint8_t>(dir + "bigann10k_query.bvecs", d2, nq);
-  const auto gt = read_vecs<int32_t>(dir + "bigann10k_groundtruth.ivecs", gt_cols, gq);
-  ASSERT_GT(nb, 0);
-  ASSERT_EQ(dim, d2);
-  ASSERT_EQ(gq, nq);
-  const std::vector<float> base(base8.begin(), base8.end()), query(query8.begin(), query8.end());
-  const int64_t nlist = 64, k = 10;
-  IndexPtr f = typed_index(IVF_BACKEND_CUDA, IVF_DTYPE_F32, IVF_METRIC_L2, dim, nlist);
-  ASSERT_EQ(ivf_train(f.get(), base.data(), IVF_DTYPE_F32, nb, dim), IVF_OK) << ivf_last_error_message();
-  const Bytes trained = bytes_of(f.get());
-  ASSERT_EQ(ivf_add(f.get(), base.data(), IVF_DTYPE_F32, nb, dim, nullptr), IVF_OK) << ivf_last_error_message();
-  IndexPtr u = open_bytes(trained, IVF_BACKEND_CUDA, IVF_DTYPE_U8);
-  ASSERT_TRUE(u);
-  ASSERT_EQ(info(u.get(), IVF_INFO_STORAGE_TYPE), IVF_DTYPE_U8);
-  ASSERT_EQ(ivf_add(u.get(), base8.data(), IVF_DTYPE_U8, nb, dim, nullptr), IVF_OK) << ivf_last_error_message();
-  for (int64_t nprobe : {int64_t{1}, int64_t{4}, int64_t{16}, int64_t{64}}) {
-    const Searched a = search_as(f.get(), query.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
-    const Searched b = search_as(u.get(), query8.data(), IVF_DTYPE_U8, nq, dim, k, nprobe);
-    const Searched c = search_as(u.get(), query.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
-    const double ra = recall_at_k(a.ids, gt, nq, k, gt_cols), rb = recall_at_k(b.ids, gt, nq, k, gt_cols),
-                 rc = recall_at_k(c.ids, gt, nq, k, gt_cols);
-    std::printf("bigann10k on CUDA, nprobe %lld: recall f32 %.4f, uint8 (uint8 queries) %.4f, "
-                "uint8 (f32 queries) %.4f\n",
-                static_cast<long long>(nprobe), ra, rb, rc);
-    EXPECT_NEAR(ra, rb, 0.002) << "nprobe " << nprobe;
-    EXPECT_NEAR(ra, rc, 0.002) << "nprobe " << nprobe;
-  }
 }
