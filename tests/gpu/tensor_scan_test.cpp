@@ -6,6 +6,8 @@
 // both metrics, every storage type and odd dimensions (element-wise staging).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -24,23 +26,28 @@ struct KernelPin {
 };
 
 Searched search_with(const char* kernel, const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq,
-                     int64_t dim, int64_t k, int64_t nprobe) {
+                     int64_t dim, int64_t k, int64_t nprobe, const ivf_filter* filter = nullptr) {
   KernelPin pin(kernel);
   Searched s;
   s.ids.resize(static_cast<std::size_t>(nq * k));
   s.dists.resize(s.ids.size());
   auto sp = make_params({{IVF_PARAM_NPROBE, nprobe}});
+  if (filter != nullptr) EXPECT_EQ(ivf_params_set_ptr(sp.get(), IVF_PARAM_FILTER, const_cast<ivf_filter*>(filter)), IVF_OK);
   EXPECT_EQ(ivf_search(idx, sp.get(), q, qtype, nq, dim, k, s.ids.data(), s.dists.data()), IVF_OK)
       << ivf_last_error_message();
   return s;
 }
 
-// Both kernels on the same batch; returns "" or the first difference.
-std::string compare(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
-                    int64_t nprobe) {
-  const Searched simt = search_with("simt", idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
-  const Searched tensor = search_with("tensor", idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
+// Both kernels on the same batch (queries of qtype at q); returns "" or the first difference.
+std::string compare_raw(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim, int64_t k,
+                        int64_t nprobe, const ivf_filter* filter = nullptr) {
+  const Searched simt = search_with("simt", idx, q, qtype, nq, dim, k, nprobe, filter);
+  const Searched tensor = search_with("tensor", idx, q, qtype, nq, dim, k, nprobe, filter);
   return same_results(tensor.ids, tensor.dists, simt.ids, simt.dists, nq, k);
+}
+std::string compare(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
+                    int64_t nprobe, const ivf_filter* filter = nullptr) {
+  return compare_raw(idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe, filter);
 }
 
 IndexPtr built(int64_t dim, int64_t nlist, int32_t metric, ivf_dtype storage, const std::vector<float>& x) {
@@ -120,4 +127,45 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
           EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 8), "")
               << "type " << t << " dim " << dim << " metric " << metric << " k " << k;
       }
+}
+
+// Rows excluded inside the scan (removed ones, a filter's), cosine, and integer queries on
+// integer rows (exact integer re-scoring) take the same path through the refinement.
+TEST(GpuTensorScan, EqualsTheSimtScanWithRemovalsFiltersCosineAndIntegerQueries) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t n = 30000, dim = 200, nlist = 32, nq = 2000;
+  const std::vector<float> x = clustered_vectors(n, dim, 64, 31);
+  const std::vector<float> q = clustered_vectors(nq, dim, 64, 32);
+  for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_COSINE}) {
+    IndexPtr idx = built(dim, nlist, metric, IVF_DTYPE_F32, x);
+    ASSERT_TRUE(idx);
+    std::vector<int64_t> gone;
+    for (int64_t i = 0; i < n; i += 5) gone.push_back(i);  // a fifth: kept as removed bits, not compacted
+    int64_t removed = 0;
+    ASSERT_EQ(ivf_remove(idx.get(), nullptr, gone.data(), static_cast<int64_t>(gone.size()), &removed), IVF_OK)
+        << ivf_last_error_message();
+    ASSERT_EQ(removed, static_cast<int64_t>(gone.size()));
+    std::vector<int64_t> allowed;
+    for (int64_t i = 0; i < n; i += 7) allowed.push_back(i);
+    for (ivf_filter_mode mode : {IVF_FILTER_ALLOW, IVF_FILTER_DENY}) {
+      ivf_filter* f = nullptr;
+      ASSERT_EQ(ivf_filter_create(&f, allowed.data(), static_cast<int64_t>(allowed.size()), mode), IVF_OK);
+      for (int64_t k : {int64_t{10}, int64_t{200}})
+        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 8, f), "") << "metric " << metric << " mode " << mode << " k " << k;
+      ivf_filter_free(f);
+    }
+    EXPECT_EQ(compare(idx.get(), q, nq, dim, 10, 8), "") << "metric " << metric << ", removals only";
+  }
+  // uint8 rows, uint8 queries: exact integers both ways.
+  std::vector<float> xi = clustered_vectors(n, dim, 64, 33), qi = clustered_vectors(nq, dim, 64, 34);
+  for (auto* v : {&xi, &qi})
+    for (float& e : *v) e = std::min(255.0f, std::max(0.0f, std::nearbyint(e * 40.0f + 128.0f)));
+  std::vector<uint8_t> q8(qi.begin(), qi.end());
+  for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+    IndexPtr idx = built(dim, nlist, metric, IVF_DTYPE_U8, xi);
+    ASSERT_TRUE(idx);
+    for (int64_t k : {int64_t{1}, int64_t{100}})
+      EXPECT_EQ(compare_raw(idx.get(), q8.data(), IVF_DTYPE_U8, nq, dim, k, 8), "")
+          << "uint8 queries, metric " << metric << " k " << k;
+  }
 }
