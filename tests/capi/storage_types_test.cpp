@@ -94,6 +94,7 @@ Searched brute(const std::vector<float>& rows, int64_t n, const std::vector<floa
 
 // nprobe = nlist makes the search exhaustive: it must equal the brute force over what is stored.
 TEST(StorageTypes, EveryTypeMetricKAndDimAgainstABruteForce) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   for (ivf_dtype t : {IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8}) {
     for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT, IVF_METRIC_COSINE}) {
       if (is_int(t) && metric == IVF_METRIC_COSINE) continue;  // refused: see below
@@ -134,6 +135,7 @@ TEST(StorageTypes, EveryTypeMetricKAndDimAgainstABruteForce) {
 }
 
 TEST(StorageTypes, ConversionsRoundOrRefuseNamingTheRow) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   const int64_t dim = 4;
   std::vector<float> x(64 * dim, 1.0f);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7);
@@ -210,6 +212,7 @@ TEST(StorageTypes, ConversionsRoundOrRefuseNamingTheRow) {
 }
 
 TEST(StorageTypes, CosineNeedsAFloatTypeAndEveryBackendTakesCompactTypes) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   auto p = make_params({{IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_METRIC, IVF_METRIC_COSINE},
                         {IVF_PARAM_STORAGE_TYPE, IVF_DTYPE_U8}});
   ivf_index* raw = nullptr;
@@ -241,6 +244,7 @@ TEST(StorageTypes, CosineNeedsAFloatTypeAndEveryBackendTakesCompactTypes) {
 }
 
 TEST(StorageTypes, FilesKeepTheTypeAndFaissExportRefusesIt) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   const int64_t dim = 16, n = 2000, nlist = 8;
   for (ivf_dtype t : {IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8}) {
     const auto x = data_for(t, n, dim, 7);
@@ -277,6 +281,7 @@ TEST(StorageTypes, FilesKeepTheTypeAndFaissExportRefusesIt) {
 
 // An f32 file opened with a storage type converts on load (and refuses values it cannot hold).
 TEST(StorageTypes, LoadingConvertsAnF32Index) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   const int64_t dim = 8, n = 1000;
   const auto x = data_for(IVF_DTYPE_U8, n, dim, 9);  // integers: uint8 holds them exactly
   IndexPtr f = typed_index(IVF_DTYPE_F32, IVF_METRIC_L2, dim, 4);
@@ -303,6 +308,7 @@ TEST(StorageTypes, LoadingConvertsAnF32Index) {
 // bigann10k is uint8 data: indexed as uint8 it gives the recall of an f32 index of the same
 // data (within 0.002) at every nprobe.
 TEST(StorageTypes, Bigann10kAsUint8KeepsTheRecallOfF32) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   const std::string dir = data_dir() + "/bigann10k/";
   if (!file_exists(dir + "bigann10k_base.bvecs"))
     GTEST_SKIP() << "SKIPPED LOUDLY: bigann10k not found under " << data_dir()
@@ -344,6 +350,7 @@ TEST(StorageTypes, Bigann10kAsUint8KeepsTheRecallOfF32) {
 // siftsmall, unit-normalised (real values: siftsmall's integers are exact in f16 and bf16),
 // stored as f16 and bf16: recall within 0.005 of f32.
 TEST(StorageTypes, SiftsmallAsF16AndBf16KeepsTheRecall) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   const std::string dir = data_dir() + "/siftsmall/";
   if (!file_exists(dir + "siftsmall_base.fvecs"))
     GTEST_SKIP() << "SKIPPED LOUDLY: siftsmall not found under " << data_dir()
