@@ -632,3 +632,22 @@ def test_save_on_3_load_on_2(client, tmp_path):  # last: it retires one of the 3
     lo.add(x[:10])  # ids continue after the saved ones
     assert lo.count_ids([x.shape[0]]).tolist() == [1]
     lo.close()
+
+
+def test_dask_bench_runs_and_checks_equality(tmp_path):
+    """bench/dask_bench.py (the layer's cost, bench/RESULTS.md) on a tiny problem: it runs, it
+    checks the distributed results against the in-process index, and it writes its rows."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    bench = pathlib.Path(__file__).resolve().parents[3] / "bench" / "dask_bench.py"
+    out = tmp_path / "rows.json"
+    run = subprocess.run([sys.executable, str(bench), "--n", "4000", "--nlist", "16", "--nq", "200",
+                          "--nprobe", "4", "--workers", "1", "--reps", "1", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = json.loads(out.read_text())
+    assert len(rows) == 1 and rows[0]["workers"] == 1 and rows[0]["qps_dask"] > 0
+    assert rows[0]["same_ids"] > 0.99
