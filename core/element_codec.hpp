@@ -89,4 +89,19 @@ inline BFloat16 to_bfloat16(float f) {
   return b;
 }
 
+// Every f16 value decoded, indexed by its bits (built once, on first use): loops that decode
+// f16 rows read it instead of taking the branches of Half's conversion.
+const float* half_table();
+
+// Exact decoding for hot loops: float(v) for every type, f16 through half_table().
+template <class T>
+struct HostDecoder {
+  float operator()(T v) const { return static_cast<float>(v); }
+};
+template <>
+struct HostDecoder<Half> {
+  const float* table = half_table();
+  float operator()(Half h) const { return table[h.bits]; }
+};
+
 }  // namespace ivfgpu

@@ -81,11 +81,25 @@ std::vector<unsigned char> encode_rows(const MatrixView& x, ElementType to, cons
   return out;
 }
 
+const float* half_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t b = 0; b < 65536; ++b) {
+      Half h;
+      h.bits = static_cast<uint16_t>(b);
+      t[b] = static_cast<float>(h);
+    }
+    return t;
+  }();
+  return table.data();
+}
+
 void decode_into(const void* rows, ElementType type, int64_t count, float* out) {
   dispatch_element_type(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = static_cast<const T*>(rows);
-    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(src[i]);
+    const HostDecoder<T> decode;
+    for (int64_t i = 0; i < count; ++i) out[i] = decode(src[i]);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "../element_codec.hpp"
 #include "../types.hpp"
 
 namespace ivfgpu::cpu {
@@ -15,23 +16,24 @@ namespace ivfgpu::cpu {
 // reassociation, eight can. The summation order is fixed, so results repeat on every run.
 template <class T>
 float exact_distance(const float* a, const T* b, int64_t dim, Metric metric) {
+  const HostDecoder<T> x;  // exact; f16 by table
   constexpr int64_t kLanes = 8;
   float acc[kLanes] = {};
   const int64_t body = dim - dim % kLanes;
   if (metric == Metric::L2) {
     for (int64_t j = 0; j < body; j += kLanes)
       for (int64_t l = 0; l < kLanes; ++l) {
-        const float d = a[j + l] - static_cast<float>(b[j + l]);
+        const float d = a[j + l] - x(b[j + l]);
         acc[l] += d * d;
       }
     for (int64_t j = body; j < dim; ++j) {
-      const float d = a[j] - static_cast<float>(b[j]);
+      const float d = a[j] - x(b[j]);
       acc[0] += d * d;
     }
   } else {
     for (int64_t j = 0; j < body; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[j + l] * static_cast<float>(b[j + l]);
-    for (int64_t j = body; j < dim; ++j) acc[0] += a[j] * static_cast<float>(b[j]);
+      for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[j + l] * x(b[j + l]);
+    for (int64_t j = body; j < dim; ++j) acc[0] += a[j] * x(b[j]);
   }
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
