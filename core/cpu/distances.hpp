@@ -11,30 +11,39 @@
 namespace ivfgpu::cpu {
 
 // Exact squared L2 distance or inner product between an f32 query and a stored row of element
-// type T (decoded to float term by term), written once over the element type. Eight
-// independent partial sums: a float reduction in one accumulator cannot be vectorised without
-// reassociation, eight can. The summation order is fixed, so results repeat on every run.
+// type T (decoded to float term by term), written once over the element type. Eight (sixteen
+// for byte rows) independent partial sums: a float reduction in one accumulator cannot be
+// vectorised without reassociation, eight can. The summation order is fixed, so results repeat
+// on every run.
 template <class T>
 float exact_distance(const float* a, const T* b, int64_t dim, Metric metric) {
   const HostDecoder<T> x;  // exact; f16 by table
-  constexpr int64_t kLanes = 8;
+  // 16 lanes for byte rows: GCC widens 16 bytes at once (8 ran at half the f32 speed).
+  constexpr int64_t kLanes = sizeof(T) == 1 ? 16 : 8;
   float acc[kLanes] = {};
   const int64_t body = dim - dim % kLanes;
+  float xv[kLanes];  // a block decoded first: the conversion then vectorises on its own
   if (metric == Metric::L2) {
-    for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t j = 0; j < body; j += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) xv[l] = x(b[j + l]);
       for (int64_t l = 0; l < kLanes; ++l) {
-        const float d = a[j + l] - x(b[j + l]);
+        const float d = a[j + l] - xv[l];
         acc[l] += d * d;
       }
+    }
     for (int64_t j = body; j < dim; ++j) {
       const float d = a[j] - x(b[j]);
       acc[0] += d * d;
     }
   } else {
-    for (int64_t j = 0; j < body; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[j + l] * x(b[j + l]);
+    for (int64_t j = 0; j < body; j += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) xv[l] = x(b[j + l]);
+      for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[j + l] * xv[l];
+    }
     for (int64_t j = body; j < dim; ++j) acc[0] += a[j] * x(b[j]);
   }
+  if constexpr (kLanes == 16)
+    for (int64_t l = 0; l < 8; ++l) acc[l] += acc[l + 8];
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
