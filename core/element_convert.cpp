@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "errors.hpp"
@@ -11,12 +12,29 @@ namespace ivfgpu {
 
 namespace {
 
-template <class Out, class Encode>
-void encode_all(const float* src, int64_t count, int64_t dim, unsigned char* out, Encode encode) {
-  auto* o = reinterpret_cast<Out*>(out);
-  for (int64_t i = 0; i < count; ++i) o[i] = encode(src[i], i);
-  (void)dim;
+// v as a T in out, or false where T cannot hold it: f16/bf16 round to nearest even and refuse
+// what overflows; uint8/int8 take integers in range only.
+bool encode_one(float v, float& out) {
+  out = v;
+  return true;
 }
+bool encode_one(float v, Half& out) {
+  out = to_half(v);
+  return (out.bits & 0x7c00u) != 0x7c00u;
+}
+bool encode_one(float v, BFloat16& out) {
+  out = to_bfloat16(v);
+  return (out.bits & 0x7f80u) != 0x7f80u;
+}
+template <class I>
+bool encode_integer(float v, I& out) {
+  constexpr float lo = std::numeric_limits<I>::min(), hi = std::numeric_limits<I>::max();
+  if (!(v >= lo && v <= hi) || v != std::floor(v)) return false;
+  out = static_cast<I>(v);
+  return true;
+}
+bool encode_one(float v, uint8_t& out) { return encode_integer(v, out); }
+bool encode_one(float v, int8_t& out) { return encode_integer(v, out); }
 
 }  // namespace
 
@@ -44,40 +62,12 @@ std::vector<unsigned char> encode_rows(const MatrixView& x, ElementType to, cons
     fail(Errc::InvalidArgument, std::string(what) + " is " + element_name(x.type) + ": pass f32 or the index's storage type (" +
                                     element_name(to) + ")");
   const float* src = x.as<float>();
-  const int64_t dim = x.dim;
-  switch (to) {
-    case ElementType::F32:
-      std::memcpy(out.data(), src, out.size());
-      break;
-    case ElementType::F16:
-      encode_all<Half>(src, count, dim, out.data(), [&](float v, int64_t i) {
-        const Half h = to_half(v);
-        if ((h.bits & 0x7c00u) == 0x7c00u) refuse_element(what, i, dim, v, to);
-        return h;
-      });
-      break;
-    case ElementType::BF16:
-      encode_all<BFloat16>(src, count, dim, out.data(), [&](float v, int64_t i) {
-        const BFloat16 b = to_bfloat16(v);
-        if ((b.bits & 0x7f80u) == 0x7f80u) refuse_element(what, i, dim, v, to);
-        return b;
-      });
-      break;
-    case ElementType::U8:
-      encode_all<uint8_t>(src, count, dim, out.data(), [&](float v, int64_t i) {
-        if (!(v >= 0.0f && v <= 255.0f) || v != std::floor(v))
-          refuse_element(what, i, dim, v, to);
-        return static_cast<uint8_t>(v);
-      });
-      break;
-    case ElementType::I8:
-      encode_all<int8_t>(src, count, dim, out.data(), [&](float v, int64_t i) {
-        if (!(v >= -128.0f && v <= 127.0f) || v != std::floor(v))
-          refuse_element(what, i, dim, v, to);
-        return static_cast<int8_t>(v);
-      });
-      break;
-  }
+  dispatch_element_type(to, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = reinterpret_cast<T*>(out.data());
+    for (int64_t i = 0; i < count; ++i)
+      if (!encode_one(src[i], o[i])) refuse_element(what, i, x.dim, src[i], to);
+  });
   return out;
 }
 
