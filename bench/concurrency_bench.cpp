@@ -211,6 +211,9 @@ int main(int argc, char** argv) {
                 (long long)o.window_us, (long long)merged,
                 (long long)(alone.search_ms.size() + loaded.search_ms.size()));
   }
+  int64_t graphs = 0;
+  check(ivf_index_info(idx, IVF_INFO_GRAPH_SEARCHES, &graphs), "info");
+  std::printf("searches answered by a captured graph (latency path): %lld\n", (long long)graphs);
   std::printf("\n%-22s %8s %10s %10s %10s\n", "adds", "count",
               "p50 ms", "p99 ms", "max ms");
   std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", "idle index", idle_add.size(), percentile(idle_add, 0.5),

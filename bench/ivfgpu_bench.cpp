@@ -36,6 +36,10 @@
 #include <string>
 #include <vector>
 
+#ifdef IVFGPU_BENCH_DEVICE_MEMORY
+#include <cuda_runtime.h>
+#endif
+
 #include "cli.hpp"
 #include "datasets.hpp"
 #include "measure.hpp"
@@ -164,6 +168,7 @@ struct Options {
   std::string dtype = "f32", query_dtype = "f32";  // --dtype, --query-dtype
   bool integer_data = false;                       // --integer-data (implied by --dtype u8 / i8)
   bool no_recall = false;
+  std::string memory = "host";  // --memory: where queries and results live
   std::vector<int64_t> nprobes = {1, 4, 16, 64, 256}, ks = {10, 100}, batches = {1, 100, 10000};
 };
 
@@ -183,6 +188,11 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--csv", o.csv_path, "write the result rows as CSV")->type_name("FILE");
   app.add_option("--seed", o.seed, "synthetic data: seed")->type_name("N")->capture_default_str();
   app.add_flag("--no-recall", o.no_recall, "skip the ground truth (recall is reported as -1)");
+  app.add_option("--memory", o.memory,
+                 "where queries and results live: host (pageable memory, as most callers have them) or device "
+                 "(IVF_MEMORY_DEVICE: copied to the GPU once, results copied back after the timed calls)")
+      ->check(CLI::IsMember({"host", "device"}))
+      ->capture_default_str();
   app.add_option("--devices", o.shards,
                  "IVF_PARAM_SHARDS: build the index over this many parts (CUDA devices 0, 1, ... wrapping round "
                  "the usable ones; CPU parts with --backend cpu)")
@@ -384,12 +394,57 @@ int main(int argc, char** argv) {
       storage_queries ? typed_queries.data() : reinterpret_cast<const unsigned char*>(queries.data.data());
   ivf_params* sp = nullptr;
   check(ivf_params_create(&sp), "ivf_params_create");
+  // --memory device: the queries are copied to the device once; each call writes its results
+  // to device memory (at the same offsets as in the host arrays), and flush() copies the
+  // results of the calls since the last flush to the host arrays outside the timed region.
+  const bool device_memory = opt.memory == "device";
+  struct Pending {
+    int64_t* ids;
+    float* dists;
+    int64_t first, count;
+  };
+  std::vector<Pending> pending;
+  unsigned char* d_queries = nullptr;
+  int64_t* d_ids = nullptr;
+  float* d_dists = nullptr;
+  if (device_memory) {
+#ifdef IVFGPU_BENCH_DEVICE_MEMORY
+    const std::size_t qb = static_cast<std::size_t>(nq * dim) * qtype.bytes, rb = static_cast<std::size_t>(nq * kmax);
+    if (cudaMalloc(&d_queries, qb) != cudaSuccess || cudaMalloc(&d_ids, rb * sizeof(int64_t)) != cudaSuccess ||
+        cudaMalloc(&d_dists, rb * sizeof(float)) != cudaSuccess ||
+        cudaMemcpy(d_queries, qbytes, qb, cudaMemcpyHostToDevice) != cudaSuccess) {
+      std::fprintf(stderr, "ivfgpu_bench: --memory device: cannot place the queries on the device\n");
+      return 1;
+    }
+    check(ivf_params_set_int(sp, IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE), "memory kind");
+#else
+    std::fprintf(stderr, "ivfgpu_bench: --memory device needs a build with CUDA\n");
+    return 1;
+#endif
+  }
+  const auto flush = [&] {
+#ifdef IVFGPU_BENCH_DEVICE_MEMORY
+    for (const Pending& p : pending) {
+      const std::size_t c = static_cast<std::size_t>(p.count);
+      if (cudaMemcpy(p.ids, d_ids + p.first, c * sizeof(int64_t), cudaMemcpyDeviceToHost) != cudaSuccess ||
+          cudaMemcpy(p.dists, d_dists + p.first, c * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        std::fprintf(stderr, "ivfgpu_bench: cannot copy results back from the device\n");
+        std::exit(1);
+      }
+    }
+#endif
+    pending.clear();
+  };
   // Queries first .. first + rows - 1.
   auto run = [&](int64_t first, int64_t rows, int64_t k, int64_t nprobe, int64_t* ids, float* dists) {
     check(ivf_params_set_int(sp, IVF_PARAM_NPROBE, nprobe), "nprobe");
-    check(ivf_search(idx, sp, qbytes + static_cast<std::size_t>(first * dim) * qtype.bytes, qtype.value, rows, dim, k,
-                     ids, dists),
-          "ivf_search");
+    const unsigned char* q = (device_memory ? d_queries : qbytes) + static_cast<std::size_t>(first * dim) * qtype.bytes;
+    if (device_memory) {
+      check(ivf_search(idx, sp, q, qtype.value, rows, dim, k, d_ids + first * k, d_dists + first * k), "ivf_search");
+      if (pending.empty() || pending.back().ids != ids) pending.push_back(Pending{ids, dists, first * k, rows * k});
+      return;
+    }
+    check(ivf_search(idx, sp, q, qtype.value, rows, dim, k, ids, dists), "ivf_search");
   };
 
   std::vector<int64_t> gt(static_cast<std::size_t>(nq * kmax));
@@ -408,6 +463,7 @@ int main(int argc, char** argv) {
   } else if (recall) {
     t0 = Clock::now();
     run(0, nq, kmax, nlist, gt.data(), gtd.data());
+    flush();
     exhaustive_s = seconds_since(t0);
     std::printf("ground truth: exhaustive search (nprobe = nlist = %lld), k = %lld: %.3f s, %.0f QPS\n",
                 (long long)nlist, (long long)kmax, exhaustive_s, nq / exhaustive_s);
@@ -461,6 +517,7 @@ int main(int argc, char** argv) {
           }
           r.qps = median(qps);
         }
+        flush();
         r.p50_ms = percentile(lat, 0.5) * 1e3;
         r.p99_ms = percentile(lat, 0.99) * 1e3;
         double sum = 0;
@@ -497,9 +554,9 @@ int main(int argc, char** argv) {
   }
 
   // Summary table in the layout of docs/performance.md.
-  std::printf("\n%lld x %lld, nlist %lld, %lld queries (%s), dtype %s, queries %s, device memory %.1f MiB\n",
+  std::printf("\n%lld x %lld, nlist %lld, %lld queries (%s), dtype %s, queries %s in %s memory, device memory %.1f MiB\n",
               (long long)n, (long long)dim, (long long)nlist, (long long)nq, data_name.c_str(), dtype.name, qtype.name,
-              dev_bytes / 1048576.0);
+              opt.memory.c_str(), dev_bytes / 1048576.0);
   std::printf("| nprobe | k | batch | QPS | recall | p50 ms | p99 ms |\n|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows)
     std::printf("| %lld | %lld | %lld | %.0f | %.4f | %.3f | %.3f |\n", (long long)r.nprobe, (long long)r.k,
@@ -526,6 +583,7 @@ int main(int argc, char** argv) {
                                 {"backend", backend_name},
                                 {"dtype", dtype.name},
                                 {"query_dtype", qtype.name},
+                                {"memory", opt.memory},
                                 {"integer_data", integer_data},
                                 {"train_s", train_s},
                                 {"add_s", add_s},
@@ -582,6 +640,11 @@ int main(int argc, char** argv) {
   }
   ivf_params_free(sp);
   ivf_params_free(bp);
+#ifdef IVFGPU_BENCH_DEVICE_MEMORY
+  cudaFree(d_queries);
+  cudaFree(d_ids);
+  cudaFree(d_dists);
+#endif
   ivf_free(idx);
   return 0;
 }

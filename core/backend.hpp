@@ -37,6 +37,8 @@ struct BackendInfo {
   std::size_t streamed_bytes = 0;
   // Shards (IVF_PARAM_SHARDS): parts, and those still serving; 1 and 1 for a plain index.
   int64_t parts = 1, live_parts = 1;
+  // Searches answered by replaying a captured CUDA graph (the small-batch path).
+  int64_t graph_searches = 0;
 };
 
 class Backend {

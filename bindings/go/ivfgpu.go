@@ -1091,6 +1091,12 @@ func (ix *Index) MergedSearches() (int64, error) {
 	return ix.info("MergedSearches", C.IVF_INFO_MERGED_SEARCHES)
 }
 
+// GraphSearches returns the searches of at most 64 queries answered by replaying a captured
+// CUDA graph (the opt-in latency path, IVFGPU_SEARCH_GRAPH=1); 0 on the CPU.
+func (ix *Index) GraphSearches() (int64, error) {
+	return ix.info("GraphSearches", C.IVF_INFO_GRAPH_SEARCHES)
+}
+
 // Save writes the index to path atomically (path is replaced only on success).
 func (ix *Index) Save(path string) error { return ix.save("Save", path, 0) }
 

@@ -197,6 +197,7 @@ IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int6
       case IVF_INFO_SHARDS: *value = info().parts; break;
       case IVF_INFO_LIVE_SHARDS: *value = info().live_parts; break;
       case IVF_INFO_STORAGE_TYPE: *value = static_cast<int64_t>(idx.storage()); break;
+      case IVF_INFO_GRAPH_SEARCHES: *value = info().graph_searches; break;
       default: fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
     }
   });

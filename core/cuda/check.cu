@@ -2,7 +2,9 @@
 
 #include "cublas_loader.hpp"
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 namespace ivfgpu::cuda {
 
@@ -26,6 +28,16 @@ bool is_sticky(cudaError_t e) noexcept {
     default:
       return false;
   }
+}
+
+cudaError_t retry_during_capture(cudaError_t (*call)(void*), void* arg) noexcept {
+  cudaError_t e = call(arg);
+  for (int tries = 0; e == cudaErrorStreamCaptureUnsupported && tries < 20000; ++tries) {
+    (void)cudaGetLastError();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    e = call(arg);
+  }
+  return e;
 }
 
 void throw_cuda(cudaError_t e, const char* expr, const char* file, int line) {

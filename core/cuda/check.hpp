@@ -8,12 +8,25 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "../errors.hpp"
 
 namespace ivfgpu::cuda {
 
 // True for errors that leave the CUDA context unusable for the rest of the process.
 bool is_sticky(cudaError_t e) noexcept;
+
+// Runs a call that synchronises the whole device (cudaDeviceSynchronize, cudaHostAlloc,
+// cudaFreeHost, ...) and would be refused while another thread captures a search graph
+// (small_batch.hpp): retried every 50 us until the capture has ended (a capture takes well
+// under a millisecond), for at most a second. Returns the call's last result.
+cudaError_t retry_during_capture(cudaError_t (*call)(void*), void* arg) noexcept;
+template <class F>
+cudaError_t retry_during_capture(F&& f) noexcept {
+  using Fn = std::remove_reference_t<F>;
+  return retry_during_capture([](void* a) { return (*static_cast<Fn*>(a))(); }, static_cast<void*>(&f));
+}
 
 [[noreturn]] void throw_cuda(cudaError_t e, const char* expr, const char* file, int line);
 [[noreturn]] void throw_cublas(cublasStatus_t s, const char* expr, const char* file, int line);

@@ -56,7 +56,15 @@ int usable_device_count(std::string* why) {
 
 namespace {
 
+// Numbers every state made in the process, so a cache keyed by it (captured search graphs)
+// can never mistake a new state for an old one whose memory it happens to reuse.
+uint64_t next_state_serial() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 struct CudaState final : IndexState {
+  const uint64_t serial = next_state_serial();
   CentroidsPtr host;                               // null until trained
   std::shared_ptr<const DeviceCentroids> device;   // null until trained
   std::shared_ptr<const DeviceListStore> store;
@@ -265,6 +273,7 @@ class CudaBackend final : public Backend {
       view.centroids = st.device->centroids.data();
       view.centroid_norms = st.device->norms.data();
       view.lists = st.store->view();
+      view.state_id = st.serial;
       IdSetView filter_set;
       if (req.filter != nullptr) {
         const auto& copy = static_cast<const DeviceIdSet&>(req.filter->device_copy(
@@ -339,6 +348,7 @@ class CudaBackend final : public Backend {
     const ListView v = st.store->view();
     for (int64_t l = 0; l < v.nlist; ++l) info.resident_lists += v.host_size[l] > 0 ? 1 : 0;
     info.resident_bytes = st.store->bytes();
+    info.graph_searches = ctx_.graph_searches();
     return info;
   }
 
@@ -346,6 +356,7 @@ class CudaBackend final : public Backend {
     retire_finished_noexcept();
     // Frees of the replaced state were queued on the mutation stream: let them land first.
     (void)cudaStreamSynchronize(main());
+    ctx_.release_search_caches();
     ctx_.trim_pool();
   }
 

@@ -1,4 +1,4 @@
-// RAII owners of CUDA streams, events and cuBLAS handles. Destructors never throw and tolerate
+// RAII owners of CUDA streams, events, graphs and cuBLAS handles. Destructors never throw and tolerate
 // a CUDA runtime that is shutting down (errors are ignored).
 #pragma once
 
@@ -46,6 +46,12 @@ struct StreamTraits {
 struct EventTraits {
   static void destroy(cudaEvent_t e) noexcept { (void)cudaEventDestroy(e); }
 };
+struct GraphTraits {
+  static void destroy(cudaGraph_t g) noexcept { (void)cudaGraphDestroy(g); }
+};
+struct GraphExecTraits {
+  static void destroy(cudaGraphExec_t g) noexcept { (void)cudaGraphExecDestroy(g); }
+};
 struct BlasTraits {
   static void destroy(cublasHandle_t h) noexcept { (void)blas::destroy(h); }
 };
@@ -53,6 +59,8 @@ struct BlasTraits {
 using UniqueStream = UniqueHandle<cudaStream_t, StreamTraits>;
 using UniqueEvent = UniqueHandle<cudaEvent_t, EventTraits>;
 using UniqueBlas = UniqueHandle<cublasHandle_t, BlasTraits>;
+using UniqueGraph = UniqueHandle<cudaGraph_t, GraphTraits>;
+using UniqueGraphExec = UniqueHandle<cudaGraphExec_t, GraphExecTraits>;
 
 inline UniqueStream make_stream() {
   cudaStream_t s = nullptr;

@@ -7,6 +7,8 @@
 #include "check.hpp"
 #include "cublas_loader.hpp"
 #include "cuda_backend.hpp"
+#include "scratch_arena.hpp"
+#include "search_cache.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -67,22 +69,29 @@ DeviceContext::~DeviceContext() {
   int previous = -1;
   (void)cudaGetDevice(&previous);
   (void)cudaSetDevice(limits_.device);
-  for (auto& w : workers_)
+  // Each worker's work is done before its stream goes. No device-wide synchronisation: another
+  // thread may be capturing a search graph, and cudaDeviceSynchronize during a capture was
+  // seen to crash inside the driver (CUDA 13.0, H100). A pool destroyed with frees still
+  // pending releases its memory once they complete.
+  for (auto& w : workers_) {
+    (void)cudaStreamSynchronize(w->stream.get());
     if (w->workspace) {
-      (void)cudaStreamSynchronize(w->stream.get());
       deallocate(w->workspace, w->stream.get());
+      (void)cudaStreamSynchronize(w->stream.get());
     }
+  }
   workers_.clear();  // RAII: handles and streams
   if (pool_) {
-    (void)cudaDeviceSynchronize();
     if (state_pool_ != pool_) (void)cudaMemPoolDestroy(state_pool_);
     (void)cudaMemPoolDestroy(pool_);
   }
+  (void)cudaGetLastError();  // what failed here must not be reported by this thread's next call
   if (previous >= 0) (void)cudaSetDevice(previous);
 }
 
 void* DeviceContext::allocate(std::size_t bytes, cudaStream_t stream, MemoryUse use) const {
   if (bytes == 0) bytes = 1;
+  if (ScratchArena* arena = active_arena(*this)) return arena->take(bytes);  // a graph capture
   void* p = nullptr;
   cudaMemPool_t pool = use == MemoryUse::State ? state_pool_ : pool_;
   cudaError_t e = use_pool_ ? cudaMallocFromPoolAsync(&p, bytes, pool, stream) : cudaMalloc(&p, bytes);
@@ -100,6 +109,7 @@ void* DeviceContext::allocate(std::size_t bytes, cudaStream_t stream, MemoryUse 
 
 void DeviceContext::deallocate(void* p, cudaStream_t stream) const noexcept {
   if (p == nullptr) return;
+  if (const ScratchArena* arena = active_arena(*this); arena != nullptr && arena->owns(p)) return;
   if (use_pool_)
     (void)cudaFreeAsync(p, stream);
   else
@@ -166,6 +176,15 @@ std::size_t DeviceContext::pool_cached_bytes() const noexcept {
     return 0;
   }
   return reserved > used ? static_cast<std::size_t>(reserved - used) : 0;
+}
+
+void DeviceContext::release_search_caches() const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Worker* w : free_) {
+    if (!w->search) continue;
+    release_device_memory(*w->search);  // frees on the worker's stream: wait, so the trim sees it
+    (void)cudaStreamSynchronize(w->stream.get());
+  }
 }
 
 void DeviceContext::trim_pool() const noexcept {

@@ -6,7 +6,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,11 +45,16 @@ class DeviceGuard {
 // gives memory back and the scratch pool's chunks are never pinned by long-lived arrays.
 enum class MemoryUse { Scratch, State };
 
+struct SearchCache;  // search_cache.hpp
+
 // A stream and its cuBLAS handle, checked out of the pool for one call.
 struct Worker {
   UniqueStream stream;
   UniqueBlas blas;
   void* workspace = nullptr;  // capped contexts: cuBLAS's workspace, from the pool
+  // What searches keep between calls on this worker (pinned staging, captured graphs); made by
+  // the first search that needs it. Destroyed first, while the stream and pool still live.
+  std::shared_ptr<SearchCache> search;
 };
 
 // cuBLAS workspace per worker of a context with a pool limit (a device budget).
@@ -76,6 +83,10 @@ class DeviceContext {
   // Pool bytes held from the driver (in use or cached); 0 without a pool.
   std::size_t pool_reserved_bytes() const noexcept;
   void trim_pool() const noexcept;
+  bool pool_enabled() const noexcept { return use_pool_; }
+  // Drops the graphs and scratch arenas idle workers keep for searches (not their pinned
+  // staging: see SmallBatchGraphs::release_device_memory); a worker serving a call keeps its own.
+  void release_search_caches() const noexcept;
 
   // Resident blocks per SM of `kernel` at `threads` per block and `smem` dynamic bytes, asked
   // once per (kernel, threads, smem) for this device.
@@ -83,6 +94,10 @@ class DeviceContext {
   // Opts `kernel` in to `bytes` of dynamic shared memory once (cudaFuncSetAttribute is not
   // safe to race with launches of the same kernel from other threads).
   void opt_in_shared_memory(const void* kernel, std::size_t bytes) const;
+
+  // Searches answered by one replay of a captured graph (small_batch.hpp), for IVF_INFO.
+  void count_graph_search() const noexcept { graph_searches_.fetch_add(1, std::memory_order_relaxed); }
+  int64_t graph_searches() const noexcept { return graph_searches_.load(std::memory_order_relaxed); }
 
   // A worker for one call; `caller` (may be null) replaces the worker's own stream.
   class Lease {
@@ -94,6 +109,7 @@ class DeviceContext {
     cudaStream_t stream() const { return stream_; }
     cublasHandle_t blas() const { return worker_->blas.get(); }
     bool own_stream() const { return stream_ == worker_->stream.get(); }
+    Worker& worker() const { return *worker_; }
 
    private:
     const DeviceContext& ctx_;
@@ -116,6 +132,7 @@ class DeviceContext {
   mutable std::mutex cache_mutex_;
   mutable std::map<std::pair<const void*, std::pair<int, std::size_t>>, int> occupancy_;
   mutable std::map<const void*, std::size_t> smem_opt_in_;
+  mutable std::atomic<int64_t> graph_searches_{0};
 };
 
 }  // namespace ivfgpu::cuda

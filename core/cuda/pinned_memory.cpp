@@ -5,6 +5,7 @@
 #include <string>
 
 #include "../errors.hpp"
+#include "check.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -14,7 +15,8 @@ class Pinned final : public tier::HostMemory {
  public:
   void* allocate(std::size_t bytes, void** device) override {
     void* p = nullptr;
-    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+    const cudaError_t e =
+        retry_during_capture([&] { return cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped); });
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       fail(Errc::OutOfHostMemory, "host tier: cannot allocate " + std::to_string(bytes >> 20) +
@@ -23,10 +25,11 @@ class Pinned final : public tier::HostMemory {
     *device = device_address(p);
     return p;
   }
-  void release(void* p) noexcept override { (void)cudaFreeHost(p); }
+  void release(void* p) noexcept override { (void)retry_during_capture([&] { return cudaFreeHost(p); }); }
 
   void register_range(void* p, std::size_t bytes, void** device) override {
-    const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+    const cudaError_t e = retry_during_capture(
+        [&] { return cudaHostRegister(p, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped); });
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       fail(Errc::OutOfHostMemory, "host tier: cannot pin " + std::to_string(bytes >> 20) + " MiB of loaded lists (" +
@@ -34,7 +37,9 @@ class Pinned final : public tier::HostMemory {
     }
     *device = device_address(p);
   }
-  void unregister_range(void* p) noexcept override { (void)cudaHostUnregister(p); }
+  void unregister_range(void* p) noexcept override {
+    (void)retry_during_capture([&] { return cudaHostUnregister(p); });
+  }
 
  private:
   static void* device_address(void* p) {

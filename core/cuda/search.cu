@@ -1,6 +1,9 @@
 #include "search.hpp"
 
+#include "search_stages.hpp"
+
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -17,6 +20,7 @@
 #include "rows.hpp"
 #include "scan.hpp"
 #include "select.hpp"
+#include "small_batch.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -58,35 +62,35 @@ __global__ void pad_kernel(int64_t total, float pad, int64_t* out_ids, float* ou
 
 }  // namespace
 
-void run_search(const DeviceContext& ctx, const SearchIndexView& index, const SearchRequest& req) {
-  const DeviceLimits& limits = ctx.limits();
-  const int64_t dim = index.dim, nlist = index.nlist, k = req.k, nprobe = req.nprobe, n = req.n();
-  const bool larger = larger_is_better(index.metric);
-  const float pad = larger ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
-  const ListView& lists = index.lists;
-  const bool host = req.memory == MemoryKind::Host;
-  const bool normalize = index.metric == Metric::Cosine;
+SearchPlan plan_search(const SearchIndexView& index, const SearchRequest& req) {
+  SearchPlan p;
+  p.dim = index.dim;
+  p.nlist = index.nlist;
+  p.k = req.k;
+  p.nprobe = req.nprobe;
+  p.metric = index.metric;
+  p.larger = larger_is_better(index.metric);
+  p.pad = p.larger ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
   // Queries of a compact type are decoded to f32 on the device (element_rows.hpp); integer
   // queries against integer rows keep integer arithmetic in the scan.
-  const ElementType qtype = req.queries.type;
-  const bool decode = qtype != ElementType::F32;
-  const std::size_t q_elem = element_size(qtype);
-
-  // The caller's worker when it holds one (a budgeted search: one cuBLAS handle per search).
-  std::optional<DeviceContext::Lease> own;
-  if (index.lease == nullptr) own.emplace(ctx, static_cast<cudaStream_t>(req.stream));
-  const DeviceContext::Lease& lease = index.lease != nullptr ? *index.lease : *own;
-  cudaStream_t stream = lease.stream();
-
+  p.qtype = req.queries.type;
+  p.decode = p.qtype != ElementType::F32;
+  p.normalize = index.metric == Metric::Cosine;
+  p.empty = index.lists.ntotal == 0;
   // The longest candidate row any query can have: the nprobe largest lists together.
-  const int64_t bound = lists.largest_prefix[nprobe];
-  if (bound >= (int64_t{1} << 31))
+  p.bound = index.lists.largest_prefix[p.nprobe];
+  if (p.bound >= (int64_t{1} << 31))
     fail(Errc::Unsupported, "search: a query's probed lists hold 2^31 or more vectors; lower nprobe");
+  return p;
+}
+
+int64_t initial_chunk(const DeviceContext& ctx, const SearchIndexView& index, const SearchPlan& p, int64_t n) {
+  const int64_t bound = p.bound, nlist = p.nlist, k = p.k, nprobe = p.nprobe, dim = p.dim;
   // Candidate rows of a chunk: up to 1/16 of the device's memory, at most 4 GiB (1G floats),
   // so that big batches keep many queries per list tile.
   const int64_t cand_budget = std::max<int64_t>(
-      int64_t{1} << 24, std::min<int64_t>(int64_t{1} << 30, static_cast<int64_t>(limits.total_memory / 64)));
-  int64_t chunk = n;
+      int64_t{1} << 24, std::min<int64_t>(int64_t{1} << 30, static_cast<int64_t>(ctx.limits().total_memory / 64)));
+  int64_t chunk = std::max<int64_t>(n, 1);
   // A budgeted index sizes its chunks from its scratch share below instead.
   if (bound > 0 && index.scratch_budget == 0) chunk = std::min(chunk, std::max<int64_t>(1, cand_budget / bound));
   chunk = std::min(chunk, std::max<int64_t>(1, kCoarseBudget / nlist));
@@ -98,33 +102,128 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     const int64_t per_query = 4 * (2 * dim + nlist + bound + 3 * nprobe + 4 * k) + 8 * (nprobe + 2 + k) + 64;
     chunk = std::min(chunk, std::max<int64_t>(1, static_cast<int64_t>(index.scratch_budget) * 4 / (5 * per_query)));
   }
+  return chunk;
+}
+
+ChunkScratch::ChunkScratch(const DeviceContext& ctx, const SearchPlan& p, int64_t rows, cudaStream_t stream) {
+  const auto n = [](int64_t v) { return static_cast<std::size_t>(std::max<int64_t>(1, v)); };
+  if (p.decode || p.normalize) q_buf = DeviceBuffer<float>(ctx, n(rows * p.dim), stream);
+  if (p.empty) return;
+  coarse = DeviceBuffer<float>(ctx, n(rows * p.nlist), stream);
+  probes = DeviceBuffer<int32_t>(ctx, n(rows * p.nprobe), stream);
+  probe_count = DeviceBuffer<int32_t>(ctx, n(rows), stream);
+  cand_off = DeviceBuffer<int64_t>(ctx, n(rows * (p.nprobe + 1)), stream);
+  cand_len = DeviceBuffer<int64_t>(ctx, n(rows), stream);
+  cand = DeviceBuffer<float>(ctx, n(rows * p.bound), stream);
+  sel_pos = DeviceBuffer<int32_t>(ctx, n(rows * p.k), stream);
+  sel_key = DeviceBuffer<float>(ctx, n(rows * p.k), stream);
+  sel_count = DeviceBuffer<int32_t>(ctx, n(rows), stream);
+}
+
+void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                   const SearchRequest& req, const SearchPlan& plan, ChunkScratch& s, const void* raw, int64_t rows,
+                   int64_t* out_ids, float* out_dists) {
+  cudaStream_t stream = lease.stream();
+  const int64_t k = plan.k, nprobe = plan.nprobe, nlist = plan.nlist;
+  if (plan.empty) {
+    pad_kernel<<<grid_for(rows * k), kDefaultThreads, 0, stream>>>(rows * k, plan.pad, out_ids, out_dists);
+    IVF_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const ListView& lists = index.lists;
+  const float* queries = static_cast<const float*>(raw);
+  if (plan.decode) {
+    decode_rows_on_device(stream, plan.qtype, raw, rows, plan.dim, s.q_buf.data());
+    queries = s.q_buf.data();
+  }
+  if (plan.normalize) {
+    normalize_rows(stream, queries, rows, plan.dim, s.q_buf.data());
+    queries = s.q_buf.data();
+  }
+  // A: coarse scores (smaller is better), B: the nprobe best lists, best first.
+  coarse_gemm(lease.blas(), queries, rows, index.centroids, nlist, plan.dim, plan.metric, s.coarse.data());
+  SelectInput cin;
+  cin.keys = s.coarse.data();
+  cin.stride = nlist;
+  cin.fixed_len = nlist;
+  cin.max_len = nlist;
+  cin.addend = plan.metric == Metric::L2 ? index.centroid_norms : nullptr;
+  select_topk(ctx, stream, cin, rows, nprobe, false, SelectOutput{s.probes.data(), nullptr, s.probe_count.data()});
+  // C: exact distances to every vector of the probed lists.
+  ScanProblem sp;
+  sp.queries = queries;
+  sp.nq = rows;
+  sp.nprobe = nprobe;
+  sp.probes = s.probes.data();
+  sp.lists = lists;
+  sp.metric = plan.metric;
+  sp.cand = CandidateRows{s.cand.data(), plan.bound, s.cand_off.data(), s.cand_len.data(), nprobe};
+  sp.excluded = plan.pad;
+  sp.integer_queries = is_integer(plan.qtype) && plan.qtype == lists.type;
+  sp.k = k;
+  if (req.filter != nullptr && index.filter_set != nullptr) {
+    sp.filter = req.filter->allow() ? ScanProblem::Filter::Allow : ScanProblem::Filter::Deny;
+    sp.filter_set = *index.filter_set;
+  }
+  ScanOutcome scanned;
+  if (index.scanner != nullptr)
+    index.scanner->scan(ctx, stream, sp);
+  else
+    scanned = scan_lists(ctx, stream, sp);
+  // D: the k best candidates of each query, then their ids. A tensor-core scan's keys are
+  // bounds: the first top-k tells which rows to re-score exactly, the second is the answer.
+  SelectInput din;
+  din.keys = s.cand.data();
+  din.stride = plan.bound;
+  din.lens = s.cand_len.data();
+  din.max_len = plan.bound;
+  const SelectOutput dout{s.sel_pos.data(), s.sel_key.data(), s.sel_count.data()};
+  select_topk(ctx, stream, din, rows, k, plan.larger, dout);
+  if (scanned.needs_refine) {
+    refine_candidates(ctx, stream, sp, scanned, s.sel_key.data(), s.sel_count.data(), k);
+    select_topk(ctx, stream, din, rows, k, plan.larger, dout);
+  }
+  finalize_kernel<<<grid_for(rows * k), kDefaultThreads, 0, stream>>>(
+      s.sel_pos.data(), s.sel_key.data(), s.sel_count.data(), rows, k, sp.cand, s.probes.data(), lists.start,
+      lists.ids, index.list_ids, plan.pad, out_ids, out_dists);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+void run_search(const DeviceContext& ctx, const SearchIndexView& index, const SearchRequest& req) {
+  const SearchPlan plan = plan_search(index, req);
+  const int64_t n = req.n(), k = plan.k;
+  const bool host = req.memory == MemoryKind::Host;
+
+  // The caller's worker when it holds one (a budgeted search: one cuBLAS handle per search).
+  std::optional<DeviceContext::Lease> own;
+  if (index.lease == nullptr) own.emplace(ctx, static_cast<cudaStream_t>(req.stream));
+  const DeviceContext::Lease& lease = index.lease != nullptr ? *index.lease : *own;
+  cudaStream_t stream = lease.stream();
+
+  // A handful of queries: one graph launch (small_batch.hpp), when the request is one for it.
+  if (run_small_batch(ctx, lease, index, req, plan)) return;
 
   // Scratch for one chunk, reused by every chunk. Out of memory (e.g. many large searches at
   // once) halves the chunk and tries again; only a single query that cannot fit fails.
-  const bool stage_queries = host || normalize || decode;
-  DeviceBuffer<unsigned char> q_raw;  // host queries of a compact type, before decoding
-  DeviceBuffer<float> q_buf, coarse, cand, sel_key;
-  DeviceBuffer<int64_t> out_ids_buf, cand_off, cand_len;
-  DeviceBuffer<float> out_dists_buf;
-  DeviceBuffer<int32_t> probes, probe_count, sel_pos, sel_count;
+  //
+  // Host memory: each chunk's queries and results are copied straight from and to the
+  // caller's pageable memory. A call is never cut into more chunks than its scratch needs to
+  // hide those copies: each chunk reads every probed list again (at nprobe 1, 10,000 queries in
+  // 4 chunks ran 2.3x slower on the H100 than in one), and staging through pinned buffers in
+  // pieces measured no faster than the driver's own pageable copies (bench/RESULTS.md).
+  int64_t chunk = initial_chunk(ctx, index, plan, n);
+  const std::size_t row_in = static_cast<std::size_t>(plan.dim) * element_size(plan.qtype);
+  ChunkScratch scratch;
+  DeviceBuffer<unsigned char> q_in;
+  DeviceBuffer<int64_t> ids_out;
+  DeviceBuffer<float> dists_out;
   for (;;) {
     try {
-      if (stage_queries) q_buf = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * dim), stream);
-      if (decode && host) q_raw = DeviceBuffer<unsigned char>(ctx, static_cast<std::size_t>(chunk * dim) * q_elem, stream);
+      scratch = ChunkScratch(ctx, plan, chunk, stream);
       if (host) {
-        out_ids_buf = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk * k), stream);
-        out_dists_buf = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * k), stream);
-      }
-      if (lists.ntotal > 0) {
-        coarse = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * nlist), stream);
-        probes = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(chunk * nprobe), stream);
-        probe_count = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(chunk), stream);
-        cand_off = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk * (nprobe + 1)), stream);
-        cand_len = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk), stream);
-        cand = DeviceBuffer<float>(ctx, static_cast<std::size_t>(std::max<int64_t>(1, chunk * bound)), stream);
-        sel_pos = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(chunk * k), stream);
-        sel_key = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * k), stream);
-        sel_count = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(chunk), stream);
+        q_in = DeviceBuffer<unsigned char>(ctx, row_in * static_cast<std::size_t>(chunk), stream);
+        ids_out = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk * k), stream);
+        dists_out = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * k), stream);
       }
       break;
     } catch (const Error& e) {
@@ -132,97 +231,20 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
       chunk = (chunk + 1) / 2;
     }
   }
-  if (lists.ntotal == 0) {
-    for (int64_t q0 = 0; q0 < n; q0 += chunk) {
-      const int64_t rows = std::min(chunk, n - q0);
-      int64_t* oi = host ? out_ids_buf.data() : req.ids + q0 * k;
-      float* od = host ? out_dists_buf.data() : req.dists + q0 * k;
-      pad_kernel<<<grid_for(rows * k), kDefaultThreads, 0, stream>>>(rows * k, pad, oi, od);
-      IVF_CUDA_CHECK_LAUNCH();
-      if (host) {
-        IVF_CUDA_CHECK(cudaMemcpyAsync(req.ids + q0 * k, oi, sizeof(int64_t) * rows * k, cudaMemcpyDeviceToHost, stream));
-        IVF_CUDA_CHECK(cudaMemcpyAsync(req.dists + q0 * k, od, sizeof(float) * rows * k, cudaMemcpyDeviceToHost, stream));
-      }
-    }
-    if (host || lease.own_stream()) IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return;
-  }
-
   for (int64_t q0 = 0; q0 < n; q0 += chunk) {
     progress::set(static_cast<double>(q0) / static_cast<double>(n));
     const int64_t rows = std::min(chunk, n - q0);
-    const float* queries = nullptr;
-    const auto* raw = static_cast<const unsigned char*>(req.queries.data) + static_cast<std::size_t>(q0 * dim) * q_elem;
-    if (decode) {
-      if (host) {
-        IVF_CUDA_CHECK(cudaMemcpyAsync(q_raw.data(), raw, q_elem * rows * dim, cudaMemcpyHostToDevice, stream));
-        raw = q_raw.data();
-      }
-      decode_rows_on_device(stream, qtype, raw, rows, dim, q_buf.data());
-      queries = q_buf.data();
-    } else if (host) {
-      IVF_CUDA_CHECK(cudaMemcpyAsync(q_buf.data(), raw, sizeof(float) * rows * dim, cudaMemcpyHostToDevice, stream));
-      queries = q_buf.data();
-    } else {
-      queries = reinterpret_cast<const float*>(raw);
+    const auto* raw = static_cast<const unsigned char*>(req.queries.data) + row_in * static_cast<std::size_t>(q0);
+    if (!host) {
+      enqueue_chunk(ctx, lease, index, req, plan, scratch, raw, rows, req.ids + q0 * k, req.dists + q0 * k);
+      continue;
     }
-    if (normalize) {
-      normalize_rows(stream, queries, rows, dim, q_buf.data());
-      queries = q_buf.data();
-    }
-    // A: coarse scores (smaller is better), B: the nprobe best lists, best first.
-    coarse_gemm(lease.blas(), queries, rows, index.centroids, nlist, dim, index.metric, coarse.data());
-    SelectInput cin;
-    cin.keys = coarse.data();
-    cin.stride = nlist;
-    cin.fixed_len = nlist;
-    cin.max_len = nlist;
-    cin.addend = index.metric == Metric::L2 ? index.centroid_norms : nullptr;
-    select_topk(ctx, stream, cin, rows, nprobe, false, SelectOutput{probes.data(), nullptr, probe_count.data()});
-    // C: exact distances to every vector of the probed lists.
-    ScanProblem sp;
-    sp.queries = queries;
-    sp.nq = rows;
-    sp.nprobe = nprobe;
-    sp.probes = probes.data();
-    sp.lists = lists;
-    sp.metric = index.metric;
-    sp.cand = CandidateRows{cand.data(), bound, cand_off.data(), cand_len.data(), nprobe};
-    sp.excluded = pad;
-    sp.integer_queries = is_integer(qtype) && qtype == lists.type;
-    sp.k = k;
-    if (req.filter != nullptr && index.filter_set != nullptr) {
-      sp.filter = req.filter->allow() ? ScanProblem::Filter::Allow : ScanProblem::Filter::Deny;
-      sp.filter_set = *index.filter_set;
-    }
-    ScanOutcome scanned;
-    if (index.scanner != nullptr)
-      index.scanner->scan(ctx, stream, sp);
-    else
-      scanned = scan_lists(ctx, stream, sp);
-    // D: the k best candidates of each query, then their ids. A tensor-core scan's keys are
-    // bounds: the first top-k tells which rows to re-score exactly, the second is the answer.
-    SelectInput din;
-    din.keys = cand.data();
-    din.stride = bound;
-    din.lens = cand_len.data();
-    din.max_len = bound;
-    const SelectOutput dout{sel_pos.data(), sel_key.data(), sel_count.data()};
-    select_topk(ctx, stream, din, rows, k, larger, dout);
-    if (scanned.needs_refine) {
-      refine_candidates(ctx, stream, sp, scanned, sel_key.data(), sel_count.data(), k);
-      select_topk(ctx, stream, din, rows, k, larger, dout);
-    }
-    int64_t* oi = host ? out_ids_buf.data() : req.ids + q0 * k;
-    float* od = host ? out_dists_buf.data() : req.dists + q0 * k;
-    finalize_kernel<<<grid_for(rows * k), kDefaultThreads, 0, stream>>>(
-        sel_pos.data(), sel_key.data(), sel_count.data(), rows, k, sp.cand, probes.data(), lists.start, lists.ids,
-        index.list_ids, pad, oi, od);
-    IVF_CUDA_CHECK_LAUNCH();
-    if (host) {
-      IVF_CUDA_CHECK(cudaMemcpyAsync(req.ids + q0 * k, oi, sizeof(int64_t) * rows * k, cudaMemcpyDeviceToHost, stream));
-      IVF_CUDA_CHECK(cudaMemcpyAsync(req.dists + q0 * k, od, sizeof(float) * rows * k, cudaMemcpyDeviceToHost, stream));
-    }
+    IVF_CUDA_CHECK(cudaMemcpyAsync(q_in.data(), raw, row_in * rows, cudaMemcpyHostToDevice, stream));
+    enqueue_chunk(ctx, lease, index, req, plan, scratch, q_in.data(), rows, ids_out.data(), dists_out.data());
+    IVF_CUDA_CHECK(cudaMemcpyAsync(req.ids + q0 * k, ids_out.data(), sizeof(int64_t) * rows * k,
+                                   cudaMemcpyDeviceToHost, stream));
+    IVF_CUDA_CHECK(cudaMemcpyAsync(req.dists + q0 * k, dists_out.data(), sizeof(float) * rows * k,
+                                   cudaMemcpyDeviceToHost, stream));
   }
   if (host || lease.own_stream()) IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

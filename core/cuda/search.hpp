@@ -30,6 +30,9 @@ struct SearchIndexView {
   const float* centroid_norms = nullptr;  // device
   ListView lists;                         // a device-tier view, or sizes only with a scanner
   const IdSetView* filter_set = nullptr;  // the request's filter on this device, or null
+  // Names the published state, unique in the process (0: none): what a captured graph of
+  // this index's arrays is kept under (small_batch.hpp).
+  uint64_t state_id = 0;
   // The host tier: its scanner (null: scan lists.vectors), each list's ids as the device reads
   // them (null: lists.ids + lists.start), and the bytes a chunk's scratch may take (0: sized
   // from the device's memory).

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,20 @@ inline IndexPtr make_index(int64_t dim, const ivf_params* params) {
   ivf_index* idx = nullptr;
   EXPECT_EQ(ivf_create(&idx, dim, params), IVF_OK) << ivf_last_error_message();
   return IndexPtr(idx);
+}
+
+// A CUDA index of x (n x dim f32) stored as `storage`: trained on at most 100,000 of the rows,
+// then every row added. Null (with a failure recorded) when it cannot be made.
+inline IndexPtr cuda_index_of(int64_t dim, int64_t nlist, int32_t metric, ivf_dtype storage, const std::vector<float>& x) {
+  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_METRIC, metric},
+                        {IVF_PARAM_STORAGE_TYPE, storage}});
+  IndexPtr idx = make_index(dim, p.get());
+  if (!idx) return idx;
+  const int64_t n = static_cast<int64_t>(x.size()) / dim;
+  EXPECT_EQ(ivf_train(idx.get(), x.data(), IVF_DTYPE_F32, std::min<int64_t>(n, 100000), dim), IVF_OK)
+      << ivf_last_error_message();
+  EXPECT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK) << ivf_last_error_message();
+  return idx;
 }
 
 inline std::vector<float> random_vectors(int64_t n, int64_t dim, uint64_t seed) {

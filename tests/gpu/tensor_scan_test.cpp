@@ -50,18 +50,6 @@ std::string compare(const ivf_index* idx, const std::vector<float>& q, int64_t n
   return compare_raw(idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe, filter);
 }
 
-IndexPtr built(int64_t dim, int64_t nlist, int32_t metric, ivf_dtype storage, const std::vector<float>& x) {
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_METRIC, metric},
-                        {IVF_PARAM_STORAGE_TYPE, storage}});
-  IndexPtr idx = make_index(dim, p.get());
-  if (!idx) return idx;
-  const int64_t n = static_cast<int64_t>(x.size()) / dim;
-  EXPECT_EQ(ivf_train(idx.get(), x.data(), IVF_DTYPE_F32, std::min<int64_t>(n, 100000), dim), IVF_OK)
-      << ivf_last_error_message();
-  EXPECT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK) << ivf_last_error_message();
-  return idx;
-}
-
 }  // namespace
 
 TEST(GpuTensorScan, EqualsTheSimtScanOnAMillionVectors) {
@@ -69,7 +57,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnAMillionVectors) {
   const int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000;
   const std::vector<float> x = clustered_vectors(n, dim, 2048, 1);
   const std::vector<float> q = clustered_vectors(nq, dim, 2048, 2);
-  IndexPtr idx = built(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+  IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_F32, x);
   ASSERT_TRUE(idx);
   for (int64_t k : {int64_t{10}, int64_t{100}}) EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 16), "") << "k " << k;
 }
@@ -99,7 +87,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnNearDuplicates) {
     for (int64_t j = 0; j < dim; ++j) q.push_back(base[b * dim + j] + (i % 3 == 0 ? 0.0f : 1e-3f * g(rng)));
   }
   for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
-    IndexPtr idx = built(dim, nlist, metric, IVF_DTYPE_F32, x);
+    IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
     ASSERT_TRUE(idx);
     for (int64_t k : {int64_t{10}, int64_t{100}, int64_t{1000}})
       for (int64_t nprobe : {int64_t{2}, nlist})
@@ -121,7 +109,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
           for (auto* v : {&x, &q})
             for (float& e : *v) e = std::min(hi, std::max(lo, std::nearbyint(e * 40.0f + (lo + hi) / 2.0f)));
         }
-        IndexPtr idx = built(dim, nlist, metric, t, x);
+        IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
         ASSERT_TRUE(idx);
         for (int64_t k : {int64_t{1}, int64_t{50}})
           EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 8), "")
@@ -137,7 +125,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanWithRemovalsFiltersCosineAndIntegerQueries)
   const std::vector<float> x = clustered_vectors(n, dim, 64, 31);
   const std::vector<float> q = clustered_vectors(nq, dim, 64, 32);
   for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_COSINE}) {
-    IndexPtr idx = built(dim, nlist, metric, IVF_DTYPE_F32, x);
+    IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
     ASSERT_TRUE(idx);
     std::vector<int64_t> gone;
     for (int64_t i = 0; i < n; i += 5) gone.push_back(i);  // a fifth: kept as removed bits, not compacted
@@ -162,7 +150,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanWithRemovalsFiltersCosineAndIntegerQueries)
     for (float& e : *v) e = std::min(255.0f, std::max(0.0f, std::nearbyint(e * 40.0f + 128.0f)));
   std::vector<uint8_t> q8(qi.begin(), qi.end());
   for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
-    IndexPtr idx = built(dim, nlist, metric, IVF_DTYPE_U8, xi);
+    IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_U8, xi);
     ASSERT_TRUE(idx);
     for (int64_t k : {int64_t{1}, int64_t{100}})
       EXPECT_EQ(compare_raw(idx.get(), q8.data(), IVF_DTYPE_U8, nq, dim, k, 8), "")

@@ -504,6 +504,12 @@ class Index:
         return self.info(_lib.IVF_INFO_MERGED_SEARCHES)
 
     @property
+    def graph_searches(self) -> int:
+        """Searches of at most 64 queries answered by replaying a captured CUDA graph (the
+        opt-in latency path, ``IVFGPU_SEARCH_GRAPH=1``); 0 on the CPU."""
+        return self.info(_lib.IVF_INFO_GRAPH_SEARCHES)
+
+    @property
     def closed(self) -> bool:
         return self._h.closed
 

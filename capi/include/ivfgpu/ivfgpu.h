@@ -458,6 +458,9 @@ typedef int32_t ivf_info_key;
 #define IVF_INFO_LIVE_SHARDS        25  /**< parts still serving (a replica whose device was
                                              lost no longer does)                            */
 #define IVF_INFO_STORAGE_TYPE       26  /**< the ivf_dtype rows are stored in                */
+#define IVF_INFO_GRAPH_SEARCHES     27  /**< searches (calls, or merged batches) of at most 64
+                                             queries answered by replaying a captured CUDA graph,
+                                             since creation; 0 on the CPU (README "Serving")   */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,

@@ -86,6 +86,7 @@ pub const IVF_INFO_MERGED_SEARCHES: i32 = 23;
 pub const IVF_INFO_SHARDS: i32 = 24;
 pub const IVF_INFO_LIVE_SHARDS: i32 = 25;
 pub const IVF_INFO_STORAGE_TYPE: i32 = 26;
+pub const IVF_INFO_GRAPH_SEARCHES: i32 = 27;
 extern "C" {
     #[doc = " \"MAJOR.MINOR.PATCH\" of the loaded library. Static storage; never NULL; thread-safe."]
     pub fn ivf_version() -> *const ::std::os::raw::c_char;

@@ -711,6 +711,12 @@ impl Index {
         self.info(sys::IVF_INFO_MERGED_SEARCHES).map(|v| v as u64)
     }
 
+    /// Searches of at most 64 queries answered by replaying a captured CUDA graph (the opt-in
+    /// latency path, `IVFGPU_SEARCH_GRAPH=1`; README "Serving"); 0 on the CPU.
+    pub fn graph_searches(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_GRAPH_SEARCHES).map(|v| v as u64)
+    }
+
     /// Writes the index to `path` atomically (the file is replaced only on success).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path_to_cstring(path.as_ref())?;

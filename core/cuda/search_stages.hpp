@@ -1,0 +1,53 @@
+// The stages of one chunk of queries, from device queries to device results: decode and
+// normalise (rows.hpp, element_rows.hpp), A coarse GEMM, B top-nprobe, C list scan, D top-k and
+// ids (docs/architecture.md §5). Everything is enqueued on one stream with no host
+// synchronisation, so the same sequence runs directly (run_search) or captured once into a CUDA
+// graph and replayed (small_batch.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "../element_type.hpp"
+#include "../search_request.hpp"
+#include "device_buffer.hpp"
+#include "device_context.hpp"
+#include "search.hpp"
+
+namespace ivfgpu::cuda {
+
+// What a search's shape fixes, worked out once per call from the index and the request.
+struct SearchPlan {
+  int64_t dim = 0, nlist = 0, k = 0, nprobe = 0;
+  Metric metric = Metric::L2;
+  bool larger = false;       // keys are similarities (kept largest first)
+  float pad = 0.0f;          // the distance of a missing result
+  ElementType qtype = ElementType::F32;
+  bool decode = false;       // queries of a compact type, decoded to f32 on the device
+  bool normalize = false;    // cosine: queries normalised on the device
+  int64_t bound = 0;         // the longest candidate row any query can have
+  bool empty = false;        // no live row: every result is padding
+};
+
+// Fails (Errc::Unsupported) when a query's probed lists could hold 2^31 vectors.
+SearchPlan plan_search(const SearchIndexView& index, const SearchRequest& req);
+
+// Queries per chunk before memory is tried: bounded by the candidate rows, coarse scores and
+// result scratch (or the index's scratch share).
+int64_t initial_chunk(const DeviceContext& ctx, const SearchIndexView& index, const SearchPlan& plan, int64_t n);
+
+// Scratch of one chunk of up to `rows` queries, reused by every chunk of a call.
+struct ChunkScratch {
+  DeviceBuffer<float> q_buf, coarse, cand, sel_key;
+  DeviceBuffer<int64_t> cand_off, cand_len;
+  DeviceBuffer<int32_t> probes, probe_count, sel_pos, sel_count;
+  ChunkScratch() = default;
+  ChunkScratch(const DeviceContext& ctx, const SearchPlan& plan, int64_t rows, cudaStream_t stream);
+};
+
+// Enqueues the stages for `rows` queries at `raw` (device memory, plan.qtype) and writes their
+// k results to ids / dists (device memory).
+void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                   const SearchRequest& req, const SearchPlan& plan, ChunkScratch& scratch, const void* raw,
+                   int64_t rows, int64_t* ids, float* dists);
+
+}  // namespace ivfgpu::cuda
