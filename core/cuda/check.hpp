@@ -17,10 +17,11 @@ namespace ivfgpu::cuda {
 // True for errors that leave the CUDA context unusable for the rest of the process.
 bool is_sticky(cudaError_t e) noexcept;
 
-// Runs a call that synchronises the whole device (cudaDeviceSynchronize, cudaHostAlloc,
-// cudaFreeHost, ...) and would be refused while another thread captures a search graph
-// (small_batch.hpp): retried every 50 us until the capture has ended (a capture takes well
-// under a millisecond), for at most a second. Returns the call's last result.
+// Runs a call that may synchronise the whole device (pinned allocation, registration and
+// release) and so be refused with cudaErrorStreamCaptureUnsupported while another thread
+// captures a search graph (small_batch.hpp; cudaDeviceSynchronize was seen refused): retried
+// every 50 us until the capture has ended (a capture takes well under a millisecond), for at
+// most a second. Returns the call's last result.
 cudaError_t retry_during_capture(cudaError_t (*call)(void*), void* arg) noexcept;
 template <class F>
 cudaError_t retry_during_capture(F&& f) noexcept {

@@ -3,7 +3,6 @@
 #include "search_stages.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
 #include <limits>
 #include <optional>
