@@ -365,9 +365,9 @@ class ShardedBackend final : public Backend {
       sum.host_tier_bytes += i.host_tier_bytes;
       sum.device_budget += i.device_budget;
       sum.cache_hits += i.cache_hits;
-      sum.graph_searches += i.graph_searches;
       sum.cache_misses += i.cache_misses;
       sum.streamed_bytes += i.streamed_bytes;
+      sum.graph_searches += i.graph_searches;
     }
     sum.parts = static_cast<int64_t>(parts_.size());
     sum.live_parts = 0;

@@ -207,9 +207,9 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   //
   // Host memory: each chunk's queries and results are copied straight from and to the
   // caller's pageable memory. A call is never cut into more chunks than its scratch needs to
-  // hide those copies: each chunk reads every probed list again (at nprobe 1, 10,000 queries in
-  // 4 chunks ran 2.3x slower on the H100 than in one), and staging through pinned buffers in
-  // pieces measured no faster than the driver's own pageable copies (bench/RESULTS.md).
+  // hide those copies: each chunk reads every probed list again (at nprobe 1, 10,000 host
+  // queries in 4 chunks took 3.07-3.40 ms on the H100 against 2.72 ms in one), and staging
+  // through pinned buffers in pieces measured no faster (2.95 ms; bench/RESULTS.md).
   int64_t chunk = initial_chunk(ctx, index, plan, n);
   const std::size_t row_in = static_cast<std::size_t>(plan.dim) * element_size(plan.qtype);
   ChunkScratch scratch;
