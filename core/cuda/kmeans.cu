@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "../cpu/parallel.hpp"
 #include "../kmeans_steps.hpp"
 #include "../vector_ops.hpp"
 #include "assign.hpp"
@@ -91,6 +92,77 @@ void kmeans_train(const DeviceContext& ctx, cudaStream_t stream, cublasHandle_t 
     IVF_CUDA_CHECK_LAUNCH();
     IVF_CUDA_CHECK(cudaMemcpyAsync(centroids, d_c.data(), d_c.bytes(), cudaMemcpyDeviceToHost, stream));
     IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    split_into_empty(centroids, k, dim, n, counts, rng);
+    if (metric == Metric::Cosine) {
+      std::vector<float> unit = normalized_copy(centroids, k, dim);
+      std::memcpy(centroids, unit.data(), unit.size() * sizeof(float));
+    }
+  }
+}
+
+namespace {
+
+// The means of the clusters of `assign`, summed on the host exactly as centroid_means_kernel
+// sums them on the device: per cluster, its rows in ascending order, in double, then divided
+// by the count and rounded to float. Empty clusters keep their previous centroid.
+void host_cluster_means(const float* x, int64_t n, int64_t dim, int64_t k, const std::vector<int32_t>& assign,
+                        int threads, std::vector<int64_t>& counts, float* centroids) {
+  std::fill(counts.begin(), counts.end(), 0);
+  for (int64_t i = 0; i < n; ++i) ++counts[assign[i]];
+  // Rows grouped by cluster, ascending within each (a counting sort: stable).
+  std::vector<int64_t> first(static_cast<std::size_t>(k) + 1, 0);
+  for (int64_t c = 0; c < k; ++c) first[c + 1] = first[c] + counts[c];
+  std::vector<int64_t> next(first.begin(), first.end() - 1);
+  std::vector<int32_t> rows(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) rows[next[assign[i]]++] = static_cast<int32_t>(i);
+  parallel_for(k, threads, 16, [&](int64_t c0, int64_t c1) {
+    std::vector<double> s(static_cast<std::size_t>(dim));
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t m = counts[c];
+      if (m == 0) continue;
+      std::fill(s.begin(), s.end(), 0.0);
+      for (int64_t r = first[c]; r < first[c + 1]; ++r) {
+        const float* row = x + static_cast<int64_t>(rows[r]) * dim;
+        for (int64_t j = 0; j < dim; ++j) s[j] += row[j];
+      }
+      for (int64_t j = 0; j < dim; ++j) centroids[c * dim + j] = static_cast<float>(s[j] / static_cast<double>(m));
+    }
+  });
+}
+
+}  // namespace
+
+void kmeans_train_streamed(const DeviceContext& ctx, cudaStream_t stream, cublasHandle_t blas, const float* x,
+                           int64_t n, int64_t dim, int64_t k, Metric metric, int64_t iters, uint64_t seed,
+                           int64_t block_rows, int threads, float* centroids) {
+  std::mt19937_64 rng(seed);
+  pick_initial_centroids(x, n, dim, k, rng, centroids);
+  if (n >= (int64_t{1} << 31)) fail(Errc::Unsupported, "train: more than 2^31 - 1 training vectors");
+  const int64_t block = std::max<int64_t>(1, std::min(block_rows, n));
+  DeviceBuffer<float> d_x(ctx, static_cast<std::size_t>(block * dim), stream);
+  DeviceBuffer<float> d_c(ctx, static_cast<std::size_t>(k * dim), stream), d_norms(ctx, k, stream);
+  DeviceBuffer<int32_t> d_assign(ctx, block, stream);
+  std::vector<float> norms;
+  std::vector<int32_t> h_assign(static_cast<std::size_t>(n));
+  std::vector<int64_t> counts(static_cast<std::size_t>(k));
+  const int64_t blocks = (n + block - 1) / block;
+  for (int64_t it = 0; it < iters; ++it) {
+    squared_norms(centroids, k, dim, norms);
+    IVF_CUDA_CHECK(cudaMemcpyAsync(d_c.data(), centroids, d_c.bytes(), cudaMemcpyHostToDevice, stream));
+    IVF_CUDA_CHECK(cudaMemcpyAsync(d_norms.data(), norms.data(), d_norms.bytes(), cudaMemcpyHostToDevice, stream));
+    for (int64_t b = 0; b < blocks; ++b) {
+      progress::set((static_cast<double>(it) + 0.9 * static_cast<double>(b) / static_cast<double>(blocks)) /
+                    static_cast<double>(iters));
+      const int64_t r0 = b * block, rows = std::min(block, n - r0);
+      IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x + r0 * dim, sizeof(float) * rows * dim, cudaMemcpyHostToDevice,
+                                     stream));
+      assign_nearest(ctx, stream, blas, d_x.data(), rows, dim, d_c.data(), d_norms.data(), k, metric, d_assign.data());
+      IVF_CUDA_CHECK(cudaMemcpyAsync(h_assign.data() + r0, d_assign.data(), sizeof(int32_t) * rows,
+                                     cudaMemcpyDeviceToHost, stream));
+      // The block buffer is reused by the next block's copy (and the host rows may go).
+      IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    host_cluster_means(x, n, dim, k, h_assign, threads, counts, centroids);
     split_into_empty(centroids, k, dim, n, counts, rng);
     if (metric == Metric::Cosine) {
       std::vector<float> unit = normalized_copy(centroids, k, dim);

@@ -29,8 +29,10 @@
 #include "device_buffer.hpp"
 #include "device_centroids.hpp"
 #include "device_context.hpp"
+#include "element_rows.hpp"
 #include "failure_policy.hpp"
 #include "id_set.hpp"
+#include "kmeans.hpp"
 #include "pinned_memory.hpp"
 #include "search.hpp"
 #include "select.hpp"
@@ -96,15 +98,24 @@ class TieredBackend final : public Backend {
 
   NewState train(const IndexState&, const MatrixView& sample) override {
     return guarded([&] {
-      // k-means on the device holds the sample and a block of scores there: when that does not
-      // fit the budget's scratch and add shares, it runs on the host (OpenBLAS), seeded alike.
+      // k-means on the device holds the sample and a block of scores there. When that does not
+      // fit the budget's scratch and add shares, the sample stays on the host and streams
+      // through a device block each iteration (the assignment is the heavy step); only when not
+      // even the centroids and one row fit does it run on the host (OpenBLAS), seeded alike.
       const auto m = static_cast<std::size_t>(sample.rows), d = static_cast<std::size_t>(dim_),
                  nc = static_cast<std::size_t>(params_.nlist);
+      const std::size_t share = budget_.scratch + budget_.mutation;
       const std::size_t block = std::min<std::size_t>(m, (std::size_t{1} << 26) / nc);
       const std::size_t device_bytes = m * (d * 4 + 16) + block * nc * 4 + nc * (d + 4) * 8;
-      CentroidsPtr host = device_bytes <= budget_.scratch + budget_.mutation
-                              ? train_centroids(ctx_, main(), params_, dim_, sample)
-                              : train_on_host(sample);
+      const std::size_t centroid_bytes = nc * (d + 1) * 4 + (std::size_t{1} << 20);
+      const std::size_t per_row = (d + nc + 2) * 4;
+      CentroidsPtr host;
+      if (device_bytes <= share)
+        host = train_centroids(ctx_, main(), params_, dim_, sample);
+      else if (share > centroid_bytes + per_row)
+        host = train_streamed(sample, static_cast<int64_t>((share - centroid_bytes) / per_row));
+      else
+        host = train_on_host(sample);
       auto device = upload_centroids(ctx_, main(), *host);
       return make_state(std::move(host), std::move(device), TierStore::empty(arenas_, dim_, storage(), params_.nlist));
     });
@@ -126,7 +137,7 @@ class TieredBackend final : public Backend {
         ids = host_ids.data();
       }
       ids = ids_or_sequential(ids, cur.store->ntotal(), n, host_ids);
-      const std::vector<int64_t> lists = assign(cur, in.values, n);
+      const std::vector<int64_t> lists = assign(cur, in.stored, storage(), n);
       return make_state(cur.host, cur.device, cur.store->append(in.stored, ids, lists.data(), n, threads_));
     });
   }
@@ -282,12 +293,12 @@ class TieredBackend final : public Backend {
 
   ElementType storage() const { return static_cast<ElementType>(params_.storage); }
 
-  // An add's rows on the host: `values` (f32, prepared for the metric, equal to the stored
-  // values decoded: what the assignment sees) and `stored` (the elements the tier keeps).
+  // An add's rows on the host as the tier keeps them (`stored`, of the storage type): the
+  // caller's rows where they already are that, else one encoded copy. The assignment decodes
+  // them block by block (assign), so a large add of compact rows holds no f32 copy of itself.
   struct HostAddRows {
     std::vector<unsigned char> raw, encoded;
     std::vector<float> f32;
-    const float* values = nullptr;
     const void* stored = nullptr;
   };
   HostAddRows host_add_rows(const MatrixView& rows) const {
@@ -298,30 +309,30 @@ class TieredBackend final : public Backend {
       r.raw = copy_to_host(static_cast<const unsigned char*>(rows.data),
                            n * dim_ * static_cast<int64_t>(element_size(rows.type)));
       data = r.raw.data();
-    }
-    if (rows.type == ElementType::F32) {
-      r.values = static_cast<const float*>(data);
-    } else {
-      r.f32 = decode_rows(data, rows.type, n, dim_);
-      r.values = r.f32.data();
-      if (params_.metric != Metric::Cosine) r.stored = data;  // already the storage type
-    }
-    if (!rows.on_host()) {
-      const int64_t bad = first_non_finite_row(r.values, n, dim_);
+      const int64_t bad = first_non_finite(MatrixView{data, rows.type, n, dim_, MemoryKind::Host});
       if (bad >= 0)
         fail(Errc::InvalidArgument, "add: data row " + std::to_string(bad) +
                                         " holds NaN or Inf (rejected: no distance is defined for it)");
     }
+    // Rows of a compact type are already of the storage type (the Index allows no other).
+    if (rows.type != ElementType::F32 && params_.metric != Metric::Cosine) {
+      r.stored = data;
+      return r;
+    }
+    const float* values = static_cast<const float*>(data);
+    if (rows.type != ElementType::F32) {
+      r.f32 = decode_rows(data, rows.type, n, dim_);
+      values = r.f32.data();
+    }
     if (params_.metric == Metric::Cosine) {
-      r.f32 = normalized_copy(r.values, n, dim_);
-      r.values = r.f32.data();
+      r.f32 = normalized_copy(values, n, dim_);
+      values = r.f32.data();
     }
     if (storage() == ElementType::F32) {
-      r.stored = r.values;
-    } else if (r.stored == nullptr) {
-      r.encoded = encode_rows(MatrixView::host_f32(r.values, n, dim_), storage(), "add: data");
-      r.f32 = decode_rows(r.encoded.data(), storage(), n, dim_);
-      r.values = r.f32.data();
+      r.stored = values;
+    } else {
+      r.encoded = encode_rows(MatrixView::host_f32(values, n, dim_), storage(), "add: data");
+      r.f32 = {};
       r.stored = r.encoded.data();
     }
     return r;
@@ -337,6 +348,15 @@ class TieredBackend final : public Backend {
     return host;
   }
 
+  CentroidsPtr train_streamed(const MatrixView& sample, int64_t block_rows) const {
+    return train_on_sample(params_, dim_, sample, [&](const float* x, int64_t rows, float* centroids) {
+      DeviceContext::Lease lease(ctx_, main());
+      kmeans_train_streamed(ctx_, main(), lease.blas(), x, rows, dim_, params_.nlist, params_.metric,
+                            params_.kmeans_iters, static_cast<uint64_t>(params_.seed), block_rows, threads_,
+                            centroids);
+    });
+  }
+
   CentroidsPtr train_on_host(const MatrixView& sample) const {
     return train_on_sample(params_, dim_, sample, [&](const float* x, int64_t rows, float* centroids) {
       cpu::kmeans(x, rows, dim_, params_.nlist, params_.metric, params_.kmeans_iters,
@@ -344,22 +364,35 @@ class TieredBackend final : public Backend {
     });
   }
 
-  // Nearest list of each host row, on the device in blocks that fit the mutation budget.
-  std::vector<int64_t> assign(const TierState& cur, const float* x, int64_t n) const {
+  // Nearest list of each host row (`stored`: n rows of `type`), on the device in blocks that
+  // fit the mutation budget; compact rows cross as they are and are decoded there (exactly).
+  std::vector<int64_t> assign(const TierState& cur, const void* stored, ElementType type, int64_t n) const {
     std::vector<int64_t> lists(static_cast<std::size_t>(n));
     if (n == 0) return lists;
-    const int64_t per_row = static_cast<int64_t>(sizeof(float)) * (dim_ + params_.nlist + 2);
+    const bool compact = type != ElementType::F32;
+    const int64_t row_bytes = dim_ * static_cast<int64_t>(element_size(type));
+    const int64_t per_row =
+        static_cast<int64_t>(sizeof(float)) * (dim_ + params_.nlist + 2) + (compact ? row_bytes : 0);
     const int64_t block = std::max<int64_t>(1, std::min<int64_t>(n, static_cast<int64_t>(budget_.mutation) / per_row));
     DeviceContext::Lease lease(ctx_, main());
     const cudaStream_t stream = main();
     DeviceBuffer<float> d_x(ctx_, static_cast<std::size_t>(block * dim_), stream);
+    DeviceBuffer<unsigned char> d_raw;
+    if (compact) d_raw = DeviceBuffer<unsigned char>(ctx_, static_cast<std::size_t>(block * row_bytes), stream);
     DeviceBuffer<int32_t> d_assign(ctx_, static_cast<std::size_t>(block), stream);
     std::vector<int32_t> part(static_cast<std::size_t>(block));
     for (int64_t r0 = 0; r0 < n; r0 += block) {
       progress::set(0.8 * static_cast<double>(r0) / static_cast<double>(n));
       const int64_t rows = std::min(block, n - r0);
-      IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), x + r0 * dim_, sizeof(float) * rows * dim_, cudaMemcpyHostToDevice,
-                                     stream));
+      const auto* src = static_cast<const unsigned char*>(stored) + r0 * row_bytes;
+      if (compact) {
+        IVF_CUDA_CHECK(cudaMemcpyAsync(d_raw.data(), src, static_cast<std::size_t>(rows * row_bytes),
+                                       cudaMemcpyHostToDevice, stream));
+        decode_rows_on_device(stream, type, d_raw.data(), rows, dim_, d_x.data());
+      } else {
+        IVF_CUDA_CHECK(cudaMemcpyAsync(d_x.data(), src, static_cast<std::size_t>(rows * row_bytes),
+                                       cudaMemcpyHostToDevice, stream));
+      }
       assign_nearest(ctx_, stream, lease.blas(), d_x.data(), rows, dim_, cur.device->centroids.data(),
                      cur.device->norms.data(), params_.nlist, params_.metric, d_assign.data());
       IVF_CUDA_CHECK(cudaMemcpyAsync(part.data(), d_assign.data(), sizeof(int32_t) * rows, cudaMemcpyDeviceToHost,
