@@ -2,6 +2,7 @@
 # One call on a GPU machine: configure, build, GPU tests, sanitizers, benchmark. Logs go to
 # $OUT (or ./device-out). Phases are chosen by arguments:
 #   build test sanitize profile bench bench960 concurrency tier tiertest shards dtype prev ab
+#   (tier reads TIER_N, TIER_DTYPE, TIER_PARTS, TIER_BUDGETS and ZIPF_BUDGETS)
 #   bash bench/device_run.sh build test bench
 # `prev` builds the tree in $PREV_SRC (default .prev: e.g. `git archive <commit> | tar -x -C .prev`)
 # and `ab` runs its benchmark and this tree's interleaved, $AB_REPS times (median: bench/ab.py).
@@ -100,27 +101,38 @@ if has tiertest "$@"; then
   echo "tier memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer_tier.log" | tail -3
 fi
 if has tier "$@"; then
-  # Issue 13's benchmark: TIER_N x 128 (default 50M: 25.6 GB, f32), nlist 4096, 10,000 queries, an
-  # 8 GiB budget next to the all-resident index; then a Zipf(1.1) stream as the budget shrinks;
-  # then opening a saved 10M x 96 index into the host tier next to loading it onto the device.
+  # Issue 13's benchmark: TIER_N x 128 (default 50M: 25.6 GB) stored as TIER_DTYPE (default f32;
+  # u8 moves 4x fewer bytes), nlist 4096, 10,000 queries, an 8 GiB budget next to the
+  # all-resident index ("main"); a Zipf(1.1) stream as the budget shrinks ("zipf"); opening a
+  # saved 10M x 96 index into the host tier next to loading it onto the device ("open").
+  # TIER_PARTS picks among them (default: all three).
   TN=${TIER_N:-50000000}
-  for budget in 8G 0; do
-    stamp "tier: $TN x 128 nlist 4096 budget $budget"
-    timeout 420 "$B/bench/ivfgpu_bench" --n $TN --dim 128 --nlist 4096 --nq 10000 --nprobe 1,4,16 --k 10 \
-      --batch 10000 --reps 3 --no-recall --device-budget $budget --json "$OUT/tier_${budget}.json" 2>&1 \
-      | tee "$OUT/tier_${budget}.log" | grep -vE "^  k" | tail -14
-  done
-  for budget in 5G 2560M 1280M 512M; do
-    stamp "tier zipf 1.1: 10M x 128 nlist 4096 budget $budget"
-    timeout 200 "$B/bench/ivfgpu_bench" --n 10000000 --dim 128 --nlist 4096 --nq 10000 --nprobe 16 --k 10 \
-      --batch 10000 --reps 5 --no-recall --zipf 1.1 --device-budget $budget --json "$OUT/zipf_${budget}.json" 2>&1 \
-      | tee "$OUT/zipf_${budget}.log" | grep -vE "^  k" | tail -6
-  done
-  stamp "tier open: 10M x 96 saved, loaded onto the device vs opened into the host tier"
-  "$B/bench/load_bench" --phase save --n 10000000 --dim 96 --nlist 4096 --file /tmp/tier_open.ivf > "$OUT/open.log" 2>&1
-  "$B/bench/load_bench" --phase load --n 10000000 --dim 96 --nlist 4096 --file /tmp/tier_open.ivf \
-    --device-budget 1G >> "$OUT/open.log" 2>&1
-  grep -E "load|open" "$OUT/open.log" | tail -6
+  TD=${TIER_DTYPE:-f32}
+  TP=${TIER_PARTS:-main zipf open}
+  if has main $TP; then
+    for budget in ${TIER_BUDGETS:-8G 0}; do
+      stamp "tier: $TN x 128 $TD nlist 4096 budget $budget"
+      timeout 420 "$B/bench/ivfgpu_bench" --n $TN --dim 128 --dtype $TD --nlist 4096 --nq 10000 --nprobe 1,4,16 \
+        --k 10 --batch 10000 --reps 3 --no-recall --add-batch 10000000 --device-budget $budget \
+        --json "$OUT/tier_${TD}_${budget}.json" 2>&1 \
+        | tee "$OUT/tier_${TD}_${budget}.log" | grep -vE "^  k" | tail -14
+    done
+  fi
+  if has zipf $TP; then
+    for budget in ${ZIPF_BUDGETS:-5G 2560M 1280M 512M}; do
+      stamp "tier zipf 1.1: 10M x 128 nlist 4096 budget $budget"
+      timeout 200 "$B/bench/ivfgpu_bench" --n 10000000 --dim 128 --nlist 4096 --nq 10000 --nprobe 16 --k 10 \
+        --batch 10000 --reps 5 --no-recall --zipf 1.1 --device-budget $budget --json "$OUT/zipf_${budget}.json" 2>&1 \
+        | tee "$OUT/zipf_${budget}.log" | grep -vE "^  k" | tail -6
+    done
+  fi
+  if has open $TP; then
+    stamp "tier open: 10M x 96 saved, loaded onto the device vs opened into the host tier"
+    "$B/bench/load_bench" --phase save --n 10000000 --dim 96 --nlist 4096 --file /tmp/tier_open.ivf > "$OUT/open.log" 2>&1
+    "$B/bench/load_bench" --phase load --n 10000000 --dim 96 --nlist 4096 --file /tmp/tier_open.ivf \
+      --device-budget 1G >> "$OUT/open.log" 2>&1
+    grep -E "load|open" "$OUT/open.log" | tail -6
+  fi
 fi
 if has shards "$@"; then
   # Issue 15's benchmark (nvidia-h200-x2): 10M x 96, nlist 4096, nq 10,000, nprobe 64, k 10 on

@@ -160,6 +160,7 @@ struct Row {
 struct Options {
   int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000, reps = 3, seed = 1, max_base = 0;
   int64_t device_budget = 0;
+  int64_t add_batch = 0;           // --add-batch: rows per ivf_add (0: all in one call)
   int64_t shards = 1;              // --devices: parts of the index (IVF_PARAM_SHARDS)
   std::string shard_mode = "split";
   double zipf = 0;
@@ -200,6 +201,11 @@ void add_options(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--shard-mode", o.shard_mode, "with --devices > 1: split (each part ~1/G of the rows) or replicate")
       ->check(CLI::IsMember({"split", "replicate"}))
+      ->capture_default_str();
+  app.add_option("--add-batch", o.add_batch,
+                 "rows per ivf_add call (0: every row in one call); large indexes add in slices so that the "
+                 "library's per-call temporaries stay small")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   ivftools::add_bytes_option(app, "--device-budget", o.device_budget,
                              "IVF_PARAM_DEVICE_BUDGET: device memory the index may hold, e.g. 8G, 512M (K, M, G, T: "
@@ -352,7 +358,10 @@ int main(int argc, char** argv) {
   check(ivf_train(idx, base.data.data(), IVF_DTYPE_F32, n, dim), "ivf_train");
   const double train_s = seconds_since(t0);
   t0 = Clock::now();
-  check(ivf_add(idx, base.data.data(), IVF_DTYPE_F32, n, dim, nullptr), "ivf_add");
+  const int64_t add_step = opt.add_batch > 0 ? opt.add_batch : std::max<int64_t>(n, 1);
+  for (int64_t r0 = 0; r0 < n; r0 += add_step)
+    check(ivf_add(idx, base.data.data() + r0 * dim, IVF_DTYPE_F32, std::min(add_step, n - r0), dim, nullptr),
+          "ivf_add");
   const double add_s = seconds_since(t0);
   int64_t dev_bytes = 0, host_bytes = 0, list_bytes = 0, storage = 0;
   check(ivf_index_info(idx, IVF_INFO_DEVICE_MEMORY_BYTES, &dev_bytes), "info");
