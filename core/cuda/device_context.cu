@@ -8,7 +8,7 @@
 #include "cublas_loader.hpp"
 #include "cuda_backend.hpp"
 #include "scratch_arena.hpp"
-#include "search_cache.hpp"
+#include "small_batch.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -181,8 +181,8 @@ std::size_t DeviceContext::pool_cached_bytes() const noexcept {
 void DeviceContext::release_search_caches() const noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Worker* w : free_) {
-    if (!w->search) continue;
-    release_device_memory(*w->search);  // frees on the worker's stream: wait, so the trim sees it
+    if (!w->graphs) continue;
+    w->graphs->release_device_memory();  // frees on the worker's stream: wait, so the trim sees it
     (void)cudaStreamSynchronize(w->stream.get());
   }
 }

@@ -45,16 +45,17 @@ class DeviceGuard {
 // gives memory back and the scratch pool's chunks are never pinned by long-lived arrays.
 enum class MemoryUse { Scratch, State };
 
-struct SearchCache;  // search_cache.hpp
+class SmallBatchGraphs;  // small_batch.hpp
 
 // A stream and its cuBLAS handle, checked out of the pool for one call.
 struct Worker {
   UniqueStream stream;
   UniqueBlas blas;
   void* workspace = nullptr;  // capped contexts: cuBLAS's workspace, from the pool
-  // What searches keep between calls on this worker (pinned staging, captured graphs); made by
-  // the first search that needs it. Destroyed first, while the stream and pool still live.
-  std::shared_ptr<SearchCache> search;
+  // The small-batch graphs searches keep on this worker between calls (with their arena and
+  // pinned staging); made by the first search that needs them. A worker serves one call at a
+  // time, so they need no lock. Destroyed first, while the stream and pool still live.
+  std::shared_ptr<SmallBatchGraphs> graphs;
 };
 
 // cuBLAS workspace per worker of a context with a pool limit (a device budget).

@@ -2,10 +2,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "check.hpp"
 #include "cublas_loader.hpp"
-#include "search_cache.hpp"
 #include "search_stages.hpp"
 
 namespace ivfgpu::cuda {
@@ -197,7 +197,9 @@ bool run_small_batch(const DeviceContext& ctx, const DeviceContext::Lease& lease
   if (n < 1 || n > kSmallBatchMax || plan.k > kSmallBatchMaxK || plan.empty) return false;
   if (index.scanner != nullptr || index.state_id == 0 || req.filter != nullptr || !lease.own_stream()) return false;
   if (!graphs_enabled() || !ctx.pool_enabled()) return false;
-  return search_cache(lease).graphs.run(ctx, lease, index, req, plan);
+  Worker& w = lease.worker();
+  if (!w.graphs) w.graphs = std::make_shared<SmallBatchGraphs>();
+  return w.graphs->run(ctx, lease, index, req, plan);
 }
 
 }  // namespace ivfgpu::cuda
