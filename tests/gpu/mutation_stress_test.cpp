@@ -5,8 +5,10 @@
 #include <chrono>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/mutation_stress.hpp"
 #include "common/test_util.hpp"
@@ -25,10 +27,18 @@ TEST(GpuConcurrency, AddsCompleteUnderThirtyTwoSearchers) {
   run_mutation_stress(c);
 }
 
-// An asynchronous search on a caller's stream reads the state it started on, even when a
-// reset and a growing add replace that state (and free its buffers) before the stream runs.
-TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
-  IVFTEST_REQUIRE_GPU();
+namespace {
+
+// An asynchronous search on a stream the caller holds back (a host function that waits for a
+// gate, at most 60 s), then a reset and a growing add that replace the search's state (and
+// free its buffers) before the stream runs; then the gate opens.
+struct HeldStreamRun {
+  std::vector<int64_t> want_ids, ids;
+  std::vector<float> want_d, d;
+  double add_returned_s = 0;  // after the search was queued, with the stream still held
+};
+
+void run_with_held_stream(HeldStreamRun& r) {
   const int64_t dim = 32, n = 20000, nq = 500, k = 10;
   const std::vector<float> base = clustered_vectors(n, dim, 64, 3);
   const std::vector<float> q = clustered_vectors(nq, dim, 64, 4);
@@ -36,9 +46,10 @@ TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
   IndexPtr idx = make_index(dim, p.get());
   ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
   ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
-  std::vector<int64_t> want_ids(nq * k);
-  std::vector<float> want_d(nq * k);
-  ASSERT_EQ(ivf_search(idx.get(), p.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, want_ids.data(), want_d.data()), IVF_OK);
+  r.want_ids.resize(nq * k);
+  r.want_d.resize(nq * k);
+  ASSERT_EQ(ivf_search(idx.get(), p.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, r.want_ids.data(), r.want_d.data()),
+            IVF_OK);
 
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
@@ -52,8 +63,6 @@ TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
   volatile int* gate = nullptr;
   ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(const_cast<int**>(&gate)), sizeof(int), cudaHostAllocMapped), cudaSuccess);
   *gate = 0;
-  int* dgate = nullptr;
-  ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dgate), const_cast<int*>(gate), 0), cudaSuccess);
   // (At most 60 s: a library that waited for this stream must fail the test, not hang it.)
   ASSERT_EQ(cudaLaunchHostFunc(
                 s,
@@ -66,24 +75,51 @@ TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
             cudaSuccess);
   auto dev = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}, {IVF_PARAM_NPROBE, 8}});
   ASSERT_EQ(ivf_params_set_ptr(dev.get(), IVF_PARAM_CUDA_STREAM, s), IVF_OK);
-  ASSERT_EQ(ivf_search(idx.get(), dev.get(), dq, IVF_DTYPE_F32, nq, dim, k, di, dd), IVF_OK) << ivf_last_error_message();
-  // The state the search read is replaced twice; its lists are freed unless the search holds them.
-  ASSERT_EQ(ivf_reset(idx.get()), IVF_OK);
   const std::vector<float> other = clustered_vectors(2 * n, dim, 64, 5);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(ivf_search(idx.get(), dev.get(), dq, IVF_DTYPE_F32, nq, dim, k, di, dd), IVF_OK) << ivf_last_error_message();
+  ASSERT_EQ(ivf_reset(idx.get()), IVF_OK);
   ASSERT_EQ(ivf_add(idx.get(), other.data(), IVF_DTYPE_F32, 2 * n, dim, nullptr), IVF_OK);
+  r.add_returned_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("with the caller's stream held, the search, reset and add returned after %.3f s\n", r.add_returned_s);
   *gate = 1;
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  std::vector<int64_t> ids(nq * k);
-  std::vector<float> d(nq * k);
-  ASSERT_EQ(cudaMemcpy(ids.data(), di, sizeof(int64_t) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(d.data(), dd, sizeof(float) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(ids, want_ids);
-  EXPECT_EQ(d, want_d);
+  r.ids.resize(nq * k);
+  r.d.resize(nq * k);
+  ASSERT_EQ(cudaMemcpy(r.ids.data(), di, sizeof(int64_t) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(r.d.data(), dd, sizeof(float) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
   cudaFree(dq);
   cudaFree(dd);
   cudaFree(di);
   cudaFreeHost(const_cast<int*>(gate));
   cudaStreamDestroy(s);
+}
+
+}  // namespace
+
+// The search reads the state it started on, whatever replaced it before the stream ran.
+TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
+  IVFTEST_REQUIRE_GPU();
+  HeldStreamRun r;
+  run_with_held_stream(r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.ids, r.want_ids);
+  EXPECT_EQ(r.d, r.want_d);
+}
+
+// KNOWN ISSUE, disabled until fixed: the add above returns only when the caller's stream is
+// released (after the gate's 60 s on the H100, CUDA 13.0). It waits inside the pageable
+// device-to-host read of DeviceListStore::append (a backtrace taken on the H100). Neither
+// parking a worker whose cuBLAS handle ran on the caller's stream nor giving every worker its
+// own cuBLAS workspace changed it, and standalone probes of pageable copies, pool reuse and
+// cuBLAS stream switches beside a held stream did not reproduce it. Run with
+// --gtest_also_run_disabled_tests.
+TEST(GpuConcurrency, DISABLED_MutationsDoNotWaitForACallersHeldStream) {
+  IVFTEST_REQUIRE_GPU();
+  HeldStreamRun r;
+  run_with_held_stream(r);
+  if (HasFatalFailure()) return;
+  EXPECT_LT(r.add_returned_s, 20.0) << "the add waited for the caller's held stream";
 }
 
 // ivf_train_ex / ivf_add_ex with device memory give the same index as host input, and the
