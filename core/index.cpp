@@ -120,10 +120,11 @@ std::vector<int64_t> Index::checked_ids(const IndexState& current, const MatrixV
                                         bool replacing) const {
   std::vector<int64_t> host;
   if (ids == nullptr) {
-    host.resize(static_cast<std::size_t>(x.rows));
-    std::iota(host.begin(), host.end(), current.next_free_id);
+    // Checked before the ids are made: counting past INT64_MAX is undefined.
     if (current.next_free_id > std::numeric_limits<int64_t>::max() - x.rows)
       fail(Errc::InvalidArgument, "add: no sequential ids left after " + std::to_string(current.next_free_id));
+    host.resize(static_cast<std::size_t>(x.rows));
+    std::iota(host.begin(), host.end(), current.next_free_id);
   } else {
     host = x.on_host() ? std::vector<int64_t>(ids, ids + x.rows) : backend_->host_copy_ids(ids, x.rows);
   }

@@ -2,6 +2,7 @@
 // model, filtered search against an index of the permitted vectors only, unique ids, filters'
 // edge cases. GPU twins: tests/gpu/ids_gpu_test.cpp.
 #include <limits>
+#include <string>
 
 #include "common/id_workload.hpp"
 #include "common/test_util.hpp"
@@ -99,6 +100,16 @@ TEST(Ids, ArgumentsAndPolicies) {
   int64_t unique = -1;
   ASSERT_EQ(ivf_index_info(idx.get(), IVF_INFO_UNIQUE_IDS, &unique), IVF_OK);
   EXPECT_EQ(unique, 1);
+  // After INT64_MAX is held no sequential id is left: refused, nothing changes (the check
+  // comes before any id is counted out: counting past INT64_MAX was undefined behaviour).
+  const int64_t top = std::numeric_limits<int64_t>::max();
+  ASSERT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, 1, dim, &top), IVF_OK);
+  int64_t held = -1, after = -1;
+  ASSERT_EQ(ivf_ntotal(idx.get(), &held), IVF_OK);
+  EXPECT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, 2, dim, nullptr), IVF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ivf_last_error_message()).find("no sequential ids left"), std::string::npos);
+  ASSERT_EQ(ivf_ntotal(idx.get(), &after), IVF_OK);
+  EXPECT_EQ(after, held);
 }
 
 // Removing most rows compacts the lists without changing any result.
