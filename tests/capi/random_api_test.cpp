@@ -1,0 +1,238 @@
+// Random sequences of C calls with hostile arguments on the CPU backend (wrong dimensions, NULL
+// pointers, NaN rows, garbage element bytes, -1 and INT64_MAX ids, k and nprobe out of range,
+// truncated and damaged serialisations, unknown keys). Every call must return a documented
+// status (never IVF_ERR_INTERNAL), a failed mutation must leave the index as it was, and a
+// successful search must be well formed: rows best first, padding only at the end with the
+// metric's padding distance, every returned id held. Run under ASan/UBSan (IVFGPU_SANITIZE) it
+// is also a memory-safety check; it found an overflow of sequential ids past INT64_MAX.
+#include <gtest/gtest.h>
+#include <ivfgpu/ivfgpu.h>
+
+#include <stdexcept>
+#include <string>
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+std::mt19937_64 rng;
+int64_t pick(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+bool coin(double p = 0.5) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+
+namespace {
+
+int iter = 0, op = 0;
+
+// Keys set with values that may be refused on purpose: the status is not the point.
+void ignore(ivf_status) {}
+
+[[noreturn]] void fail_with(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void fail_with(const char* fmt, ...) {
+  char msg[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(msg, sizeof msg, fmt, args);
+  va_end(args);
+  throw std::runtime_error("sequence " + std::to_string(iter) + ", call " + std::to_string(op) + ": " + msg);
+}
+#define FAIL_CALL(...) fail_with(__VA_ARGS__)
+
+void check_status(ivf_status s, const char* what) {
+  if (s > 0 || s < -13 || s == IVF_ERR_INTERNAL) FAIL_CALL("%s: status %d (%s)", what, (int)s, ivf_last_error_message());
+  if (s != IVF_OK && (ivf_last_error_message() == nullptr)) FAIL_CALL("%s: no message", what);
+}
+
+std::vector<float> data(int64_t n, int64_t dim, bool integer, bool poison) {
+  std::vector<float> v(static_cast<std::size_t>(std::max<int64_t>(n * dim, 1)));
+  for (auto& x : v) x = integer ? static_cast<float>(pick(0, 127)) : static_cast<float>(std::normal_distribution<double>(0, 1)(rng));
+  if (poison && n * dim > 0) v[pick(0, n * dim - 1)] = coin() ? NAN : INFINITY;
+  return v;
+}
+
+void run_sequences(int iters, uint64_t seed) {
+  rng.seed(seed);
+  const int64_t dims[] = {1, 2, 3, 7, 16, 33, 130};
+  const int32_t types[] = {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8};
+  for (iter = 0; iter < iters; ++iter) {
+    op = 0;
+    const int64_t dim = dims[pick(0, 6)];
+    const int64_t nlist = coin(0.2) ? 1 : pick(1, 40);
+    const int32_t metric = static_cast<int32_t>(pick(0, 2));
+    const int32_t storage = types[pick(0, 4)];
+    const bool integer_storage = storage == IVF_DTYPE_U8 || storage == IVF_DTYPE_I8;
+    ivf_params* p = nullptr;
+    check_status(ivf_params_create(&p), "params");
+    ignore(ivf_params_set_int(p, IVF_PARAM_NLIST, nlist));
+    ignore(ivf_params_set_int(p, IVF_PARAM_METRIC, metric));
+    ignore(ivf_params_set_int(p, IVF_PARAM_STORAGE_TYPE, storage));
+    ignore(ivf_params_set_int(p, IVF_PARAM_BACKEND, IVF_BACKEND_CPU));
+    ignore(ivf_params_set_int(p, IVF_PARAM_UNIQUE_IDS, coin(0.3)));
+    ignore(ivf_params_set_int(p, IVF_PARAM_KMEANS_ITERS, pick(1, 5)));
+    if (coin(0.1)) check_status(ivf_params_set_int(p, static_cast<ivf_param_key>(pick(-5, 200)), pick(-10, 10)), "set junk");
+    ivf_index* idx = nullptr;
+    ivf_status s = ivf_create(&idx, coin(0.05) ? pick(-3, 0) : dim, p);
+    check_status(s, "create");
+    if (s != IVF_OK) { ivf_params_free(p); continue; }
+    std::vector<int64_t> held_ids;  // not tracked exactly; use count_ids
+    for (op = 0; op < 40; ++op) {
+      int64_t before = -1;
+      check_status(ivf_ntotal(idx, &before), "ntotal");
+      const int kind = static_cast<int>(pick(0, 11));
+      const int64_t d = coin(0.05) ? dim + pick(-1, 1) : dim;
+      const bool integer = integer_storage ? !coin(0.1) : coin(0.3);
+      const bool poison = coin(0.05);
+      bool mutation = false;
+      if (kind == 0) {  // train
+        const int64_t n = coin(0.1) ? pick(0, nlist) : pick(nlist, nlist * 4 + 50);
+        auto x = data(n, dim, integer, poison);
+        s = ivf_train(idx, x.data(), IVF_DTYPE_F32, n, d);
+        check_status(s, "train");
+        mutation = true;
+      } else if (kind <= 3) {  // add
+        const int64_t n = pick(0, 300);
+        auto x = data(n, dim, integer, poison);
+        std::vector<int64_t> ids(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
+        for (auto& v : ids) v = coin(0.02) ? -1 : (coin(0.05) ? std::numeric_limits<int64_t>::max() : pick(-1000, 1000));
+        const int32_t t = coin(0.9) ? IVF_DTYPE_F32 : types[pick(0, 4)];
+        std::vector<unsigned char> raw;
+        const void* src = x.data();
+        if (t != IVF_DTYPE_F32) {  // hand over the bytes raw (garbage for the type is allowed)
+          raw.resize(static_cast<std::size_t>(std::max<int64_t>(n * dim * 4, 1)));
+          std::memcpy(raw.data(), x.data(), raw.size());
+          src = raw.data();
+        }
+        s = ivf_add(idx, coin(0.02) ? nullptr : src, t, n, d, coin(0.5) ? nullptr : ids.data());
+        check_status(s, "add");
+        mutation = true;
+      } else if (kind <= 6) {  // search
+        const int64_t n = coin(0.05) ? pick(-2, 0) : pick(1, 40);
+        const int64_t k = coin(0.05) ? pick(-2, 0) : (coin(0.05) ? pick(1000, 5000) : pick(1, 50));
+        auto q = data(std::max<int64_t>(n, 0), dim, integer, poison);
+        ivf_params* sp = nullptr;
+        check_status(ivf_params_create(&sp), "sp");
+        ignore(ivf_params_set_int(sp, IVF_PARAM_NPROBE, pick(-3, 60)));
+        ivf_filter* f = nullptr;
+        if (coin(0.2)) {
+          std::vector<int64_t> fids(static_cast<std::size_t>(pick(0, 50)));
+          for (auto& v : fids) v = pick(-5, 1000);
+          check_status(ivf_filter_create(&f, fids.data(), static_cast<int64_t>(fids.size()), static_cast<ivf_filter_mode>(pick(0, 1))), "filter");
+          if (f) ignore(ivf_params_set_ptr(sp, IVF_PARAM_FILTER, f));
+        }
+        const std::size_t cells = static_cast<std::size_t>(std::max<int64_t>(n, 0) * std::max<int64_t>(k, 0));
+        std::vector<int64_t> ids(std::max<std::size_t>(cells, 1));
+        std::vector<float> dist(std::max<std::size_t>(cells, 1));
+        s = ivf_search(idx, coin(0.2) ? nullptr : sp, q.data(), IVF_DTYPE_F32, n, d, k, coin(0.02) ? nullptr : ids.data(), dist.data());
+        check_status(s, "search");
+        if (s == IVF_OK) {
+          const bool larger = metric != IVF_METRIC_L2;
+          for (int64_t i = 0; i < n; ++i) {
+            bool padded = false;
+            for (int64_t j = 0; j < k; ++j) {
+              const int64_t id = ids[i * k + j];
+              const float dv = dist[i * k + j];
+              if (id == -1) {
+                if (dv != (larger ? -INFINITY : INFINITY)) FAIL_CALL("padding distance %g", dv);
+                padded = true;
+                continue;
+              }
+              if (padded) FAIL_CALL("a result after padding");
+              if (std::isnan(dv)) FAIL_CALL("NaN distance");
+              if (j > 0 && ids[i * k + j - 1] != -1) {
+                const float prev = dist[i * k + j - 1];
+                if (larger ? dv > prev : dv < prev) FAIL_CALL("unsorted row %lld: %g then %g", (long long)i, prev, dv);
+              }
+              int64_t c = 0;
+              check_status(ivf_count_ids(idx, &id, 1, &c), "count");
+              if (c < 1) FAIL_CALL("result id %lld not held", (long long)id);
+            }
+          }
+        }
+        ivf_params_free(sp);
+        ivf_filter_free(f);
+      } else if (kind == 7) {  // remove
+        std::vector<int64_t> ids(static_cast<std::size_t>(pick(0, 100)));
+        for (auto& v : ids) v = pick(-10, 1000);
+        int64_t removed = -1;
+        s = ivf_remove(idx, nullptr, ids.empty() && coin(0.5) ? nullptr : ids.data(), static_cast<int64_t>(ids.size()), &removed);
+        check_status(s, "remove");
+        int64_t after = 0;
+        check_status(ivf_ntotal(idx, &after), "ntotal");
+        if (s == IVF_OK && after != before - removed) FAIL_CALL("remove: %lld - %lld != %lld", (long long)before, (long long)removed, (long long)after);
+        continue;
+      } else if (kind == 8) {  // update
+        const int64_t n = pick(0, 50);
+        auto x = data(n, dim, integer, poison);
+        std::vector<int64_t> ids(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
+        for (auto& v : ids) v = pick(-1, 200);
+        s = ivf_update(idx, nullptr, x.data(), IVF_DTYPE_F32, n, d, ids.data());
+        check_status(s, "update");
+        mutation = true;
+      } else if (kind == 9) {  // get
+        const int64_t n = pick(0, 20);
+        std::vector<int64_t> ids(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
+        for (auto& v : ids) v = pick(-5, 300);
+        std::vector<float> out(static_cast<std::size_t>(std::max<int64_t>(n * dim, 1)));
+        std::vector<uint8_t> found(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
+        s = ivf_get(idx, nullptr, ids.data(), n, out.data(), IVF_DTYPE_F32, d, found.data());
+        check_status(s, "get");
+      } else if (kind == 10) {  // serialize round trip, sometimes damaged
+        size_t need = 0;
+        s = ivf_serialize(idx, nullptr, 0, &need);
+        check_status(s, "serialize size");
+        if (need > 0 && need < (size_t{64} << 20)) {
+          std::vector<unsigned char> buf(need);
+          size_t wrote = 0;
+          s = ivf_serialize(idx, buf.data(), buf.size(), &wrote);
+          check_status(s, "serialize");
+          if (s == IVF_OK) {
+            size_t size = wrote;
+            if (coin(0.3)) size = static_cast<size_t>(pick(0, static_cast<int64_t>(wrote)));
+            if (coin(0.3) && size > 0) buf[static_cast<size_t>(pick(0, static_cast<int64_t>(size) - 1))] ^= static_cast<unsigned char>(pick(1, 255));
+            ivf_index* other = nullptr;
+            s = ivf_deserialize(buf.data(), size, nullptr, &other);
+            check_status(s, "deserialize");
+            if (s == IVF_OK) {
+              int64_t nt = -1;
+              check_status(ivf_ntotal(other, &nt), "ntotal other");
+            } else if (other != nullptr) {
+              FAIL_CALL("deserialize failed but set *out");
+            }
+            ivf_free(other);
+          }
+        }
+        continue;
+      } else {  // reset or info
+        if (coin(0.2)) {
+          s = ivf_reset(idx);
+          check_status(s, "reset");
+          continue;
+        }
+        int64_t v = 0;
+        check_status(ivf_index_info(idx, static_cast<ivf_info_key>(pick(-3, 40)), &v), "info");
+        continue;
+      }
+      int64_t after = -1;
+      check_status(ivf_ntotal(idx, &after), "ntotal");
+      if (mutation && s != IVF_OK && after != before) FAIL_CALL("failed mutation (%d: %s) changed ntotal %lld -> %lld", (int)s, ivf_last_error_message(), (long long)before, (long long)after);
+    }
+    ivf_free(idx);
+    ivf_params_free(p);
+  }
+}
+
+}  // namespace
+
+TEST(RandomApi, HostileCallSequencesKeepTheContract) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    try {
+      run_sequences(120, seed);
+    } catch (const std::exception& e) {
+      FAIL() << "seed " << seed << ", " << e.what();
+    }
+  }
+}
