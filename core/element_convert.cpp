@@ -125,4 +125,16 @@ int64_t first_non_finite(const MatrixView& x) {
   }
 }
 
+int64_t first_unusable(const MatrixView& x, bool bounded, bool* non_finite) {
+  switch (x.type) {
+    case ElementType::F32: return first_unusable_row(x.as<float>(), x.rows, x.dim, bounded, non_finite);
+    case ElementType::F16:
+    case ElementType::BF16: {
+      const std::vector<float> f = decode_rows(x.data, x.type, x.rows, x.dim);
+      return first_unusable_row(f.data(), x.rows, x.dim, bounded, non_finite);
+    }
+    default: return -1;
+  }
+}
+
 }  // namespace ivfgpu

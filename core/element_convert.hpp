@@ -26,5 +26,8 @@ std::vector<float> decode_rows(const void* rows, ElementType type, int64_t n, in
 void convert_model(HostModel& m, ElementType to);
 // The first row of host rows x holding NaN or Inf (f32, f16, bf16; integers have none), or -1.
 int64_t first_non_finite(const MatrixView& x);
+// first_unusable_row (vector_ops.hpp) of host rows x of any type (integers: never; their norms
+// cannot reach the bound).
+int64_t first_unusable(const MatrixView& x, bool bounded, bool* non_finite);
 
 }  // namespace ivfgpu

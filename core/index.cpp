@@ -17,12 +17,20 @@ namespace ivfgpu {
 
 namespace {
 
-void reject_non_finite(const MatrixView& x, const char* what) {
-  if (!x.on_host()) return;  // device data: checked by the backend
-  const int64_t row = first_non_finite(x);
-  if (row >= 0)
+// Rows no distance is defined for are refused: NaN or Inf anywhere, and under L2 and inner
+// product a squared norm beyond kMaxSquaredNorm, whose distances could overflow float (cosine
+// rows are normalised first, in double).
+void reject_unusable_rows(const MatrixView& x, Metric metric, const char* what) {
+  if (!x.on_host()) return;  // device data: checked by the backend (NaN and Inf)
+  bool non_finite = false;
+  const int64_t row = first_unusable(x, metric != Metric::Cosine, &non_finite);
+  if (row < 0) return;
+  if (non_finite)
     fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(row) +
                                     " holds NaN or Inf (rejected: no distance is defined for it)");
+  fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(row) +
+                                  " has a squared norm beyond 4.25e37 (elements beyond about 6.5e18): its distances "
+                                  "could overflow float (rejected; the cosine metric accepts it)");
 }
 
 void reject_padding_ids(const MatrixView& x, const int64_t* ids) {
@@ -103,11 +111,11 @@ void Index::train(const MatrixView& x) {
       host = backend_->host_copy(x);
       rows = host.data();
     } else if (x.type != ElementType::F32) {
-      reject_non_finite(x, "train: data");
+      reject_unusable_rows(x, params_.metric, "train: data");
       host = decode_rows(x.data, x.type, x.rows, x.dim);
       rows = host.data();
     }
-    reject_non_finite(MatrixView::host_f32(rows, x.rows, dim_), "train: data");
+    reject_unusable_rows(MatrixView::host_f32(rows, x.rows, dim_), params_.metric, "train: data");
     const int64_t cap = params_.max_points_per_centroid * params_.nlist;
     std::vector<float> sample = sample_rows(rows, x.rows, dim_, std::max(cap, params_.nlist),
                                             static_cast<uint64_t>(params_.seed));
@@ -158,7 +166,7 @@ void Index::add(const MatrixView& x, const int64_t* ids) {
   if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "add: device memory needs an index on a CUDA backend");
   check_input_type(x, storage(), "add");
-  reject_non_finite(x, "add: data");
+  reject_unusable_rows(x, params_.metric, "add: data");
   reject_padding_ids(x, ids);
   mutate([&](const IndexState& current) {
     if (!current.trained()) fail(Errc::InvalidState, "add: the index is not trained; call ivf_train first");
@@ -193,7 +201,7 @@ void Index::update(const MatrixView& x, const int64_t* ids) {
   if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "update: device memory needs an index on a CUDA backend");
   check_input_type(x, storage(), "update");
-  reject_non_finite(x, "update: data");
+  reject_unusable_rows(x, params_.metric, "update: data");
   reject_padding_ids(x, ids);
   mutate([&](const IndexState& current) {
     if (!current.trained()) fail(Errc::InvalidState, "update: the index is not trained; call ivf_train first");
@@ -230,7 +238,7 @@ void Index::search(SearchRequest req) const {
   if (req.memory == MemoryKind::Device && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "search: device memory needs an index on a CUDA backend");
   check_input_type(req.queries, storage(), "search");
-  reject_non_finite(req.queries, "search: query");
+  reject_unusable_rows(req.queries, params_.metric, "search: query");
   if (params_.dynamic_batching && req.batch_window_us > 0 && SearchBatcher::eligible(req)) {
     // The merged search reads the state published when it runs: every member's call started
     // before that, so each still sees every mutation that returned before it began.

@@ -207,6 +207,35 @@ TEST(Add, FailedAddsLeaveTheIndexUnchanged) {
   EXPECT_EQ(fingerprint(t.index.get()), before);
 }
 
+// Under L2 and inner product a row whose squared norm passes FLT_MAX / 8 is refused (its
+// distances could overflow float, and an inner product of such rows summed +inf and -inf into a
+// NaN distance); cosine normalises first and accepts it. Found by the random API test.
+TEST(Add, RowsWhoseDistancesCouldOverflowAreRefused) {
+  auto t = trained_index();
+  const auto before = fingerprint(t.index.get());
+  auto rows = random_vectors(3, kDim, 4);
+  rows[2 * kDim] = 1e19f;  // its square alone is 1e38 > 4.25e37
+  expect_failure(ivf_add(t.index.get(), rows.data(), IVF_DTYPE_F32, 3, kDim, nullptr), IVF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ivf_last_error_message()).find("row 2 has a squared norm"), std::string::npos)
+      << ivf_last_error_message();
+  std::vector<int64_t> ids(3 * 5);
+  std::vector<float> d(3 * 5);
+  expect_failure(ivf_search(t.index.get(), nullptr, rows.data(), IVF_DTYPE_F32, 3, kDim, 5, ids.data(), d.data()),
+                 IVF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(fingerprint(t.index.get()), before);
+  rows[2 * kDim] = 1e18f;  // 1e36: inside the bound
+  EXPECT_EQ(ivf_add(t.index.get(), rows.data(), IVF_DTYPE_F32, 3, kDim, nullptr), IVF_OK) << ivf_last_error_message();
+  ASSERT_EQ(ivf_search(t.index.get(), nullptr, rows.data(), IVF_DTYPE_F32, 3, kDim, 5, ids.data(), d.data()), IVF_OK);
+  for (float v : d) EXPECT_FALSE(std::isnan(v));
+
+  auto cp = make_params({{IVF_PARAM_NLIST, kNlist}, {IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_METRIC, IVF_METRIC_COSINE}});
+  IndexPtr cosine = make_index(kDim, cp.get());
+  const auto base = random_vectors(200, kDim, 7);
+  ASSERT_EQ(ivf_train(cosine.get(), base.data(), IVF_DTYPE_F32, 200, kDim), IVF_OK);
+  rows[2 * kDim] = 1e19f;
+  EXPECT_EQ(ivf_add(cosine.get(), rows.data(), IVF_DTYPE_F32, 3, kDim, nullptr), IVF_OK) << ivf_last_error_message();
+}
+
 TEST(Search, RejectsBadArgumentsWithoutWriting) {
   auto t = trained_index();
   auto q = random_vectors(4, kDim, 5);

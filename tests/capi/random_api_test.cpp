@@ -1,6 +1,7 @@
 // Random sequences of C calls with hostile arguments on the CPU backend (wrong dimensions, NULL
 // pointers, NaN rows, garbage element bytes, -1 and INT64_MAX ids, k and nprobe out of range,
-// truncated and damaged serialisations, unknown keys). Every call must return a documented
+// truncated and damaged serialisations, unknown keys, progress callbacks that cancel or answer
+// garbage codes; indexes in several parts or with dynamic batching). Every call must return a documented
 // status (never IVF_ERR_INTERNAL), a failed mutation must leave the index as it was, and a
 // successful search must be well formed: rows best first, padding only at the end with the
 // metric's padding distance, every returned id held. Run under ASan/UBSan (IVFGPU_SANITIZE) it
@@ -63,6 +64,29 @@ struct Shape {
   bool integer_storage = false;
 };
 
+// A progress callback that usually goes on and sometimes answers a cancel or a garbage code
+// (every non-zero value cancels: the call fails with IVF_ERR_CANCELLED and changes nothing).
+int32_t random_progress(ivf_progress_stage, double, void*) {
+  if (!coin(0.02)) return 0;
+  const int32_t answers[] = {1, -1, 42, std::numeric_limits<int32_t>::min()};
+  return answers[pick(0, 3)];
+}
+
+// Parameters for one call: sometimes NULL, sometimes with the progress callback, a host
+// memory kind, or (hostile on the CPU backend) device memory.
+struct CallParams {
+  ivf_params* p = nullptr;
+  CallParams() {
+    if (coin(0.5)) return;
+    check_status(ivf_params_create(&p), "call params");
+    if (coin(0.5)) check_status(ivf_params_set_progress(p, random_progress, nullptr), "progress");
+    if (coin(0.05)) ignore(ivf_params_set_int(p, IVF_PARAM_MEMORY_KIND, pick(0, 2)));
+  }
+  ~CallParams() { ivf_params_free(p); }
+  CallParams(const CallParams&) = delete;
+  CallParams& operator=(const CallParams&) = delete;
+};
+
 const int32_t kTypes[] = {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8};
 
 // One random call on idx. concurrent: other threads call too, so the checks that compare with
@@ -82,7 +106,8 @@ void one_call(ivf_index* idx, const Shape& shape, bool concurrent) {
   if (kind == 0) {  // train
     const int64_t n = coin(0.1) ? pick(0, nlist) : pick(nlist, nlist * 4 + 50);
     auto x = data(n, dim, integer, poison);
-    s = ivf_train(idx, x.data(), IVF_DTYPE_F32, n, d);
+    CallParams cp;
+    s = ivf_train_ex(idx, cp.p, x.data(), IVF_DTYPE_F32, n, d);
     check_status(s, "train");
     mutation = true;
   } else if (kind <= 3) {  // add
@@ -98,7 +123,8 @@ void one_call(ivf_index* idx, const Shape& shape, bool concurrent) {
       std::memcpy(raw.data(), x.data(), raw.size());
       src = raw.data();
     }
-    s = ivf_add(idx, coin(0.02) ? nullptr : src, t, n, d, coin(0.5) ? nullptr : ids.data());
+    CallParams cp;
+    s = ivf_add_ex(idx, cp.p, coin(0.02) ? nullptr : src, t, n, d, coin(0.5) ? nullptr : ids.data());
     check_status(s, "add");
     mutation = true;
   } else if (kind <= 6) {  // search
@@ -107,6 +133,8 @@ void one_call(ivf_index* idx, const Shape& shape, bool concurrent) {
     auto q = data(std::max<int64_t>(n, 0), dim, integer, poison);
     ivf_params* sp = nullptr;
     check_status(ivf_params_create(&sp), "sp");
+    if (coin(0.3)) check_status(ivf_params_set_progress(sp, random_progress, nullptr), "progress");
+    if (coin(0.1)) ignore(ivf_params_set_int(sp, IVF_PARAM_BATCH_WINDOW_US, pick(-5, 300)));
     ignore(ivf_params_set_int(sp, IVF_PARAM_NPROBE, pick(-3, 60)));
     ivf_filter* f = nullptr;
     if (coin(0.2)) {
@@ -133,7 +161,7 @@ void one_call(ivf_index* idx, const Shape& shape, bool concurrent) {
             continue;
           }
           if (padded) FAIL_CALL("a result after padding");
-          if (std::isnan(dv)) FAIL_CALL("NaN distance");
+          if (std::isnan(dv)) FAIL_CALL("NaN distance (dim %lld nlist %lld metric %d, query row %lld, k %lld, position %lld, id %lld)", (long long)dim, (long long)nlist, (int)metric, (long long)i, (long long)k, (long long)j, (long long)id);
           if (j > 0 && ids[i * k + j - 1] != -1) {
             const float prev = dist[i * k + j - 1];
             if (larger ? dv > prev : dv < prev) FAIL_CALL("unsorted row %lld: %g then %g", (long long)i, prev, dv);
@@ -186,7 +214,8 @@ void one_call(ivf_index* idx, const Shape& shape, bool concurrent) {
         if (coin(0.3)) size = static_cast<size_t>(pick(0, static_cast<int64_t>(wrote)));
         if (coin(0.3) && size > 0) buf[static_cast<size_t>(pick(0, static_cast<int64_t>(size) - 1))] ^= static_cast<unsigned char>(pick(1, 255));
         ivf_index* other = nullptr;
-        s = ivf_deserialize(buf.data(), size, nullptr, &other);
+        CallParams cp;
+        s = ivf_deserialize(buf.data(), size, cp.p, &other);
         check_status(s, "deserialize");
         if (s == IVF_OK) {
           int64_t nt = -1;
@@ -232,6 +261,11 @@ ivf_index* random_index(Shape& shape) {
   ignore(ivf_params_set_int(p, IVF_PARAM_BACKEND, IVF_BACKEND_CPU));
   ignore(ivf_params_set_int(p, IVF_PARAM_UNIQUE_IDS, coin(0.3)));
   ignore(ivf_params_set_int(p, IVF_PARAM_KMEANS_ITERS, pick(1, 5)));
+  if (coin(0.2)) {
+    ignore(ivf_params_set_int(p, IVF_PARAM_SHARDS, pick(1, 3)));
+    ignore(ivf_params_set_int(p, IVF_PARAM_SHARD_MODE, pick(0, 1)));
+  }
+  if (coin(0.2)) ignore(ivf_params_set_int(p, IVF_PARAM_DYNAMIC_BATCHING, 1));
   if (coin(0.1)) check_status(ivf_params_set_int(p, static_cast<ivf_param_key>(pick(-5, 200)), pick(-10, 10)), "set junk");
   ivf_index* idx = nullptr;
   const ivf_status s = ivf_create(&idx, coin(0.05) ? pick(-3, 0) : shape.dim, p);

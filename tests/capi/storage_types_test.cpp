@@ -187,7 +187,9 @@ TEST(StorageTypes, ConversionsRoundOrRefuseNamingTheRow) {
   {
     IndexPtr idx = typed_index(IVF_DTYPE_BF16, IVF_METRIC_L2, dim, 2);
     ASSERT_EQ(ivf_train(idx.get(), x.data(), IVF_DTYPE_F32, 64, dim), IVF_OK);
-    const float row[4] = {1.00390625f, 1.01171875f, 3.0e38f, 0.0f};  // ties: to 1.0 and to 1.015625
+    // Ties: to 1.0 and to 1.015625. (A value near bf16's top, 3e38, is refused under L2 before
+    // any rounding: its squared norm passes FLT_MAX / 8; bad_input_test covers that rule.)
+    const float row[4] = {1.00390625f, 1.01171875f, 3.0e18f, 0.0f};
     int64_t id = 9;
     ASSERT_EQ(ivf_add(idx.get(), row, IVF_DTYPE_F32, 1, dim, &id), IVF_OK) << ivf_last_error_message();
     float back[4];

@@ -297,10 +297,14 @@ def merge_topk(parts, k: int, metric: str):
     return _ivf.SearchResult(np.take_along_axis(d, order, 1), np.take_along_axis(i, order, 1))
 
 
+# The library's bound on a row's squared norm under L2 and inner product (core/vector_ops.hpp).
+_MAX_SQUARED_NORM = float(np.finfo(np.float32).max) / 8
+
+
 def _check_rows(x: np.ndarray, storage: str, metric: str, what: str, where: str) -> None:
     """The library's rules for float32 rows, on the client, so that a bad row fails the whole
     call before any shard changed (a shard's own refusal would leave the others' part done):
-    no NaN or Inf; for uint8 / int8 storage only integers in range (no scaling); for f16 /
+    no NaN or Inf; under L2 and inner product a squared norm of at most FLT_MAX / 8; for uint8 / int8 storage only integers in range (no scaling); for f16 /
     bf16 storage (except cosine, whose rows are normalised first) no value that rounds beyond
     the type's range."""
     def refuse(rows, why):
@@ -310,6 +314,15 @@ def _check_rows(x: np.ndarray, storage: str, metric: str, what: str, where: str)
     bad = np.flatnonzero(~np.isfinite(x).all(axis=1))
     if bad.size:
         refuse(bad, "holds NaN or Inf (rejected: no distance is defined for it)")
+    if metric != "cosine":
+        # Under L2 and inner product a row's squared norm must stay within FLT_MAX / 8 so that
+        # no distance overflows float (the library sums the squares in float32; within
+        # rounding of the bound the library's verdict decides).
+        wide = x.astype(np.float64)
+        bad = np.flatnonzero(np.einsum("ij,ij->i", wide, wide) > _MAX_SQUARED_NORM)
+        if bad.size:
+            refuse(bad, "has a squared norm beyond 4.25e37 (elements beyond about 6.5e18): its distances "
+                        "could overflow float (rejected; the cosine metric accepts it)")
     if storage in ("uint8", "int8"):
         lo, hi = (0, 255) if storage == "uint8" else (-128, 127)
         bad = np.flatnonzero(((x != np.rint(x)) | (x < lo) | (x > hi)).any(axis=1))

@@ -293,7 +293,9 @@ IVF_API void ivf_free(ivf_index* index);
  *  IVF_PARAM_MAX_POINTS_PER_CENTROID x nlist of them (a seeded random sample) are used;
  *  n must be >= nlist. Training an index that already holds vectors is refused
  *  (IVF_ERR_INVALID_STATE; call ivf_reset first); training again an empty trained index
- *  replaces its centroids. Vectors with NaN or Inf are refused (IVF_ERR_INVALID_ARGUMENT).
+ *  replaces its centroids. Vectors with NaN or Inf are refused (IVF_ERR_INVALID_ARGUMENT), and
+ *  so, under L2 and inner product, are vectors whose squared norm exceeds FLT_MAX / 8
+ *  (elements beyond about 6.5e18: their distances could overflow float); cosine accepts them.
  *  Synchronous. A mutation: concurrent searches keep reading the previous state. */
 IVF_API IVF_NODISCARD ivf_status ivf_train(ivf_index* index, const void* data, ivf_dtype dtype,
                                            int64_t n, int64_t dim);
@@ -302,7 +304,8 @@ IVF_API IVF_NODISCARD ivf_status ivf_train(ivf_index* index, const void* data, i
  *  values, -1 excepted; repeats allowed unless the index was created with IVF_PARAM_UNIQUE_IDS,
  *  which refuses an id already held or repeated in the batch), or NULL for sequential ids
  *  ntotal, ntotal+1, ... (in a unique-ids index: one more than the largest id ever added)
- *  An untrained index refuses (IVF_ERR_INVALID_STATE): train first, explicitly. NaN/Inf in
+ *  An untrained index refuses (IVF_ERR_INVALID_STATE): train first, explicitly. NaN/Inf (and,
+ *  under L2 and inner product, a squared norm beyond FLT_MAX / 8, as for ivf_train) in
  *  data: IVF_ERR_INVALID_ARGUMENT. All or nothing: on any failure the index is unchanged.
  *  Synchronous. A mutation: concurrent searches keep reading the previous state until it
  *  returns. */
@@ -334,7 +337,8 @@ IVF_API IVF_NODISCARD ivf_status ivf_add_ex(ivf_index* index, const ivf_params* 
  *  dists[i*k+j]. When fewer than k candidates exist the row is padded with id -1 and distance
  *  +INFINITY (L2) or -INFINITY (inner product, cosine). Both output buffers must hold n*k
  *  elements; nothing beyond n*k is written (see the failure rule at the top of this header).
- *  Queries with NaN/Inf: IVF_ERR_INVALID_ARGUMENT. An empty (trained) index pads every row.
+ *  Queries with NaN/Inf, or (L2, inner product) a squared norm beyond FLT_MAX / 8:
+ *  IVF_ERR_INVALID_ARGUMENT. An empty (trained) index pads every row.
  *  Untrained index: IVF_ERR_INVALID_STATE. k >= 1; n >= 1. The CPU backend takes any k; a CUDA
  *  index takes k up to a limit read from the device's shared memory (16384 on an H100) and
  *  returns IVF_ERR_UNSUPPORTED above it.
