@@ -111,8 +111,7 @@ void Index::train(const MatrixView& x) {
       host = backend_->host_copy(x);
       rows = host.data();
     } else if (x.type != ElementType::F32) {
-      reject_unusable_rows(x, params_.metric, "train: data");
-      host = decode_rows(x.data, x.type, x.rows, x.dim);
+      host = decode_rows(x.data, x.type, x.rows, x.dim);  // exact: checked below as f32
       rows = host.data();
     }
     reject_unusable_rows(MatrixView::host_f32(rows, x.rows, dim_), params_.metric, "train: data");

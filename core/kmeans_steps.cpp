@@ -4,6 +4,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "vector_ops.hpp"
+
 namespace ivfgpu {
 
 void pick_initial_centroids(const float* x, int64_t n, int64_t dim, int64_t k, std::mt19937_64& rng,
@@ -46,6 +48,15 @@ void split_into_empty(float* c, int64_t k, int64_t dim, int64_t n, std::vector<i
     }
     counts[e] = counts[donor] / 2;
     counts[donor] -= counts[e];
+  }
+}
+
+void end_iteration(float* c, int64_t k, int64_t dim, int64_t n, std::vector<int64_t>& counts, Metric metric,
+                   std::mt19937_64& rng) {
+  split_into_empty(c, k, dim, n, counts, rng);
+  if (metric == Metric::Cosine) {
+    const std::vector<float> unit = normalized_copy(c, k, dim);
+    std::memcpy(c, unit.data(), unit.size() * sizeof(float));
   }
 }
 

@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "types.hpp"
+
 namespace ivfgpu {
 
 // k distinct rows of x (n >= k) chosen with rng, copied into centroids[k * dim].
@@ -22,5 +24,10 @@ void squared_norms(const float* c, int64_t k, int64_t dim, std::vector<float>& n
 // the points between them (FAISS's rule). counts are updated to match.
 void split_into_empty(float* c, int64_t k, int64_t dim, int64_t n, std::vector<int64_t>& counts,
                       std::mt19937_64& rng);
+
+// The end of every iteration, after the means: empty clusters split, then (cosine) every
+// centroid back to unit length.
+void end_iteration(float* c, int64_t k, int64_t dim, int64_t n, std::vector<int64_t>& counts, Metric metric,
+                   std::mt19937_64& rng);
 
 }  // namespace ivfgpu

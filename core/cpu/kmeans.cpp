@@ -39,11 +39,7 @@ void kmeans(const float* x, int64_t n, int64_t dim, int64_t k, Metric metric, in
       const double inv = 1.0 / double(counts[c]);
       for (int64_t j = 0; j < dim; ++j) centroids[c * dim + j] = float(sums[c * dim + j] * inv);
     }
-    split_into_empty(centroids, k, dim, n, counts, rng);
-    if (metric == Metric::Cosine) {
-      std::vector<float> unit = normalized_copy(centroids, k, dim);
-      std::memcpy(centroids, unit.data(), unit.size() * sizeof(float));
-    }
+    end_iteration(centroids, k, dim, n, counts, metric, rng);
   }
 }
 

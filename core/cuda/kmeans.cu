@@ -92,11 +92,7 @@ void kmeans_train(const DeviceContext& ctx, cudaStream_t stream, cublasHandle_t 
     IVF_CUDA_CHECK_LAUNCH();
     IVF_CUDA_CHECK(cudaMemcpyAsync(centroids, d_c.data(), d_c.bytes(), cudaMemcpyDeviceToHost, stream));
     IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
-    split_into_empty(centroids, k, dim, n, counts, rng);
-    if (metric == Metric::Cosine) {
-      std::vector<float> unit = normalized_copy(centroids, k, dim);
-      std::memcpy(centroids, unit.data(), unit.size() * sizeof(float));
-    }
+    end_iteration(centroids, k, dim, n, counts, metric, rng);
   }
 }
 
@@ -163,11 +159,7 @@ void kmeans_train_streamed(const DeviceContext& ctx, cudaStream_t stream, cublas
       IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     host_cluster_means(x, n, dim, k, h_assign, threads, counts, centroids);
-    split_into_empty(centroids, k, dim, n, counts, rng);
-    if (metric == Metric::Cosine) {
-      std::vector<float> unit = normalized_copy(centroids, k, dim);
-      std::memcpy(centroids, unit.data(), unit.size() * sizeof(float));
-    }
+    end_iteration(centroids, k, dim, n, counts, metric, rng);
   }
 }
 

@@ -92,7 +92,6 @@ const int32_t kTypes[] = {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYP
 // One random call on idx. concurrent: other threads call too, so the checks that compare with
 // an earlier read of the index (ntotal, held ids) are left out.
 void one_call(ivf_index* idx, const Shape& shape, bool concurrent) {
-  const int32_t* types = kTypes;
   const int64_t dim = shape.dim, nlist = shape.nlist;
   const int32_t metric = shape.metric;
   ivf_status s = IVF_OK;
@@ -115,7 +114,7 @@ void one_call(ivf_index* idx, const Shape& shape, bool concurrent) {
     auto x = data(n, dim, integer, poison);
     std::vector<int64_t> ids(static_cast<std::size_t>(std::max<int64_t>(n, 1)));
     for (auto& v : ids) v = coin(0.02) ? -1 : (coin(0.05) ? std::numeric_limits<int64_t>::max() : pick(-1000, 1000));
-    const int32_t t = coin(0.9) ? IVF_DTYPE_F32 : types[pick(0, 4)];
+    const int32_t t = coin(0.9) ? IVF_DTYPE_F32 : kTypes[pick(0, 4)];
     std::vector<unsigned char> raw;
     const void* src = x.data();
     if (t != IVF_DTYPE_F32) {  // hand over the bytes raw (garbage for the type is allowed)
