@@ -39,6 +39,12 @@ struct BackendInfo {
   int64_t parts = 1, live_parts = 1;
   // Searches answered by replaying a captured CUDA graph (the small-batch path).
   int64_t graph_searches = 0;
+  // Shards: time split searches spent merging after their parts returned, whether results
+  // cross devices by peer copies, and each part's device (-1: CPU) and device memory.
+  int64_t merge_ns = 0;
+  bool peer_merge = false;
+  std::vector<int> part_devices;
+  std::vector<std::size_t> part_device_memory;
 };
 
 class Backend {
@@ -74,6 +80,8 @@ class Backend {
   // f32 rows of a device-memory matrix, and device-memory ids, copied to the host.
   virtual std::vector<float> host_copy(const MatrixView& x) const = 0;
   virtual std::vector<int64_t> host_copy_ids(const int64_t* ids, int64_t n) const = 0;
+  // false: adds and updates of device-memory rows are copied to the host (host_copy) first.
+  virtual bool takes_device_rows() const { return true; }
   virtual BackendKind kind() const = 0;
   virtual BackendInfo info(const IndexState& state) const = 0;
   // Return cached memory (device pool blocks) to the system; called after a reset.

@@ -47,14 +47,20 @@ std::unique_ptr<Backend> make_backend(int64_t dim, const BuildParams& params) {
   if (params.shards <= 1) return make_one(dim, params);
   const int devices = params.backend == BackendKind::Cpu ? 0 : cuda_device_count();
   std::vector<std::unique_ptr<Backend>> parts;
+  std::vector<int> part_devices;
   for (int64_t s = 0; s < params.shards; ++s) {
     BuildParams p = params;
     p.shards = 1;
     if (devices > 0 && params.device < devices) p.device = (params.device + s) % devices;
     if (params.num_threads == 0) p.num_threads = std::max<int64_t>(1, resolve_threads(0) / params.shards);
     parts.push_back(make_one(dim, p));
+    part_devices.push_back(static_cast<int>(p.device));
   }
-  return make_sharded_backend(dim, params, std::move(parts));
+  std::unique_ptr<PartExchange> exchange;
+#ifdef IVFGPU_HAVE_CUDA
+  if (parts.front()->kind() == BackendKind::Cuda) exchange = cuda::make_part_exchange(std::move(part_devices));
+#endif
+  return make_sharded_backend(dim, params, std::move(parts), std::move(exchange));
 }
 
 namespace {

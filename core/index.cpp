@@ -33,6 +33,22 @@ void reject_unusable_rows(const MatrixView& x, Metric metric, const char* what) 
                                   "could overflow float (rejected; the cosine metric accepts it)");
 }
 
+// Device-memory rows (and their ids) copied to the host for a backend that takes host rows only
+// (an index of several parts: its parts may sit on other devices). The host checks then apply.
+struct HostStaged {
+  std::vector<float> rows;
+  std::vector<int64_t> ids;
+  MatrixView rows_of(const Backend& backend, const MatrixView& x, const int64_t*& row_ids) {
+    if (x.on_host() || backend.takes_device_rows()) return x;
+    rows = backend.host_copy(x);  // compact rows decoded: exact, and f32 is always accepted
+    if (row_ids != nullptr) {
+      ids = backend.host_copy_ids(row_ids, x.rows);
+      row_ids = ids.data();
+    }
+    return MatrixView::host_f32(rows.data(), x.rows, x.dim);
+  }
+};
+
 void reject_padding_ids(const MatrixView& x, const int64_t* ids) {
   if (ids == nullptr || !x.on_host()) return;  // device ids: checked by the backend
   for (int64_t i = 0; i < x.rows; ++i)
@@ -161,10 +177,12 @@ int64_t next_free_after(const std::vector<int64_t>& ids, int64_t current) {
 }
 }  // namespace
 
-void Index::add(const MatrixView& x, const int64_t* ids) {
-  if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
+void Index::add(const MatrixView& input, const int64_t* ids) {
+  if (!input.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "add: device memory needs an index on a CUDA backend");
-  check_input_type(x, storage(), "add");
+  check_input_type(input, storage(), "add");
+  HostStaged staged;
+  const MatrixView x = staged.rows_of(*backend_, input, ids);
   reject_unusable_rows(x, params_.metric, "add: data");
   reject_padding_ids(x, ids);
   mutate([&](const IndexState& current) {
@@ -195,11 +213,13 @@ int64_t Index::remove(const int64_t* ids, int64_t n) {
   return removed;
 }
 
-void Index::update(const MatrixView& x, const int64_t* ids) {
+void Index::update(const MatrixView& input, const int64_t* ids) {
   if (ids == nullptr) fail(Errc::InvalidArgument, "update: ids is NULL (an update names the ids it replaces)");
-  if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
+  if (!input.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "update: device memory needs an index on a CUDA backend");
-  check_input_type(x, storage(), "update");
+  check_input_type(input, storage(), "update");
+  HostStaged staged;
+  const MatrixView x = staged.rows_of(*backend_, input, ids);
   reject_unusable_rows(x, params_.metric, "update: data");
   reject_padding_ids(x, ids);
   mutate([&](const IndexState& current) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -14,6 +15,7 @@
 #include "errors.hpp"
 #include "host_id_reads.hpp"
 #include "list_layout.hpp"
+#include "part_exchange.hpp"
 
 namespace ivfgpu {
 
@@ -112,9 +114,10 @@ void append_rows(HostModel& to, const HostModel& from, int64_t b, int64_t e) {
 
 class ShardedBackend final : public Backend {
  public:
-  ShardedBackend(int64_t dim, const BuildParams& params, std::vector<std::unique_ptr<Backend>> parts)
+  ShardedBackend(int64_t dim, const BuildParams& params, std::vector<std::unique_ptr<Backend>> parts,
+                 std::unique_ptr<PartExchange> exchange)
       : dim_(dim), params_(params), mode_(static_cast<ShardMode>(params.shard_mode)), parts_(std::move(parts)),
-        alive_(parts_.size()) {
+        exchange_(std::move(exchange)), alive_(parts_.size()) {
     for (auto& a : alive_) a.store(true);
   }
 
@@ -147,23 +150,25 @@ class ShardedBackend final : public Backend {
       on_replicas([&](std::size_t p) { next[p] = parts_[p]->add(*cur.parts[p], x, ids, MemoryKind::Host); });
       return make(std::move(next), 0);
     }
-    // Rows dealt to the parts in turn, continuing where the last add stopped.
+    // Rows dealt to the parts in turn, continuing where the last add stopped. Each part gathers
+    // its own rows (as bytes: the parts take them in the caller's element type) on its thread.
     const std::size_t g = parts_.size();
-    // Rows move as bytes: the parts take them in the caller's element type.
-    std::vector<std::vector<unsigned char>> rows(g);
-    std::vector<std::vector<int64_t>> part_ids(g);
     const auto* src = static_cast<const unsigned char*>(x.data);
     const std::size_t row_bytes = static_cast<std::size_t>(dim_) * element_size(x.type);
-    for (int64_t i = 0; i < n; ++i) {
-      const std::size_t p = static_cast<std::size_t>((cur.next_part + i) % static_cast<int64_t>(g));
-      rows[p].insert(rows[p].end(), src + i * row_bytes, src + (i + 1) * row_bytes);
-      part_ids[p].push_back(ids[i]);
-    }
     each_part(g, [&](std::size_t p) {
-      const int64_t m = static_cast<int64_t>(part_ids[p].size());
-      if (m > 0)
-        next[p] = parts_[p]->add(*cur.parts[p], MatrixView{rows[p].data(), x.type, m, dim_, MemoryKind::Host},
-                                 part_ids[p].data(), MemoryKind::Host);
+      const auto gi = static_cast<int64_t>(g);
+      const int64_t first = ((static_cast<int64_t>(p) - cur.next_part) % gi + gi) % gi;  // its first row
+      if (first >= n) return;
+      const int64_t m = (n - first + gi - 1) / gi;
+      std::vector<unsigned char> rows(static_cast<std::size_t>(m) * row_bytes);
+      std::vector<int64_t> part_ids(static_cast<std::size_t>(m));
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t i = first + j * gi;
+        std::memcpy(rows.data() + j * row_bytes, src + i * row_bytes, row_bytes);
+        part_ids[j] = ids[i];
+      }
+      next[p] = parts_[p]->add(*cur.parts[p], MatrixView{rows.data(), x.type, m, dim_, MemoryKind::Host},
+                               part_ids.data(), MemoryKind::Host);
     });
     return make(std::move(next), (cur.next_part + n) % static_cast<int64_t>(g));
   }
@@ -266,20 +271,48 @@ class ShardedBackend final : public Backend {
 
   void search(const StatePtr& state, const SearchRequest& req) const override {
     const ShardedState& st = sharded(*state);
-    host_only(req.memory, "search");
+    if (req.memory == MemoryKind::Device) {
+      if (!exchange_) fail(Errc::Unsupported, "search: device memory needs an index of CUDA parts");
+      // Runs synchronously: the caller's stream first finishes what it queued (the queries).
+      if (req.stream != nullptr) wait_for_stream(req.stream);
+    }
+    if (req.n() == 0) return;
     if (mode_ == ShardMode::Replicate) return search_replicas(st, req);
+    if (!exchange_) return search_split_on_host(st, req);
+    // CUDA parts: results gathered and merged on the first part's device, in blocks of queries
+    // whose gathered results stay bounded.
+    const int64_t n = req.n(), block = exchange_->block_rows(req.k);
+    for (int64_t q0 = 0; q0 < n; q0 += block) {
+      const SearchRequest b = rows_of(req, q0, std::min(n, q0 + block));
+      const std::unique_ptr<ExchangeCall> call = exchange_->split(b, larger_is_better(params_.metric));
+      std::vector<Clock::time_point> searched(parts_.size());
+      each_part(parts_.size(), [&](std::size_t p) {
+        parts_[p]->search(st.parts[p], call->request(p));
+        searched[p] = Clock::now();
+        call->collect(p);
+      });
+      call->finish();
+      count_merge(searched);
+    }
+  }
+
+  // CPU parts: each part's top-k into host buffers, merged here.
+  void search_split_on_host(const ShardedState& st, const SearchRequest& req) const {
     const std::size_t g = parts_.size();
     const int64_t n = req.n(), k = req.k;
     std::vector<std::vector<int64_t>> ids(g, std::vector<int64_t>(static_cast<std::size_t>(n * k)));
     std::vector<std::vector<float>> dists(g, std::vector<float>(static_cast<std::size_t>(n * k)));
+    std::vector<Clock::time_point> searched(g);
     each_part(g, [&](std::size_t p) {
       SearchRequest r = req;
       r.ids = ids[p].data();
       r.dists = dists[p].data();
       parts_[p]->search(st.parts[p], r);
+      searched[p] = Clock::now();
     });
     // Merge: the k best of the parts' G x k, in order of distance; equal distances keep part
-    // order, then rank (deterministic). Padding (-1) sorts last.
+    // order, then rank (deterministic). Padding (-1) sorts last. The CUDA merge
+    // (cuda/part_exchange.cu) keeps exactly this order.
     const bool larger = larger_is_better(params_.metric);
     for (int64_t q = 0; q < n; ++q) {
       std::vector<int64_t> at(g, 0);
@@ -307,6 +340,7 @@ class ShardedBackend final : public Backend {
         }
       }
     }
+    count_merge(searched);
   }
 
   HostModel export_model(const IndexState& state) const override {
@@ -338,12 +372,17 @@ class ShardedBackend final : public Backend {
     return out;
   }
 
-  std::vector<float> host_copy(const MatrixView&) const override {
-    fail(Errc::Unsupported, "an index over several shards takes host memory only");
+  // Device memory lives on the first part's device (IVF_PARAM_DEVICE).
+  std::vector<float> host_copy(const MatrixView& x) const override {
+    if (!exchange_) fail(Errc::Unsupported, "device memory needs an index of CUDA parts");
+    return parts_[0]->host_copy(x);
   }
-  std::vector<int64_t> host_copy_ids(const int64_t*, int64_t) const override {
-    fail(Errc::Unsupported, "an index over several shards takes host memory only");
+  std::vector<int64_t> host_copy_ids(const int64_t* ids, int64_t n) const override {
+    if (!exchange_) fail(Errc::Unsupported, "device memory needs an index of CUDA parts");
+    return parts_[0]->host_copy_ids(ids, n);
   }
+  // Rows in device memory reach the parts through the host (Index::add stages them).
+  bool takes_device_rows() const override { return false; }
 
   BackendKind kind() const override { return parts_[0]->kind(); }
 
@@ -368,7 +407,11 @@ class ShardedBackend final : public Backend {
       sum.cache_misses += i.cache_misses;
       sum.streamed_bytes += i.streamed_bytes;
       sum.graph_searches += i.graph_searches;
+      sum.part_devices.push_back(i.device);
+      sum.part_device_memory.push_back(i.device_memory_bytes);
     }
+    sum.merge_ns = merge_ns_.load(std::memory_order_relaxed);
+    sum.peer_merge = exchange_ && exchange_->peer_copies();
     sum.parts = static_cast<int64_t>(parts_.size());
     sum.live_parts = 0;
     for (std::size_t p = 0; p < parts_.size(); ++p) sum.live_parts += alive_[p].load() ? 1 : 0;
@@ -444,12 +487,15 @@ class ShardedBackend final : public Backend {
       each_part(live.size(), [&](std::size_t i) {
         const int64_t q0 = static_cast<int64_t>(i) * per, q1 = std::min(n, q0 + per);
         if (q0 >= q1) return;
-        SearchRequest r = req;
-        r.queries = req.queries.rows_slice(q0, q1 - q0);
-        r.ids = req.ids + q0 * req.k;
-        r.dists = req.dists + q0 * req.k;
+        const SearchRequest r = rows_of(req, q0, q1);
         try {
-          parts_[live[i]]->search(st.parts[live[i]], r);
+          if (r.memory == MemoryKind::Device) {  // through the exchange: the replica's device may differ
+            const std::unique_ptr<ExchangeCall> call = exchange_->replica(r, live[i]);
+            parts_[live[i]]->search(st.parts[live[i]], call->request(live[i]));
+            call->collect(live[i]);
+          } else {
+            parts_[live[i]]->search(st.parts[live[i]], r);
+          }
         } catch (const Error& e) {
           if (e.code() != Errc::DeviceLost) throw;
           alive_[live[i]].store(false);  // served by the others from now on
@@ -462,19 +508,41 @@ class ShardedBackend final : public Backend {
     }
   }
 
+  using Clock = std::chrono::steady_clock;
+
+  // Queries [q0, q1) of req, with their results.
+  static SearchRequest rows_of(const SearchRequest& req, int64_t q0, int64_t q1) {
+    SearchRequest r = req;
+    r.queries = req.queries.rows_slice(q0, q1 - q0);
+    r.ids = req.ids + q0 * req.k;
+    r.dists = req.dists + q0 * req.k;
+    return r;
+  }
+
+  // The merge's cost, as the caller sees it: from the last part's search returning to the
+  // merged results (IVF_INFO_MERGE_NANOSECONDS).
+  void count_merge(const std::vector<Clock::time_point>& searched) const {
+    const Clock::time_point last = *std::max_element(searched.begin(), searched.end());
+    merge_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - last).count(),
+                        std::memory_order_relaxed);
+  }
+
   int64_t dim_;
   BuildParams params_;
   ShardMode mode_;
   std::vector<std::unique_ptr<Backend>> parts_;
+  std::unique_ptr<PartExchange> exchange_;  // CUDA parts: moves queries and results, merges
   mutable std::vector<std::atomic<bool>> alive_;
+  mutable std::atomic<int64_t> merge_ns_{0};
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_sharded_backend(int64_t dim, const BuildParams& params,
-                                              std::vector<std::unique_ptr<Backend>> parts) {
+                                              std::vector<std::unique_ptr<Backend>> parts,
+                                              std::unique_ptr<PartExchange> exchange) {
   if (parts.empty()) fail(Errc::InvalidArgument, "an index needs at least one shard");
-  return std::make_unique<ShardedBackend>(dim, params, std::move(parts));
+  return std::make_unique<ShardedBackend>(dim, params, std::move(parts), std::move(exchange));
 }
 
 }  // namespace ivfgpu

@@ -5,7 +5,8 @@
 //
 // - Sharded: rows are dealt to the parts in turn (row i of the index's add stream to part
 //   i mod G), so every list is split about evenly whatever its size; a search runs on every
-//   part with the full k and the per-part top-k lists are merged into the single-index result.
+//   part with the full k and the per-part top-k lists are merged into the single-index result:
+//   on the first part's device for CUDA parts (part_exchange.hpp), on the host for CPU parts.
 //   A part that fails makes the call fail; a lost device makes the index lost.
 // - Replicated: every part holds every row; a search's queries are split among the live parts
 //   (a part whose device is lost is dropped and its share retried on the others).
@@ -17,13 +18,16 @@
 #include <memory>
 
 #include "backend.hpp"
+#include "part_exchange.hpp"
 
 namespace ivfgpu {
 
 enum class ShardMode : int32_t { Split = 0, Replicate = 1 };
 
-// parts: one backend per shard (made by the caller with the right device each).
+// parts: one backend per shard (made by the caller with the right device each); exchange: for
+// CUDA parts (device-memory searches, merging on a device), null for CPU parts.
 std::unique_ptr<Backend> make_sharded_backend(int64_t dim, const BuildParams& params,
-                                              std::vector<std::unique_ptr<Backend>> parts);
+                                              std::vector<std::unique_ptr<Backend>> parts,
+                                              std::unique_ptr<PartExchange> exchange);
 
 }  // namespace ivfgpu

@@ -1097,6 +1097,44 @@ func (ix *Index) GraphSearches() (int64, error) {
 	return ix.info("GraphSearches", C.IVF_INFO_GRAPH_SEARCHES)
 }
 
+// MergeNanoseconds returns the time split searches of an index of several parts spent after
+// their parts returned (moving the parts' top-k to one device and merging them), in ns since
+// creation; 0 for one part. Its share of the search time is the merge's cost.
+func (ix *Index) MergeNanoseconds() (int64, error) {
+	return ix.info("MergeNanoseconds", C.IVF_INFO_MERGE_NANOSECONDS)
+}
+
+// PeerMerge reports whether the parts' results cross devices by peer copies (NVLink or PCIe
+// peer-to-peer); false when they go through host memory, or every part shares one device.
+func (ix *Index) PeerMerge() (bool, error) {
+	v, err := ix.info("PeerMerge", C.IVF_INFO_PEER_MERGE)
+	return v != 0, err
+}
+
+// The bases of IVF_INFO_PART_DEVICE(part) and IVF_INFO_PART_DEVICE_MEMORY_BYTES(part):
+// function-like macros, which cgo cannot call.
+const (
+	partDeviceBase       = 4096
+	partDeviceMemoryBase = 8192
+)
+
+// PartDevice returns the CUDA device of part `part` (-1 on the CPU).
+func (ix *Index) PartDevice(part int) (int, error) {
+	if part < 0 || part >= 4096 {
+		return 0, invalid("PartDevice", "part %d is outside [0, 4096)", part)
+	}
+	v, err := ix.info("PartDevice", C.ivf_info_key(partDeviceBase+part))
+	return int(v), err
+}
+
+// PartDeviceMemoryBytes returns the device memory of part `part` (as DeviceMemoryBytes).
+func (ix *Index) PartDeviceMemoryBytes(part int) (int64, error) {
+	if part < 0 || part >= 4096 {
+		return 0, invalid("PartDeviceMemoryBytes", "part %d is outside [0, 4096)", part)
+	}
+	return ix.info("PartDeviceMemoryBytes", C.ivf_info_key(partDeviceMemoryBase+part))
+}
+
 // Save writes the index to path atomically (path is replaced only on success).
 func (ix *Index) Save(path string) error { return ix.save("Save", path, 0) }
 

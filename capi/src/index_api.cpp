@@ -46,6 +46,20 @@ void wait_for_producer(const SearchParams& call) {
   if (call.memory == MemoryKind::Device && call.stream != nullptr) wait_for_stream(call.stream);
 }
 
+// The per-part keys (IVF_INFO_PART_DEVICE(part), IVF_INFO_PART_DEVICE_MEMORY_BYTES(part)).
+int64_t part_info(const BackendInfo& info, ivf_info_key key) {
+  const bool device = key >= IVF_INFO_PART_DEVICE(0) && key < IVF_INFO_PART_DEVICE(4096);
+  const bool memory = key >= IVF_INFO_PART_DEVICE_MEMORY_BYTES(0) && key < IVF_INFO_PART_DEVICE_MEMORY_BYTES(4096);
+  if (!device && !memory) fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
+  const int64_t part = key - (device ? IVF_INFO_PART_DEVICE(0) : IVF_INFO_PART_DEVICE_MEMORY_BYTES(0));
+  if (part >= info.parts)
+    invalid("ivf_index_info: part " + std::to_string(part) + " of an index of " + std::to_string(info.parts) +
+            " part(s)");
+  if (info.part_devices.empty())  // one part: the index itself
+    return device ? info.device : static_cast<int64_t>(info.device_memory_bytes);
+  return device ? info.part_devices[part] : static_cast<int64_t>(info.part_device_memory[part]);
+}
+
 }  // namespace
 
 extern "C" {
@@ -198,7 +212,9 @@ IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int6
       case IVF_INFO_LIVE_SHARDS: *value = info().live_parts; break;
       case IVF_INFO_STORAGE_TYPE: *value = static_cast<int64_t>(idx.storage()); break;
       case IVF_INFO_GRAPH_SEARCHES: *value = info().graph_searches; break;
-      default: fail(Errc::Unsupported, "ivf_index_info: unknown key " + std::to_string(key));
+      case IVF_INFO_MERGE_NANOSECONDS: *value = info().merge_ns; break;
+      case IVF_INFO_PEER_MERGE: *value = info().peer_merge ? 1 : 0; break;
+      default: *value = part_info(info(), key);
     }
   });
 }

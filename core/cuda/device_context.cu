@@ -89,6 +89,15 @@ DeviceContext::~DeviceContext() {
   if (previous >= 0) (void)cudaSetDevice(previous);
 }
 
+void DeviceContext::share_scratch_with(int peer) const {
+  if (!use_pool_ || peer == limits_.device) return;  // cudaMalloc memory follows peer access
+  cudaMemAccessDesc access{};
+  access.location.type = cudaMemLocationTypeDevice;
+  access.location.id = peer;
+  access.flags = cudaMemAccessFlagsProtReadWrite;
+  IVF_CUDA_CHECK(cudaMemPoolSetAccess(pool_, &access, 1));
+}
+
 void* DeviceContext::allocate(std::size_t bytes, cudaStream_t stream, MemoryUse use) const {
   if (bytes == 0) bytes = 1;
   if (ScratchArena* arena = active_arena(*this)) return arena->take(bytes);  // a graph capture

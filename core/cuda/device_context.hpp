@@ -85,6 +85,9 @@ class DeviceContext {
   std::size_t pool_reserved_bytes() const noexcept;
   void trim_pool() const noexcept;
   bool pool_enabled() const noexcept { return use_pool_; }
+  // Lets `peer` (a device with peer access to this one enabled) read and write this context's
+  // scratch pool, so copies between them go device to device (a sharded index's merge).
+  void share_scratch_with(int peer) const;
   // Drops the graphs and scratch arenas idle workers keep for searches (not their pinned
   // staging: see SmallBatchGraphs::release_device_memory); a worker serving a call keeps its own.
   void release_search_caches() const noexcept;

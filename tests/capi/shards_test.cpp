@@ -119,3 +119,42 @@ TEST(Shards, BadKeysAndDeviceMemoryAreRefused) {
   EXPECT_EQ(info(idx.get(), IVF_INFO_SHARDS), 1);
   EXPECT_EQ(info(idx.get(), IVF_INFO_LIVE_SHARDS), 1);
 }
+
+// The merge's cost and the parts' placement are reported: merge time grows with split searches
+// (replicas do not merge), no peer copies on the CPU, each part's device (-1) and memory, and
+// per-part keys beyond the parts or past the key ranges are refused.
+TEST(Shards, MergeTimeAndPartsAreReported) {
+  const int64_t dim = 16, nlist = 16, n = 4000, nq = 200, k = 10;
+  const auto base = clustered_vectors(n, dim, 2 * nlist, 31);
+  const auto q = clustered_vectors(nq, dim, 2 * nlist, 32);
+  for (int64_t mode : {int64_t{IVF_SHARD_SPLIT}, int64_t{IVF_SHARD_REPLICATE}}) {
+    auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_SHARDS, 3},
+                          {IVF_PARAM_SHARD_MODE, mode}});
+    IndexPtr idx = make_index(dim, p.get());
+    ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+    ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+    EXPECT_EQ(info(idx.get(), IVF_INFO_MERGE_NANOSECONDS), 0);
+    (void)search_all(idx.get(), q, nq, dim, k, 4);
+    if (mode == IVF_SHARD_SPLIT)
+      EXPECT_GT(info(idx.get(), IVF_INFO_MERGE_NANOSECONDS), 0);
+    else
+      EXPECT_EQ(info(idx.get(), IVF_INFO_MERGE_NANOSECONDS), 0);
+    EXPECT_EQ(info(idx.get(), IVF_INFO_PEER_MERGE), 0);
+    for (int64_t part = 0; part < 3; ++part) {
+      EXPECT_EQ(info(idx.get(), IVF_INFO_PART_DEVICE(part)), -1);
+      EXPECT_EQ(info(idx.get(), IVF_INFO_PART_DEVICE_MEMORY_BYTES(part)), 0);
+    }
+    int64_t v = 0;
+    EXPECT_EQ(ivf_index_info(idx.get(), IVF_INFO_PART_DEVICE(3), &v), IVF_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ivf_index_info(idx.get(), IVF_INFO_PART_DEVICE_MEMORY_BYTES(3), &v), IVF_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ivf_index_info(idx.get(), IVF_INFO_PART_DEVICE_MEMORY_BYTES(4096), &v), IVF_ERR_UNSUPPORTED);
+    EXPECT_EQ(ivf_index_info(idx.get(), 4095, &v), IVF_ERR_UNSUPPORTED);
+  }
+  // One part answers for itself.
+  auto one = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_NLIST, 4}});
+  IndexPtr plain = make_index(8, one.get());
+  EXPECT_EQ(info(plain.get(), IVF_INFO_PART_DEVICE(0)), -1);
+  EXPECT_EQ(info(plain.get(), IVF_INFO_MERGE_NANOSECONDS), 0);
+  int64_t v = 0;
+  EXPECT_EQ(ivf_index_info(plain.get(), IVF_INFO_PART_DEVICE(1), &v), IVF_ERR_INVALID_ARGUMENT);
+}

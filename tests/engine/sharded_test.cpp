@@ -72,7 +72,7 @@ struct TwoParts {
     std::vector<std::unique_ptr<Backend>> parts;
     for (int i = 0; i < 2; ++i)
       parts.push_back(std::make_unique<Flaky>(dim, p, i == flaky ? lost : std::make_shared<std::atomic<bool>>(false)));
-    backend = make_sharded_backend(dim, p, std::move(parts));
+    backend = make_sharded_backend(dim, p, std::move(parts), nullptr);
     auto s0 = backend->initial_state();
     auto s1 = backend->train(*s0, MatrixView::host_f32(x.data(), n, dim));
     state = backend->add(*s1, MatrixView::host_f32(x.data(), n, dim), nullptr, MemoryKind::Host);

@@ -1,6 +1,11 @@
 // Several parts on CUDA (IVF_PARAM_SHARDS): with one GPU the two parts share it, with two each
-// has its own; either way results equal one part's, ids work the same, and a file written by
-// two parts opens on one. The CPU twin (tests/capi/shards_test.cpp) runs in CI.
+// has its own; either way results equal one part's (host or device memory, merged through
+// peer copies or host memory), ids work the same, and files move between part counts. The
+// CPU twin (tests/capi/shards_test.cpp) runs in CI.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "common/id_workload.hpp"
@@ -9,6 +14,32 @@
 using namespace ivftest;
 
 namespace {
+// A device copy of a host vector (cudaMalloc: what most callers hold).
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host) : n_(host.size()) {
+    EXPECT_EQ(cudaMalloc(&p_, sizeof(T) * n_), cudaSuccess);
+    fill(host);
+  }
+  ~DeviceArray() { (void)cudaFree(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return p_; }
+  void fill(const std::vector<T>& host) {
+    EXPECT_EQ(cudaMemcpy(p_, host.data(), sizeof(T) * n_, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<T> to_host() const {
+    std::vector<T> h(n_);
+    EXPECT_EQ(cudaMemcpy(h.data(), p_, sizeof(T) * n_, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+
+ private:
+  std::size_t n_;
+  T* p_ = nullptr;
+};
+
 IndexPtr open_as(const std::vector<unsigned char>& bytes, int64_t shards, int64_t mode) {
   auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_SHARDS, shards}, {IVF_PARAM_SHARD_MODE, mode}});
   ivf_index* raw = nullptr;
@@ -54,16 +85,126 @@ TEST(GpuShards, IdsWorkTheSame) {
   run_id_workload(IVF_BACKEND_CUDA, true, 200, 62, 0, 2, IVF_SHARD_REPLICATE);
 }
 
-TEST(GpuShards, DeviceMemoryIsRefusedClearly) {
+// Device memory lives on the first part's device: queries and results of searches (plain and
+// on a caller's stream), and added rows and ids, on split and replicated indexes, equal the
+// one-part index fed the same host arrays.
+TEST(GpuShards, DeviceMemoryWorksOnEveryMode) {
   IVFTEST_REQUIRE_GPU();
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, 4}, {IVF_PARAM_SHARDS, 2}});
-  IndexPtr idx = make_index(8, p.get());
-  const auto x = random_vectors(100, 8, 3);
-  ASSERT_EQ(ivf_train(idx.get(), x.data(), IVF_DTYPE_F32, 100, 8), IVF_OK);
-  auto dev = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
-  std::vector<int64_t> ids(10);
-  std::vector<float> d(10);
-  // Any pointer: refused before it is read.
-  EXPECT_EQ(ivf_search(idx.get(), dev.get(), x.data(), IVF_DTYPE_F32, 1, 8, 10, ids.data(), d.data()),
-            IVF_ERR_UNSUPPORTED);
+  const int64_t dim = 32, nlist = 64, n = 20000, nq = 3000, k = 50;
+  const auto base = clustered_vectors(n, dim, 2 * nlist, 5);
+  const auto q = clustered_vectors(nq, dim, 2 * nlist, 6);
+  std::vector<int64_t> ids(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[i] = 3 * i + 7;
+  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}});
+  IndexPtr one = make_index(dim, p.get());
+  ASSERT_EQ(ivf_train(one.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+  const auto trained = bytes_of(one.get());
+  ASSERT_EQ(ivf_add(one.get(), base.data(), IVF_DTYPE_F32, n, dim, ids.data()), IVF_OK);
+  const Searched want = search_all(one.get(), q, nq, dim, k, 8);
+
+  DeviceArray<float> d_base(base), d_q(q);
+  DeviceArray<int64_t> d_ids(ids), d_out_ids(std::vector<int64_t>(nq * k, -7));
+  DeviceArray<float> d_out_d(std::vector<float>(nq * k, 0.0f));
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (int64_t mode : {int64_t{IVF_SHARD_SPLIT}, int64_t{IVF_SHARD_REPLICATE}}) {
+    IndexPtr idx = open_as(trained, 2, mode);
+    auto dev = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+    ASSERT_EQ(ivf_add_ex(idx.get(), dev.get(), d_base.get(), IVF_DTYPE_F32, n, dim, d_ids.get()), IVF_OK)
+        << ivf_last_error_message();
+    int64_t ntotal = 0;
+    ASSERT_EQ(ivf_index_info(idx.get(), IVF_INFO_NTOTAL, &ntotal), IVF_OK);
+    EXPECT_EQ(ntotal, n);
+    for (bool on_stream : {false, true}) {
+      auto sp = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}, {IVF_PARAM_NPROBE, 8}});
+      if (on_stream) ASSERT_EQ(ivf_params_set_ptr(sp.get(), IVF_PARAM_CUDA_STREAM, stream), IVF_OK);
+      ASSERT_EQ(ivf_search(idx.get(), sp.get(), d_q.get(), IVF_DTYPE_F32, nq, dim, k, d_out_ids.get(), d_out_d.get()),
+                IVF_OK)
+          << ivf_last_error_message();
+      if (on_stream) ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      const std::vector<int64_t> got_ids = d_out_ids.to_host();
+      const std::vector<float> got_d = d_out_d.to_host();
+      EXPECT_EQ(same_results(want.ids, want.dists, got_ids, got_d, nq, k), "")
+          << "mode " << mode << (on_stream ? " on a caller's stream" : "");
+      d_out_ids.fill(std::vector<int64_t>(nq * k, -7));
+    }
+    // Host queries give the same answer.
+    const Searched host = search_all(idx.get(), q, nq, dim, k, 8);
+    EXPECT_EQ(same_results(want.ids, want.dists, host.ids, host.dists, nq, k), "") << "mode " << mode;
+  }
+  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// Results reach the merging device through host memory when peer access is off (forced here:
+// the route taken where devices have no peer access), and the answers are the same.
+TEST(GpuShards, TheHostStagedMergeGivesTheSameResults) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 48, nlist = 128, n = 60000, nq = 2000;
+  const auto base = clustered_vectors(n, dim, 2 * nlist, 11);
+  const auto q = clustered_vectors(nq, dim, 2 * nlist, 12);
+  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}});
+  IndexPtr one = make_index(dim, p.get());
+  ASSERT_EQ(ivf_train(one.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+  const auto trained = bytes_of(one.get());
+  ASSERT_EQ(ivf_add(one.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+  IndexPtr peer = open_as(trained, 2, IVF_SHARD_SPLIT);
+  ASSERT_EQ(setenv("IVFGPU_DISABLE_PEER_ACCESS", "1", 1), 0);
+  IndexPtr staged = open_as(trained, 2, IVF_SHARD_SPLIT);
+  ASSERT_EQ(unsetenv("IVFGPU_DISABLE_PEER_ACCESS"), 0);
+  int64_t peer_merge = -1, devices[2] = {-1, -1};
+  ASSERT_EQ(ivf_index_info(staged.get(), IVF_INFO_PEER_MERGE, &peer_merge), IVF_OK);
+  EXPECT_EQ(peer_merge, 0);
+  ASSERT_EQ(ivf_index_info(peer.get(), IVF_INFO_PART_DEVICE(0), &devices[0]), IVF_OK);
+  ASSERT_EQ(ivf_index_info(peer.get(), IVF_INFO_PART_DEVICE(1), &devices[1]), IVF_OK);
+  ASSERT_EQ(ivf_index_info(peer.get(), IVF_INFO_PEER_MERGE, &peer_merge), IVF_OK);
+  std::printf("parts on devices %lld and %lld; peer merge %lld\n", static_cast<long long>(devices[0]),
+              static_cast<long long>(devices[1]), static_cast<long long>(peer_merge));
+  for (ivf_index* idx : {peer.get(), staged.get()})
+    ASSERT_EQ(ivf_add(idx, base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK) << ivf_last_error_message();
+  for (int64_t k : {int64_t{1}, int64_t{100}, int64_t{2048}}) {
+    const Searched a = search_all(one.get(), q, nq, dim, k, 16);
+    for (ivf_index* idx : {peer.get(), staged.get()}) {
+      const Searched b = search_all(idx, q, nq, dim, k, 16);
+      EXPECT_EQ(same_results(a.ids, a.dists, b.ids, b.dists, nq, k), "") << "k " << k;
+    }
+  }
+  int64_t merge_ns = 0;
+  ASSERT_EQ(ivf_index_info(staged.get(), IVF_INFO_MERGE_NANOSECONDS, &merge_ns), IVF_OK);
+  EXPECT_GT(merge_ns, 0);
+}
+
+// 70,000 queries in one call (several gather blocks at k 4096), a file of one part opened on
+// two and the reverse, and each part's device and memory reported.
+TEST(GpuShards, LargeBatchesFilesBothWaysAndPartInfo) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 16, nlist = 256, n = 200000, nq = 70000;
+  const auto base = clustered_vectors(n, dim, 2 * nlist, 21);
+  const auto q = clustered_vectors(nq, dim, 2 * nlist, 22);
+  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_METRIC, IVF_METRIC_INNER_PRODUCT}});
+  IndexPtr one = make_index(dim, p.get());
+  ASSERT_EQ(ivf_train(one.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+  ASSERT_EQ(ivf_add(one.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+  IndexPtr two = open_as(bytes_of(one.get()), 2, IVF_SHARD_SPLIT);  // one part's file on two
+  IndexPtr back = open_as(bytes_of(two.get()), 1, IVF_SHARD_SPLIT);  // and back
+  for (int64_t k : {int64_t{10}, int64_t{4096}}) {
+    const int64_t rows = k == 10 ? nq : 3000;  // 3000 x 4096 results: over one gather block
+    const Searched a = search_all(one.get(), q, rows, dim, k, 4);
+    for (ivf_index* idx : {two.get(), back.get()}) {
+      const Searched b = search_all(idx, q, rows, dim, k, 4);
+      EXPECT_EQ(same_results(a.ids, a.dists, b.ids, b.dists, rows, k), "") << "k " << k << " nq " << rows;
+    }
+  }
+  int32_t gpus = 0;
+  ASSERT_EQ(ivf_cuda_device_count(&gpus), IVF_OK);
+  int64_t total = 0, sum = 0, dev = -1, bytes = 0;
+  ASSERT_EQ(ivf_index_info(two.get(), IVF_INFO_DEVICE_MEMORY_BYTES, &total), IVF_OK);
+  for (int64_t part = 0; part < 2; ++part) {
+    ASSERT_EQ(ivf_index_info(two.get(), IVF_INFO_PART_DEVICE(part), &dev), IVF_OK);
+    EXPECT_EQ(dev, part % gpus);
+    ASSERT_EQ(ivf_index_info(two.get(), IVF_INFO_PART_DEVICE_MEMORY_BYTES(part), &bytes), IVF_OK);
+    EXPECT_GT(bytes, 0);
+    sum += bytes;
+  }
+  EXPECT_EQ(sum, total);
+  EXPECT_EQ(ivf_index_info(two.get(), IVF_INFO_PART_DEVICE(2), &dev), IVF_ERR_INVALID_ARGUMENT);
 }

@@ -510,6 +510,27 @@ class Index:
         return self.info(_lib.IVF_INFO_GRAPH_SEARCHES)
 
     @property
+    def merge_nanoseconds(self) -> int:
+        """Time split searches of an index of several parts spent after their parts returned
+        (moving the parts' top-k to one device and merging them), in ns since creation; 0 for
+        one part. Its share of the search time is the merge's cost."""
+        return self.info(_lib.IVF_INFO_MERGE_NANOSECONDS)
+
+    @property
+    def peer_merge(self) -> bool:
+        """Whether the parts' results cross devices by peer copies (NVLink or PCIe peer-to-peer);
+        False through host memory, or when every part shares one device or the CPU."""
+        return self.info(_lib.IVF_INFO_PEER_MERGE) != 0
+
+    def part_device(self, part: int) -> int:
+        """The CUDA device of part ``part`` (-1 on the CPU)."""
+        return self.info(_lib.IVF_INFO_PART_DEVICE_BASE + _part(part))
+
+    def part_device_memory_bytes(self, part: int) -> int:
+        """Device memory of part ``part`` in bytes (as ``device_memory_bytes``)."""
+        return self.info(_lib.IVF_INFO_PART_DEVICE_MEMORY_BYTES_BASE + _part(part))
+
+    @property
     def closed(self) -> bool:
         return self._h.closed
 
@@ -893,3 +914,10 @@ class Index:
                     f" trained={self.is_trained}>")
         except Exception as e:  # never fail in repr
             return f"<ivfgpu.Index ({e})>"
+
+
+def _part(part: int) -> int:
+    p = int(part)
+    if not 0 <= p < 4096:
+        raise ValueError(f"part {p} is outside [0, 4096)")
+    return p

@@ -159,7 +159,9 @@ typedef struct ivf_params ivf_params;
 
 /** How an index of several parts (IVF_PARAM_SHARDS) holds its vectors.
  *  SPLIT: rows are dealt to the parts in turn (each holds ~1/G of every list); a search runs
- *  on every part and their top-k are merged into exactly the one-part result (ids except ties).
+ *  on every part and their top-k are merged into exactly the one-part result (ids except ties):
+ *  on the first part's device for CUDA parts (peer copies where the devices have peer access,
+ *  host memory otherwise), on the host for CPU parts.
  *  A part whose device is lost makes the index IVF_ERR_DEVICE_LOST.
  *  REPLICATE: every part holds every row; a search's queries are split among the parts; a part
  *  whose device is lost is dropped and the others keep serving (and take the mutations).
@@ -209,10 +211,14 @@ typedef int32_t ivf_param_key;
                                            backend of its own: CUDA parts on devices
                                            IVF_PARAM_DEVICE, +1, ... (wrapping round the usable
                                            devices, so parts may share one), or all on the CPU.
-                                           The handle and every call stay the same; an index
-                                           of several parts takes host memory only (device
-                                           pointers: IVF_ERR_UNSUPPORTED). Also read by
-                                           ivf_load: a file opens on any number of parts     */
+                                           The handle and every call stay the same. Device
+                                           memory (CUDA parts) lives on the first part's
+                                           device, IVF_PARAM_DEVICE; a device-memory search
+                                           on a caller's stream waits for that stream, then
+                                           returns with its results written (synchronous);
+                                           device-memory adds and updates are copied to the
+                                           host first. Also read by ivf_load: a file opens on
+                                           any number of parts                              */
 #define IVF_PARAM_SHARD_MODE      13  /**< an ivf_shard_mode; default IVF_SHARD_SPLIT        */
 #define IVF_PARAM_STORAGE_TYPE    14  /**< the ivf_dtype the index stores rows in; default
                                            IVF_DTYPE_F32. Read by ivf_load / ivf_deserialize
@@ -465,6 +471,22 @@ typedef int32_t ivf_info_key;
 #define IVF_INFO_GRAPH_SEARCHES     27  /**< searches (calls, or merged batches) of at most 64
                                              queries answered by replaying a captured CUDA graph,
                                              since creation; 0 on the CPU (README "Serving")   */
+/* an index of several parts (IVF_PARAM_SHARDS); 0 for one part */
+#define IVF_INFO_MERGE_NANOSECONDS  28  /**< time split searches spent after their parts'
+                                             searches returned (moving the parts' top-k to
+                                             one device and merging them), in ns, since
+                                             creation: its share of the search time is the
+                                             merge's cost                                     */
+#define IVF_INFO_PEER_MERGE         29  /**< 1 when the parts' results cross devices by peer
+                                             copies (NVLink or PCIe peer-to-peer); 0 when they
+                                             go through host memory (no peer access, or
+                                             IVFGPU_DISABLE_PEER_ACCESS=1), or every part is on
+                                             one device or the CPU                           */
+/* per part: part in [0, IVF_INFO_SHARDS), else IVF_ERR_INVALID_ARGUMENT */
+#define IVF_INFO_PART_DEVICE(part)  (4096 + (part))  /**< the CUDA device of a part; -1 on
+                                                          the CPU                          */
+#define IVF_INFO_PART_DEVICE_MEMORY_BYTES(part) (8192 + (part)) /**< a part's device memory
+                                                          (as IVF_INFO_DEVICE_MEMORY_BYTES) */
 
 /** Read one property of an index. IVF_ERR_UNSUPPORTED for an unknown key. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key,

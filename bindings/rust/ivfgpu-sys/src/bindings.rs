@@ -87,6 +87,8 @@ pub const IVF_INFO_SHARDS: i32 = 24;
 pub const IVF_INFO_LIVE_SHARDS: i32 = 25;
 pub const IVF_INFO_STORAGE_TYPE: i32 = 26;
 pub const IVF_INFO_GRAPH_SEARCHES: i32 = 27;
+pub const IVF_INFO_MERGE_NANOSECONDS: i32 = 28;
+pub const IVF_INFO_PEER_MERGE: i32 = 29;
 extern "C" {
     #[doc = " \"MAJOR.MINOR.PATCH\" of the loaded library. Static storage; never NULL; thread-safe."]
     pub fn ivf_version() -> *const ::std::os::raw::c_char;
@@ -138,7 +140,9 @@ pub struct ivf_params {
 }
 #[doc = " How an index of several parts (IVF_PARAM_SHARDS) holds its vectors."]
 #[doc = "  SPLIT: rows are dealt to the parts in turn (each holds ~1/G of every list); a search runs"]
-#[doc = "  on every part and their top-k are merged into exactly the one-part result (ids except ties)."]
+#[doc = "  on every part and their top-k are merged into exactly the one-part result (ids except ties):"]
+#[doc = "  on the first part's device for CUDA parts (peer copies where the devices have peer access,"]
+#[doc = "  host memory otherwise), on the host for CPU parts."]
 #[doc = "  A part whose device is lost makes the index IVF_ERR_DEVICE_LOST."]
 #[doc = "  REPLICATE: every part holds every row; a search's queries are split among the parts; a part"]
 #[doc = "  whose device is lost is dropped and the others keep serving (and take the mutations)."]

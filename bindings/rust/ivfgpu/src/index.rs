@@ -717,6 +717,27 @@ impl Index {
         self.info(sys::IVF_INFO_GRAPH_SEARCHES).map(|v| v as u64)
     }
 
+    /// Time split searches of an index of several parts spent after their parts returned
+    /// (moving the parts' top-k to one device and merging them), since creation; zero for one
+    /// part. Its share of the search time is the merge's cost.
+    pub fn merge_time(&self) -> Result<std::time::Duration> {
+        self.info(sys::IVF_INFO_MERGE_NANOSECONDS)
+            .map(|v| std::time::Duration::from_nanos(v.max(0) as u64))
+    }
+    /// Whether the parts' results cross devices by peer copies (NVLink or PCIe peer-to-peer);
+    /// false when they go through host memory, or every part shares one device or the CPU.
+    pub fn peer_merge(&self) -> Result<bool> {
+        self.info(sys::IVF_INFO_PEER_MERGE).map(|v| v != 0)
+    }
+    /// The CUDA device of part `part` (`None` on the CPU).
+    pub fn part_device(&self, part: usize) -> Result<Option<i32>> {
+        self.info(part_key(PART_DEVICE_BASE, part)?).map(|v| if v < 0 { None } else { Some(v as i32) })
+    }
+    /// Device memory of part `part`, in bytes (as [`Index::device_memory_bytes`]).
+    pub fn part_device_memory_bytes(&self, part: usize) -> Result<u64> {
+        self.info(part_key(PART_DEVICE_MEMORY_BASE, part)?).map(|v| v as u64)
+    }
+
     /// Writes the index to `path` atomically (the file is replaced only on success).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path_to_cstring(path.as_ref())?;
@@ -1013,4 +1034,16 @@ impl<T> StoredVectors<T> {
     pub fn into_parts(self) -> (Vec<T>, Vec<bool>) {
         (self.data, self.found)
     }
+}
+
+// IVF_INFO_PART_DEVICE(part) and IVF_INFO_PART_DEVICE_MEMORY_BYTES(part) are function-like
+// macros, which bindgen does not translate: their bases, as the header defines them.
+const PART_DEVICE_BASE: sys::ivf_info_key = 4096;
+const PART_DEVICE_MEMORY_BASE: sys::ivf_info_key = 8192;
+
+fn part_key(base: sys::ivf_info_key, part: usize) -> Result<sys::ivf_info_key> {
+    if part >= 4096 {
+        return Err(Error::invalid_argument(format!("part {part} is beyond any index (at most 4096 parts)")));
+    }
+    Ok(base + part as sys::ivf_info_key)
 }
