@@ -136,13 +136,17 @@ if has tier "$@"; then
 fi
 if has shards "$@"; then
   # Issue 15's benchmark (nvidia-h200-x2): 10M x 96, nlist 4096, nq 10,000, nprobe 64, k 10 on
-  # 1 part, 2 parts split and 2 replicated (run on one GPU, the 2 parts share it).
-  for dev in "1 split" "2 split" "2 replicate"; do
-    set -- $dev
-    stamp "shards: $1 part(s), $2"
-    timeout 300 "$B/bench/ivfgpu_bench" --n 10000000 --dim 96 --nlist 4096 --nq 10000 --nprobe 64 --k 10 \
-      --batch 10000 --reps 3 --no-recall --devices $1 --shard-mode $2 --json "$OUT/shards_$1_$2.json" 2>&1 \
-      | tee "$OUT/shards_$1_$2.log" | tail -3
+  # 1 part, 2 parts split and 2 replicated (one per GPU; with one GPU they share it), host and
+  # device memory, and 2 split parts on one GPU (CUDA_VISIBLE_DEVICES=0) for comparison.
+  for run in "1 split host all" "2 split host all" "2 replicate host all" "2 split device all" \
+             "2 replicate device all" "2 split host 0"; do
+    set -- $run
+    vis=""; [ "$4" = all ] || vis="CUDA_VISIBLE_DEVICES=$4"
+    tag="$1_$2_$3${vis:+_gpu$4}"
+    stamp "shards: $1 part(s), $2, $3 memory${vis:+, GPU $4 only}"
+    env $vis timeout 300 "$B/bench/ivfgpu_bench" --n 10000000 --dim 96 --nlist 4096 --nq 10000 --nprobe 64 --k 10 \
+      --batch 1,100,10000 --reps 3 --no-recall --devices $1 --shard-mode $2 --memory $3 --json "$OUT/shards_$tag.json" 2>&1 \
+      | tee "$OUT/shards_$tag.log" | grep -E "^backend|^part|cross|merge:|^\| [0-9]|failed|error"
   done
 fi
 if has dtype "$@"; then

@@ -128,10 +128,11 @@ std::vector<unsigned char> encode_queries(const std::vector<float>& q, int64_t d
   return out;
 }
 
-// The host tier's counters (IVF_INFO_*); all 0 for an index without a device budget.
+// The host tier's counters (IVF_INFO_*); all 0 for an index without a device budget. And the
+// time split searches of several parts spent merging (0 for one part).
 struct Tier {
   int64_t resident_lists = 0, resident_bytes = 0, host_tier_bytes = 0, cache_hits = 0, cache_misses = 0,
-          streamed_bytes = 0;
+          streamed_bytes = 0, merge_ns = 0;
 };
 
 Tier read_tier(const ivf_index* idx) {
@@ -142,6 +143,7 @@ Tier read_tier(const ivf_index* idx) {
   check(ivf_index_info(idx, IVF_INFO_CACHE_HITS, &t.cache_hits), "info");
   check(ivf_index_info(idx, IVF_INFO_CACHE_MISSES, &t.cache_misses), "info");
   check(ivf_index_info(idx, IVF_INFO_STREAMED_BYTES, &t.streamed_bytes), "info");
+  check(ivf_index_info(idx, IVF_INFO_MERGE_NANOSECONDS, &t.merge_ns), "info");
   return t;
 }
 
@@ -154,6 +156,8 @@ struct Row {
   Tier tier;
   int64_t hits = 0, misses = 0, streamed = 0;
   double hit_rate = -1, stream_gbps = 0, search_s = 0;
+  // Several parts: seconds of the timed searches spent merging, and their share.
+  double merge_s = 0, merge_share = 0;
 };
 
 // Every option, in one place: add a field here and its line in add_options.
@@ -376,6 +380,21 @@ int main(int argc, char** argv) {
               "host memory %.1f MiB\n",
               used_backend == IVF_BACKEND_CUDA ? "cuda" : "cpu", dtype.name, qtype.name, train_s, add_s,
               dev_bytes / 1048576.0, list_bytes / 1048576.0, host_bytes / 1048576.0);
+  // Several parts: where each lives and what it holds, and how results cross between devices.
+  std::vector<int64_t> part_devices, part_bytes;
+  int64_t peer_merge = 0;
+  if (opt.shards > 1) {
+    for (int64_t p = 0; p < opt.shards; ++p) {
+      int64_t d = -1, b = 0;
+      check(ivf_index_info(idx, IVF_INFO_PART_DEVICE(p), &d), "info");
+      check(ivf_index_info(idx, IVF_INFO_PART_DEVICE_MEMORY_BYTES(p), &b), "info");
+      part_devices.push_back(d);
+      part_bytes.push_back(b);
+      std::printf("part %lld: device %lld, %.1f MiB\n", (long long)p, (long long)d, b / 1048576.0);
+    }
+    check(ivf_index_info(idx, IVF_INFO_PEER_MERGE, &peer_merge), "info");
+    std::printf("results cross devices by %s\n", peer_merge ? "peer copies" : "host memory (or stay on one device)");
+  }
   int64_t budget = 0;
   check(ivf_index_info(idx, IVF_INFO_DEVICE_BUDGET, &budget), "info");
   const bool show_tier = opt.device_budget > 0 || budget > 0;
@@ -548,6 +567,8 @@ int main(int argc, char** argv) {
         r.streamed = r.tier.streamed_bytes - before.streamed_bytes;
         r.hit_rate = r.hits + r.misses > 0 ? double(r.hits) / double(r.hits + r.misses) : -1.0;
         r.stream_gbps = r.search_s > 0 ? r.streamed / r.search_s / 1e9 : 0.0;
+        r.merge_s = (r.tier.merge_ns - before.merge_ns) / 1e9;
+        r.merge_share = r.search_s > 0 ? r.merge_s / r.search_s : 0.0;
         rows.push_back(r);
         std::printf("  k %4lld nprobe %4lld batch %5lld: %12.0f QPS  recall %.4f  p50 %.3f ms  p99 %.3f ms  mean %.3f ms\n",
                     (long long)k, (long long)nprobe, (long long)b, r.qps, r.recall, r.p50_ms, r.p99_ms, r.mean_ms);
@@ -557,6 +578,9 @@ int main(int argc, char** argv) {
                       (long long)r.tier.resident_lists, r.tier.resident_bytes / 1048576.0,
                       r.tier.host_tier_bytes / 1048576.0, (long long)r.hits, (long long)r.misses, r.hit_rate,
                       r.streamed / 1048576.0, r.search_s, r.stream_gbps);
+        if (opt.shards > 1)
+          std::printf("      merge: %.3f ms of %.3f s searched (%.2f%%)\n", r.merge_s * 1e3, r.search_s,
+                      100.0 * r.merge_share);
         std::fflush(stdout);
       }
     }
@@ -604,6 +628,9 @@ int main(int argc, char** argv) {
                                 {"device_budget", opt.device_budget},
                                 {"devices", opt.shards},
                                 {"shard_mode", opt.shard_mode},
+                                {"part_devices", part_devices},
+                                {"part_device_memory_bytes", part_bytes},
+                                {"peer_merge", peer_merge},
                                 {"zipf", opt.zipf},
                                 {"results", nlohmann::ordered_json::array()}};
     // Per row, after the timing fields: the host tier after the row's timed searches
@@ -627,7 +654,9 @@ int main(int argc, char** argv) {
                               {"hit_rate", r.hit_rate},
                               {"streamed_bytes", r.streamed},
                               {"search_s", r.search_s},
-                              {"stream_gbps", r.stream_gbps}});
+                              {"stream_gbps", r.stream_gbps},
+                              {"merge_s", r.merge_s},
+                              {"merge_share", r.merge_share}});
     std::ofstream f(opt.json_path);
     f << j.dump(2) << "\n";
     if (!f) {
