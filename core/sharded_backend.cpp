@@ -112,6 +112,10 @@ void append_rows(HostModel& to, const HostModel& from, int64_t b, int64_t e) {
   }
 }
 
+// Host queries per search at most which split CUDA parts merge on the host (the small-batch
+// path's limit, cuda/small_batch.hpp).
+constexpr int64_t kHostMergeRows = 64;
+
 class ShardedBackend final : public Backend {
  public:
   ShardedBackend(int64_t dim, const BuildParams& params, std::vector<std::unique_ptr<Backend>> parts,
@@ -278,7 +282,10 @@ class ShardedBackend final : public Backend {
     }
     if (req.n() == 0) return;
     if (mode_ == ShardMode::Replicate) return search_replicas(st, req);
-    if (!exchange_) return search_split_on_host(st, req);
+    // A few host queries: each part answers on its own (its small-batch path) and the host
+    // merges a few rows, which costs less than the exchange's device round trips.
+    if (!exchange_ || (req.memory == MemoryKind::Host && req.n() <= kHostMergeRows))
+      return search_split_on_host(st, req);
     // CUDA parts: results gathered and merged on the first part's device, in blocks of queries
     // whose gathered results stay bounded.
     const int64_t n = req.n(), block = exchange_->block_rows(req.k);
@@ -296,7 +303,7 @@ class ShardedBackend final : public Backend {
     }
   }
 
-  // CPU parts: each part's top-k into host buffers, merged here.
+  // CPU parts, and small host batches: each part's top-k into host buffers, merged here.
   void search_split_on_host(const ShardedState& st, const SearchRequest& req) const {
     const std::size_t g = parts_.size();
     const int64_t n = req.n(), k = req.k;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace ivfgpu {
 
@@ -29,6 +30,7 @@ struct BuildParams {
   bool dynamic_batching = false;  // merge concurrent small searches (search_batcher.hpp)
   int64_t shards = 1;             // parts of one index (sharded_backend.hpp); 1: a plain index
   int64_t shard_mode = 0;         // ShardMode: 0 split the rows, 1 replicate them
+  std::vector<int64_t> shard_devices;  // part -> CUDA device; absent or -1: device + part, wrapping
   int32_t storage = 0;            // ElementType of the stored rows (issue 11); 0 = f32
 };
 

@@ -392,10 +392,20 @@ func WithStorageType(t StorageType) Option {
 
 // WithShards builds one index over n parts (build, and read by Load and Deserialize: a file
 // opens on any number of parts; default 1): CUDA parts on devices WithDevice, +1, ...
-// (wrapping round the usable devices), or n CPU parts, behind the same Index and calls. An
-// index of several parts takes host memory only (the Device calls are refused) and stores
-// float32 rows only in this version.
+// (wrapping round the usable devices) unless WithShardDevice places them, or n CPU parts,
+// behind the same Index and calls. Device memory lives on the first part's device.
 func WithShards(n int) Option { return Option{C.IVF_PARAM_SHARDS, int64(n), nil, nil} }
+
+// WithShardDevice places part `part` of WithShards on CUDA device `device` (a device may hold
+// several parts; build, Load, Deserialize). Unset parts follow WithDevice, +1, ... A part
+// outside [0, 1024) is refused by the library as an unknown key (ErrUnsupported).
+func WithShardDevice(part, device int) Option {
+	key := C.ivf_param_key(partDeviceBase + 1024) // past IVF_PARAM_SHARD_DEVICE(1023): unknown
+	if part >= 0 && part < 1024 {
+		key = C.ivf_param_key(partDeviceBase + part) // IVF_PARAM_SHARD_DEVICE(part)
+	}
+	return Option{key, int64(device), nil, nil}
+}
 
 // WithShardMode sets how the parts of WithShards hold the rows (build, Load, Deserialize;
 // default ShardSplit).
@@ -1111,8 +1121,8 @@ func (ix *Index) PeerMerge() (bool, error) {
 	return v != 0, err
 }
 
-// The bases of IVF_INFO_PART_DEVICE(part) and IVF_INFO_PART_DEVICE_MEMORY_BYTES(part):
-// function-like macros, which cgo cannot call.
+// The bases of IVF_INFO_PART_DEVICE(part) and IVF_INFO_PART_DEVICE_MEMORY_BYTES(part) (and
+// of the build key IVF_PARAM_SHARD_DEVICE(part)): function-like macros, which cgo cannot call.
 const (
 	partDeviceBase       = 4096
 	partDeviceMemoryBase = 8192

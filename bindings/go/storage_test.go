@@ -326,6 +326,37 @@ func TestShardsEqualOnePart(t *testing.T) {
 			}
 		}
 	}
+	// The merge's time and the parts' placement are reported.
+	for i, p := range parts {
+		ix := all[i+1]
+		ns, err := ix.MergeNanoseconds()
+		if err != nil || (ns > 0) != (p.mode == ivfgpu.ShardSplit) {
+			t.Fatalf("MergeNanoseconds = %d, %v (%d parts, mode %d)", ns, err, p.shards, p.mode)
+		}
+		for part := 0; part < p.shards; part++ {
+			if _, err := ix.PartDevice(part); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ix.PartDeviceMemoryBytes(part); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := ix.PartDevice(p.shards); !errors.Is(err, ivfgpu.ErrInvalidArgument) {
+			t.Fatalf("PartDevice past the parts: %v", err)
+		}
+	}
+	placed, err := ivfgpu.Deserialize(trained, ivfgpu.WithBackend(testBackend()), ivfgpu.WithShards(2),
+		ivfgpu.WithShardDevice(0, 0), ivfgpu.WithShardDevice(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer placed.Close()
+	if peer, err := placed.PeerMerge(); err != nil || peer {
+		t.Fatalf("PeerMerge of parts on one device = %v, %v", peer, err)
+	}
+	if _, err := ivfgpu.New(dim, ivfgpu.WithShards(2), ivfgpu.WithShardDevice(5000, 0)); !errors.Is(err, ivfgpu.ErrUnsupported) {
+		t.Fatalf("WithShardDevice(5000, 0): %v", err)
+	}
 	if s, _ := one.Shards(); s != 1 {
 		t.Fatalf("a plain index has %d parts", s)
 	}

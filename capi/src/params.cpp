@@ -4,6 +4,7 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "../../core/limits.hpp"
 #include "guard.hpp"
@@ -42,7 +43,18 @@ constexpr KeySpec kKeys[] = {
     {IVF_PARAM_MEMORY_KIND, "IVF_PARAM_MEMORY_KIND", IVF_MEMORY_HOST, IVF_MEMORY_DEVICE},
 };
 
+// IVF_PARAM_SHARD_DEVICE(part): one key per part, -1 = the default placement.
+constexpr KeySpec kShardDevice = {IVF_PARAM_SHARD_DEVICE(0), "IVF_PARAM_SHARD_DEVICE(part)", -1, limits::kMaxDevice};
+
+// The part a shard-device key names, or -1 for any other key.
+int64_t shard_device_part(ivf_param_key key) {
+  return key >= IVF_PARAM_SHARD_DEVICE(0) && key < IVF_PARAM_SHARD_DEVICE(limits::kMaxShards)
+             ? key - IVF_PARAM_SHARD_DEVICE(0)
+             : -1;
+}
+
 const KeySpec* spec_of(ivf_param_key key) {
+  if (shard_device_part(key) >= 0) return &kShardDevice;
   for (const KeySpec& s : kKeys)
     if (s.key == key) return &s;
   return nullptr;
@@ -105,6 +117,12 @@ IVF_API ivf_status ivf_params_set_int(ivf_params* params, ivf_param_key key, int
     if (value < s.lo || value > s.hi)
       invalid(std::string("ivf_params_set_int: ") + s.name + " = " + std::to_string(value) + " is outside [" +
               std::to_string(s.lo) + ", " + std::to_string(s.hi) + "]");
+    if (const int64_t part = shard_device_part(key); part >= 0) {
+      std::vector<int64_t>& devices = params->build.shard_devices;
+      if (static_cast<int64_t>(devices.size()) <= part) devices.resize(static_cast<std::size_t>(part) + 1, -1);
+      devices[static_cast<std::size_t>(part)] = value;
+      return;
+    }
     switch (key) {
       case IVF_PARAM_METRIC: params->build.metric = static_cast<Metric>(value); break;
       case IVF_PARAM_BACKEND: params->build.backend = static_cast<BackendKind>(value); break;
@@ -128,6 +146,11 @@ IVF_API ivf_status ivf_params_get_int(const ivf_params* params, ivf_param_key ke
   return guarded([&] {
     if (params == nullptr || value == nullptr) invalid("ivf_params_get_int: NULL argument");
     int_key(key, "ivf_params_get_int");
+    if (const int64_t part = shard_device_part(key); part >= 0) {
+      const std::vector<int64_t>& devices = params->build.shard_devices;
+      *value = part < static_cast<int64_t>(devices.size()) ? devices[static_cast<std::size_t>(part)] : -1;
+      return;
+    }
     switch (key) {
       case IVF_PARAM_METRIC: *value = static_cast<int64_t>(params->build.metric); break;
       case IVF_PARAM_BACKEND: *value = static_cast<int64_t>(params->build.backend); break;

@@ -4,8 +4,11 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../element_type.hpp"
@@ -239,16 +242,23 @@ class CudaPartExchange final : public PartExchange {
   }
 
  private:
+  // Peer access from `from` to `to`, enabled once per process and pair (a second
+  // cudaDeviceEnablePeerAccess reports an error that tools such as compute-sanitizer count).
   static bool enable_peer(int from, int to) {
     int can = 0;
     if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess || !can) {
       (void)cudaGetLastError();
       return false;
     }
+    static std::mutex mutex;
+    static std::set<std::pair<int, int>> enabled;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (enabled.count({from, to})) return true;
     DeviceGuard g(from);
     const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();  // by the caller, or another index
+    if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();  // by the caller
     else IVF_CUDA_CHECK(e);
+    enabled.insert({from, to});
     return true;
   }
 

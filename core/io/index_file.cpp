@@ -34,6 +34,7 @@ BuildParams load_params(const IndexImage& image, const BuildParams& caller) {
   p.dynamic_batching = caller.dynamic_batching;  // and of the service
   p.shards = caller.shards;  // the same file opens on any number of parts
   p.shard_mode = caller.shard_mode;
+  p.shard_devices = caller.shard_devices;
   if (caller.storage != 0) p.storage = caller.storage;  // convert_storage() makes the model match
   return p;
 }

@@ -5,11 +5,11 @@
 // replay. (A lost part is covered by the engine test with a failing part.)
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <thread>
+#include <algorithm>
 #include <vector>
 
 #include "common/id_workload.hpp"
+#include "common/shards_workload.hpp"
 #include "common/test_util.hpp"
 
 using namespace ivftest;
@@ -80,30 +80,7 @@ TEST(Shards, UniqueIdsWorkTheSameSplit) { run_id_workload(IVF_BACKEND_CPU, true,
 TEST(Shards, IdsWorkTheSameReplicated) { run_id_workload(IVF_BACKEND_CPU, false, 500, 53, 0, 2, IVF_SHARD_REPLICATE); }
 
 TEST(Shards, SixteenThreadsOnAReplicatedIndexEqualASerialReplay) {
-  const int64_t dim = 16, nlist = 16, n = 8000;
-  const auto base = clustered_vectors(n, dim, 64, 4);
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_NLIST, nlist}, {IVF_PARAM_SHARDS, 2},
-                        {IVF_PARAM_SHARD_MODE, IVF_SHARD_REPLICATE}});
-  IndexPtr idx = make_index(dim, p.get());
-  ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
-  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
-  std::vector<std::vector<float>> qs;
-  std::vector<Searched> serial;
-  for (int t = 0; t < 16; ++t) {
-    qs.push_back(clustered_vectors(1 + 13 * t, dim, 64, 100 + t));
-    serial.push_back(search_all(idx.get(), qs[t], 1 + 13 * t, dim, 1 + t, 1 + t % 4));
-  }
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 16; ++t)
-    threads.emplace_back([&, t] {
-      for (int r = 0; r < 4; ++r) {
-        const Searched s = search_all(idx.get(), qs[t], 1 + 13 * t, dim, 1 + t, 1 + t % 4);
-        if (s.ids != serial[t].ids || s.dists != serial[t].dists) ++bad;
-      }
-    });
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(bad.load(), 0);
+  sixteen_threads_equal_a_serial_replay(IVF_BACKEND_CPU, IVF_SHARD_REPLICATE);
 }
 
 TEST(Shards, BadKeysAndDeviceMemoryAreRefused) {
@@ -157,4 +134,44 @@ TEST(Shards, MergeTimeAndPartsAreReported) {
   EXPECT_EQ(info(plain.get(), IVF_INFO_MERGE_NANOSECONDS), 0);
   int64_t v = 0;
   EXPECT_EQ(ivf_index_info(plain.get(), IVF_INFO_PART_DEVICE(1), &v), IVF_ERR_INVALID_ARGUMENT);
+}
+
+// IVF_PARAM_SHARD_DEVICE(part): set, read back, bounded; on the CPU backend the parts stay on
+// the CPU whatever devices are named; with AUTO and a device that does not exist every part
+// runs on the CPU, with CUDA the index is refused.
+TEST(Shards, ShardDeviceKeysPlaceParts) {
+  auto p = make_params({{IVF_PARAM_SHARDS, 3}});
+  int64_t v = 7, lo = 0, hi = 0;
+  ASSERT_EQ(ivf_params_get_int(p.get(), IVF_PARAM_SHARD_DEVICE(2), &v), IVF_OK);
+  EXPECT_EQ(v, -1);
+  ASSERT_EQ(ivf_params_set_int(p.get(), IVF_PARAM_SHARD_DEVICE(2), 0), IVF_OK);
+  ASSERT_EQ(ivf_params_get_int(p.get(), IVF_PARAM_SHARD_DEVICE(2), &v), IVF_OK);
+  EXPECT_EQ(v, 0);
+  ASSERT_EQ(ivf_params_get_int(p.get(), IVF_PARAM_SHARD_DEVICE(1), &v), IVF_OK);
+  EXPECT_EQ(v, -1);
+  ASSERT_EQ(ivf_param_bounds(IVF_PARAM_SHARD_DEVICE(1023), &lo, &hi), IVF_OK);
+  EXPECT_EQ(lo, -1);
+  EXPECT_EQ(ivf_params_set_int(p.get(), IVF_PARAM_SHARD_DEVICE(0), -2), IVF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ivf_params_set_int(p.get(), IVF_PARAM_SHARD_DEVICE(0), hi + 1), IVF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ivf_params_set_int(p.get(), IVF_PARAM_SHARD_DEVICE(1024), 0), IVF_ERR_UNSUPPORTED);
+
+  const int64_t dim = 8;
+  auto cpu = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CPU}, {IVF_PARAM_NLIST, 4}, {IVF_PARAM_SHARDS, 2},
+                          {IVF_PARAM_SHARD_DEVICE(0), 0}, {IVF_PARAM_SHARD_DEVICE(1), 0}});
+  IndexPtr idx = make_index(dim, cpu.get());
+  EXPECT_EQ(info(idx.get(), IVF_INFO_PART_DEVICE(0)), -1);
+  EXPECT_EQ(info(idx.get(), IVF_INFO_PART_DEVICE(1)), -1);
+
+  int32_t gpus = 0;
+  ASSERT_EQ(ivf_cuda_device_count(&gpus), IVF_OK);
+  const int64_t missing = std::min<int64_t>(gpus + 3, hi);  // a device this machine lacks
+  auto autop = make_params({{IVF_PARAM_NLIST, 4}, {IVF_PARAM_SHARDS, 2}, {IVF_PARAM_SHARD_DEVICE(1), missing}});
+  IndexPtr fallback = make_index(dim, autop.get());
+  EXPECT_EQ(info(fallback.get(), IVF_INFO_BACKEND), IVF_BACKEND_CPU);
+  EXPECT_EQ(info(fallback.get(), IVF_INFO_PART_DEVICE(0)), -1);
+  auto cuda = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, 4}, {IVF_PARAM_SHARDS, 2},
+                           {IVF_PARAM_SHARD_DEVICE(1), missing}});
+  ivf_index* raw = nullptr;
+  EXPECT_EQ(ivf_create(&raw, dim, cuda.get()), IVF_ERR_UNSUPPORTED);
+  EXPECT_EQ(raw, nullptr);
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/id_workload.hpp"
+#include "common/shards_workload.hpp"
 #include "common/test_util.hpp"
 
 using namespace ivftest;
@@ -39,6 +40,17 @@ class DeviceArray {
   std::size_t n_;
   T* p_ = nullptr;
 };
+
+// One CUDA part holding base (sequential ids); trained: its file before the add.
+IndexPtr trained_one_part(int64_t dim, int64_t nlist, const std::vector<float>& base, std::vector<unsigned char>& trained) {
+  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}});
+  IndexPtr one = make_index(dim, p.get());
+  const int64_t n = static_cast<int64_t>(base.size()) / dim;
+  EXPECT_EQ(ivf_train(one.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+  trained = bytes_of(one.get());
+  EXPECT_EQ(ivf_add(one.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+  return one;
+}
 
 IndexPtr open_as(const std::vector<unsigned char>& bytes, int64_t shards, int64_t mode) {
   auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_SHARDS, shards}, {IVF_PARAM_SHARD_MODE, mode}});
@@ -142,11 +154,8 @@ TEST(GpuShards, TheHostStagedMergeGivesTheSameResults) {
   const int64_t dim = 48, nlist = 128, n = 60000, nq = 2000;
   const auto base = clustered_vectors(n, dim, 2 * nlist, 11);
   const auto q = clustered_vectors(nq, dim, 2 * nlist, 12);
-  auto p = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, nlist}});
-  IndexPtr one = make_index(dim, p.get());
-  ASSERT_EQ(ivf_train(one.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
-  const auto trained = bytes_of(one.get());
-  ASSERT_EQ(ivf_add(one.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+  std::vector<unsigned char> trained;
+  const IndexPtr one = trained_one_part(dim, nlist, base, trained);
   IndexPtr peer = open_as(trained, 2, IVF_SHARD_SPLIT);
   ASSERT_EQ(setenv("IVFGPU_DISABLE_PEER_ACCESS", "1", 1), 0);
   IndexPtr staged = open_as(trained, 2, IVF_SHARD_SPLIT);
@@ -207,4 +216,46 @@ TEST(GpuShards, LargeBatchesFilesBothWaysAndPartInfo) {
   }
   EXPECT_EQ(sum, total);
   EXPECT_EQ(ivf_index_info(two.get(), IVF_INFO_PART_DEVICE(2), &dev), IVF_ERR_INVALID_ARGUMENT);
+}
+
+// IVF_PARAM_SHARD_DEVICE places parts: two parts on one device (results stay there), and with
+// two GPUs the parts in reverse order (the merge runs on device 1); results equal one part's.
+TEST(GpuShards, ShardDeviceKeysPlaceParts) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 24, nlist = 64, n = 30000, nq = 500, k = 20;
+  const auto base = clustered_vectors(n, dim, 2 * nlist, 41);
+  const auto q = clustered_vectors(nq, dim, 2 * nlist, 42);
+  std::vector<unsigned char> trained;
+  const IndexPtr one = trained_one_part(dim, nlist, base, trained);
+  const Searched want = search_all(one.get(), q, nq, dim, k, 8);
+  int32_t gpus = 0;
+  ASSERT_EQ(ivf_cuda_device_count(&gpus), IVF_OK);
+  std::vector<std::vector<int64_t>> placements = {{0, 0}};
+  if (gpus > 1) placements.push_back({1, 0});
+  for (const auto& place : placements) {
+    auto op = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_SHARDS, 2},
+                           {IVF_PARAM_SHARD_DEVICE(0), place[0]}, {IVF_PARAM_SHARD_DEVICE(1), place[1]}});
+    ivf_index* raw = nullptr;
+    ASSERT_EQ(ivf_deserialize(trained.data(), trained.size(), op.get(), &raw), IVF_OK) << ivf_last_error_message();
+    IndexPtr idx(raw);
+    ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+    int64_t d0 = -1, d1 = -1, peer = -1;
+    ASSERT_EQ(ivf_index_info(idx.get(), IVF_INFO_PART_DEVICE(0), &d0), IVF_OK);
+    ASSERT_EQ(ivf_index_info(idx.get(), IVF_INFO_PART_DEVICE(1), &d1), IVF_OK);
+    ASSERT_EQ(ivf_index_info(idx.get(), IVF_INFO_PEER_MERGE, &peer), IVF_OK);
+    EXPECT_EQ(d0, place[0]);
+    EXPECT_EQ(d1, place[1]);
+    if (place[0] == place[1]) EXPECT_EQ(peer, 0);
+    const Searched got = search_all(idx.get(), q, nq, dim, k, 8);
+    EXPECT_EQ(same_results(want.ids, want.dists, got.ids, got.dists, nq, k), "")
+        << "parts on " << place[0] << " and " << place[1];
+  }
+}
+
+// Concurrency: 16 threads on a replicated index, and on a split one (their exchange of
+// queries and results between devices), equal a serial replay.
+TEST(GpuShards, SixteenThreadsEqualASerialReplay) {
+  IVFTEST_REQUIRE_GPU();
+  sixteen_threads_equal_a_serial_replay(IVF_BACKEND_CUDA, IVF_SHARD_REPLICATE);
+  sixteen_threads_equal_a_serial_replay(IVF_BACKEND_CUDA, IVF_SHARD_SPLIT);
 }

@@ -242,8 +242,11 @@ def _set_device_budget(p: _Params, device_budget: int) -> None:
         p.set_int(_lib.IVF_PARAM_DEVICE_BUDGET, device_budget, "device_budget")
 
 
+_MAX_SHARDS = 1024  # IVF_PARAM_SHARDS's bound (limits::kMaxShards)
+
+
 def _set_parts(p: _Params, storage: Optional[StorageLike], shards: int, shard_mode: Any,
-               dynamic_batching: bool) -> None:
+               dynamic_batching: bool, shard_devices: Optional[Sequence[int]] = None) -> None:
     # As the budget: set only when not the default, so that a library older than the keys
     # still takes an index that does not use them.
     if storage is not None:
@@ -257,6 +260,12 @@ def _set_parts(p: _Params, storage: Optional[StorageLike], shards: int, shard_mo
         p.set_int(_lib.IVF_PARAM_SHARD_MODE, mode, "shard_mode")
     if dynamic_batching:
         p.set_int(_lib.IVF_PARAM_DYNAMIC_BATCHING, 1, "dynamic_batching")
+    if shard_devices is not None:
+        devices = list(shard_devices)
+        if len(devices) > _MAX_SHARDS:
+            raise ValueError(f"shard_devices: {len(devices)} entries, at most {_MAX_SHARDS} parts")
+        for part, dev in enumerate(devices):
+            p.set_int(_lib.IVF_PARAM_SHARD_DEVICE_BASE + part, dev, f"shard_devices[{part}]")
 
 
 class Filter:
@@ -363,11 +372,14 @@ class Index:
     of f32 rows is converted on opening (a file already compact keeps its type).
 
     ``shards`` (>= 1) and ``shard_mode`` ("split" or "replicate"): one index over several parts
-    (CUDA devices ``device``, +1, ... wrapping round the usable ones, or CPU parts) behind the
-    same calls. "split" deals rows to the parts and merges their top-k into exactly the
-    one-part result; "replicate" gives every part every row and splits queries among them.
-    Host memory only and f32 storage only in this version; ``load`` and ``deserialize`` take
-    both (a file opens on any number of parts). ``shards``, ``live_shards`` report them.
+    (CUDA devices ``device``, +1, ... wrapping round the usable ones, or those ``shard_devices``
+    lists, part by part, a device may repeat; or CPU parts) behind the same calls. "split"
+    deals rows to the parts and merges their top-k into exactly the one-part result (on the
+    first part's device); "replicate" gives every part every row and splits queries among
+    them. Device memory lives on the first part's device. ``load`` and ``deserialize`` take
+    them all (a file opens on any number of parts). ``shards``, ``live_shards``,
+    ``part_device(p)``, ``part_device_memory_bytes(p)``, ``merge_nanoseconds`` and
+    ``peer_merge`` report them.
 
     ``dynamic_batching=True``: concurrent searches (from threads) of at most 64 host queries
     with the same k, nprobe and filter arriving within ``batch_window_us`` (a search keyword;
@@ -381,7 +393,8 @@ class Index:
                  kmeans_iters: int = 10, max_points_per_centroid: int = 256, seed: int = 1234,
                  num_threads: int = 0, unique_ids: bool = False, device_budget: int = 0,
                  storage: StorageLike = "f32", shards: int = 1,
-                 shard_mode: Union[str, int] = "split", dynamic_batching: bool = False) -> None:
+                 shard_mode: Union[str, int] = "split", dynamic_batching: bool = False,
+                 shard_devices: Optional[Sequence[int]] = None) -> None:
         lib = _lib.load()
         with _Params(lib) as p:
             p.set_int(_lib.IVF_PARAM_NLIST, nlist, "nlist")
@@ -397,7 +410,7 @@ class Index:
             p.set_int(_lib.IVF_PARAM_NUM_THREADS, num_threads, "num_threads")
             p.set_int(_lib.IVF_PARAM_UNIQUE_IDS, 1 if unique_ids else 0, "unique_ids")
             _set_device_budget(p, device_budget)
-            _set_parts(p, storage, shards, shard_mode, dynamic_batching)
+            _set_parts(p, storage, shards, shard_mode, dynamic_batching, shard_devices)
             out = c_void_p()
             check(lib.ivf_create(byref(out), int(dim), p.ptr), "ivf_create")
         self._adopt(out.value, num_threads)  # type: ignore[arg-type]
@@ -806,7 +819,8 @@ class Index:
     def _load_params(lib: ctypes.CDLL, backend: BackendLike, device: int, num_threads: int,
                      device_budget: int = 0, storage: Optional[StorageLike] = None,
                      shards: int = 1, shard_mode: Union[str, int] = "split",
-                     dynamic_batching: bool = False) -> _Params:
+                     dynamic_batching: bool = False,
+                     shard_devices: Optional[Sequence[int]] = None) -> _Params:
         p = _Params(lib)
         try:
             p.set_int(_lib.IVF_PARAM_BACKEND, _enum_value(backend, _BACKEND_NAMES, "backend"),
@@ -814,7 +828,7 @@ class Index:
             p.set_int(_lib.IVF_PARAM_DEVICE, device, "device")
             p.set_int(_lib.IVF_PARAM_NUM_THREADS, num_threads, "num_threads")
             _set_device_budget(p, device_budget)
-            _set_parts(p, storage, shards, shard_mode, dynamic_batching)
+            _set_parts(p, storage, shards, shard_mode, dynamic_batching, shard_devices)
         except BaseException:
             lib.ivf_params_free(p.ptr)
             raise
@@ -825,17 +839,19 @@ class Index:
              device: int = 0, num_threads: int = 0, device_budget: int = 0,
              progress: Optional[ProgressCallable] = None, storage: Optional[StorageLike] = None,
              shards: int = 1, shard_mode: Union[str, int] = "split",
-             dynamic_batching: bool = False) -> "Index":
+             dynamic_batching: bool = False,
+             shard_devices: Optional[Sequence[int]] = None) -> "Index":
         """Read a file written by save() or a FAISS IndexIVFFlat file. With
         ``device_budget`` (bytes) a CUDA index is opened into pinned host memory, the device
         caching the most-probed lists within the budget. ``progress``: see the class
         documentation (stage "load"). ``storage``: convert a file of f32 rows to that type
         (None, the default, and "f32" keep the file's type; a compact file keeps its own).
-        ``shards``, ``shard_mode``, ``dynamic_batching``: as for Index() (not in the file)."""
+        ``shards``, ``shard_mode``, ``shard_devices``, ``dynamic_batching``: as for Index() (not
+        in the file)."""
         lib = _lib.load()
         out = c_void_p()
         with cls._load_params(lib, backend, device, num_threads, device_budget, storage, shards,
-                              shard_mode, dynamic_batching) as p, \
+                              shard_mode, dynamic_batching, shard_devices) as p, \
                 ProgressCall(progress) as pc:
             pc.attach(lib, p.ptr)
             pc.check(lib.ivf_load(os.fsencode(path), p.ptr, byref(out)), "ivf_load")
@@ -861,15 +877,16 @@ class Index:
                     progress: Optional[ProgressCallable] = None,
                     storage: Optional[StorageLike] = None, shards: int = 1,
                     shard_mode: Union[str, int] = "split",
-                    dynamic_batching: bool = False) -> "Index":
+                    dynamic_batching: bool = False,
+                    shard_devices: Optional[Sequence[int]] = None) -> "Index":
         """Build an index from serialize()'s bytes (or a FAISS IndexIVFFlat file image);
-        ``device_budget``, ``progress``, ``storage``, ``shards``, ``shard_mode`` and
-        ``dynamic_batching`` as for load()."""
+        ``device_budget``, ``progress``, ``storage``, ``shards``, ``shard_mode``,
+        ``shard_devices`` and ``dynamic_batching`` as for load()."""
         lib = _lib.load()
         buf = np.frombuffer(data, dtype=np.uint8)  # no copy
         out = c_void_p()
         with cls._load_params(lib, backend, device, num_threads, device_budget, storage, shards,
-                              shard_mode, dynamic_batching) as p, \
+                              shard_mode, dynamic_batching, shard_devices) as p, \
                 ProgressCall(progress) as pc:
             pc.attach(lib, p.ptr)
             pc.check(lib.ivf_deserialize(buf.ctypes.data if buf.size else None, buf.size, p.ptr,

@@ -210,16 +210,25 @@ typedef int32_t ivf_param_key;
 #define IVF_PARAM_SHARDS          12  /**< parts of one index, >= 1; default 1. Each part is a
                                            backend of its own: CUDA parts on devices
                                            IVF_PARAM_DEVICE, +1, ... (wrapping round the usable
-                                           devices, so parts may share one), or all on the CPU.
+                                           devices, so parts may share one) or those
+                                           IVF_PARAM_SHARD_DEVICE(part) names, or all on the
+                                           CPU (IVF_BACKEND_CPU).
                                            The handle and every call stay the same. Device
                                            memory (CUDA parts) lives on the first part's
-                                           device, IVF_PARAM_DEVICE; a device-memory search
-                                           on a caller's stream waits for that stream, then
-                                           returns with its results written (synchronous);
+                                           device (IVF_INFO_PART_DEVICE(0)); a device-memory
+                                           search on a caller's stream waits for that stream,
+                                           then returns with its results written (synchronous);
                                            device-memory adds and updates are copied to the
                                            host first. Also read by ivf_load: a file opens on
                                            any number of parts                              */
 #define IVF_PARAM_SHARD_MODE      13  /**< an ivf_shard_mode; default IVF_SHARD_SPLIT        */
+#define IVF_PARAM_SHARD_DEVICE(part) (4096 + (part)) /**< the CUDA device of part `part` of
+                                           IVF_PARAM_SHARDS, part in [0, 1024); a device may
+                                           hold several parts; -1 (default): IVF_PARAM_DEVICE +
+                                           part, wrapping. Read by ivf_create and ivf_load. A
+                                           device that does not exist: IVF_ERR_UNSUPPORTED with
+                                           IVF_BACKEND_CUDA; with AUTO every part then runs on
+                                           the CPU (an index never mixes kinds)            */
 #define IVF_PARAM_STORAGE_TYPE    14  /**< the ivf_dtype the index stores rows in; default
                                            IVF_DTYPE_F32. Read by ivf_load / ivf_deserialize
                                            too: a file of f32 rows then converts on load (a

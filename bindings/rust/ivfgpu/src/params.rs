@@ -244,12 +244,23 @@ impl IndexParams {
     }
 
     /// One index over `parts` parts (>= 1; default 1): CUDA parts on devices
-    /// [`device`](IndexParams::device), +1, ... (wrapping round the usable devices), or CPU
-    /// parts, behind the same handle and calls. Host memory only (the `_device` calls are
-    /// refused), any storage type. Also read by `load` and
-    /// `deserialize`: a file opens on any number of parts.
+    /// [`device`](IndexParams::device), +1, ... (wrapping round the usable devices) unless
+    /// [`shard_device`](IndexParams::shard_device) places them, or CPU parts, behind the same
+    /// handle and calls. Device memory lives on the first part's device. Also read by `load`
+    /// and `deserialize`: a file opens on any number of parts.
     pub fn shards(mut self, parts: usize) -> Self {
         set(&mut self.entries, sys::IVF_PARAM_SHARDS, int(parts));
+        self
+    }
+
+    /// Places part `part` of [`shards`](IndexParams::shards) on CUDA device `device` (a
+    /// device may hold several parts); unset parts follow [`device`](IndexParams::device),
+    /// +1, ... A part beyond 1023 is refused as an unknown key (`Unsupported`) when the
+    /// parameters are used.
+    pub fn shard_device(mut self, part: usize, device: u32) -> Self {
+        // IVF_PARAM_SHARD_DEVICE(part) is a function-like macro: its base, as the header has it.
+        let key = 4096 + part.min(1024) as sys::ivf_param_key;
+        set(&mut self.entries, key, Some(device.into()));
         self
     }
 

@@ -251,6 +251,30 @@ fn shards_equal_one_part() {
             }
         }
     }
+    // The merge's time and the parts' placement are reported.
+    for (ix, &(g, mode)) in many.iter().zip(&layouts) {
+        let merged = ix.merge_time().unwrap();
+        assert_eq!(merged.is_zero(), mode == ShardMode::REPLICATE, "{g} parts");
+        for part in 0..g {
+            ix.part_device(part).unwrap();
+            ix.part_device_memory_bytes(part).unwrap();
+        }
+        assert_eq!(ix.part_device(g).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    }
+    let placed = IndexParams::new()
+        .backend(test_backend())
+        .shards(2)
+        .shard_device(0, 0)
+        .shard_device(1, 0);
+    let two = Index::deserialize(&trained, &placed).unwrap();
+    assert_eq!(two.shards().unwrap(), 2);
+    assert!(!two.peer_merge().unwrap());
+    assert_eq!(
+        Index::new(DIM, &IndexParams::new().shards(2).shard_device(5000, 0))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Unsupported
+    );
     assert_eq!(
         Index::new(DIM, &IndexParams::new().shards(0))
             .unwrap_err()
