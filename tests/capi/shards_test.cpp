@@ -175,3 +175,9 @@ TEST(Shards, ShardDeviceKeysPlaceParts) {
   EXPECT_EQ(ivf_create(&raw, dim, cuda.get()), IVF_ERR_UNSUPPORTED);
   EXPECT_EQ(raw, nullptr);
 }
+
+// Filters reach every part: a filtered split search equals the one-part search of only the
+// permitted rows.
+TEST(Shards, FiltersWorkOnSplitParts) {
+  run_filter_workload(IVF_BACKEND_CPU, 6000, 12, 16, 100, 10, {0.05, 0.6}, true, 0, 3);
+}

@@ -260,19 +260,22 @@ inline void run_id_workload(int32_t backend, bool unique, int steps, uint64_t se
 }
 
 // A filtered search equals an unfiltered search of an index holding only the permitted
-// vectors (same centroids), for allow and deny lists at the given selectivities.
+// vectors (same centroids), for allow and deny lists at the given selectivities. The filtered
+// index may have several parts (IVF_PARAM_SHARDS, split); the reference has one.
 inline void run_filter_workload(int32_t backend, int64_t n, int64_t dim, int64_t nlist, int64_t nq, int64_t k,
-                                const std::vector<double>& selectivities, bool huge_ids, int64_t budget = 0) {
+                                const std::vector<double>& selectivities, bool huge_ids, int64_t budget = 0,
+                                int64_t shards = 1) {
   std::mt19937_64 rng(77);
   const std::vector<float> base = clustered_vectors(n, dim, 4 * nlist, 78);
   const std::vector<float> queries = clustered_vectors(nq, dim, 4 * nlist, 79);
   std::vector<int64_t> ids(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) ids[i] = huge_ids ? (int64_t{1} << 62) - 3 * i : i;
-  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_DEVICE_BUDGET, budget}});
+  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend}, {IVF_PARAM_DEVICE_BUDGET, budget},
+                        {IVF_PARAM_SHARDS, shards}});
   IndexPtr idx = make_index(dim, p.get());
   ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
   const std::vector<unsigned char> trained_empty = bytes_of(idx.get());
-  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, n, dim, ids.data()), IVF_OK);
+  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, n, dim, ids.data()), IVF_OK) << ivf_last_error_message();
   for (double sel : selectivities) {
     std::vector<int64_t> chosen;
     std::vector<char> in(static_cast<std::size_t>(n), 0);

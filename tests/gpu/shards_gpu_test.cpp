@@ -259,3 +259,12 @@ TEST(GpuShards, SixteenThreadsEqualASerialReplay) {
   sixteen_threads_equal_a_serial_replay(IVF_BACKEND_CUDA, IVF_SHARD_REPLICATE);
   sixteen_threads_equal_a_serial_replay(IVF_BACKEND_CUDA, IVF_SHARD_SPLIT);
 }
+
+// Filters and device budgets pass through the exchange (more than 64 queries): a filtered
+// search of two split parts, unbudgeted and with each part's lists in its host tier, equals
+// the one-part search of only the permitted rows.
+TEST(GpuShards, FiltersAndBudgetsWorkThroughTheExchange) {
+  IVFTEST_REQUIRE_GPU();
+  run_filter_workload(IVF_BACKEND_CUDA, 40000, 32, 64, 300, 20, {0.02, 0.5}, true, 0, 2);
+  run_filter_workload(IVF_BACKEND_CUDA, 40000, 32, 64, 300, 20, {0.3}, false, int64_t{256} << 20, 2);
+}
