@@ -46,6 +46,9 @@ class PartExchange {
   // true when some part lives on another device than the first and results cross by peer
   // copies; false when they go through host memory or every part shares one device.
   virtual bool peer_copies() const = 0;
+  // Device memory the exchange's pools keep for the next call, and giving it back (ivf_reset).
+  virtual std::size_t cached_bytes() const noexcept = 0;
+  virtual void trim() noexcept = 0;
 };
 
 }  // namespace ivfgpu

@@ -417,6 +417,7 @@ class ShardedBackend final : public Backend {
       sum.part_devices.push_back(i.device);
       sum.part_device_memory.push_back(i.device_memory_bytes);
     }
+    if (exchange_) sum.pool_cached_bytes += exchange_->cached_bytes();  // merge buffers kept for reuse
     sum.merge_ns = merge_ns_.load(std::memory_order_relaxed);
     sum.peer_merge = exchange_ && exchange_->peer_copies();
     sum.parts = static_cast<int64_t>(parts_.size());
@@ -427,6 +428,7 @@ class ShardedBackend final : public Backend {
 
   void trim() noexcept override {
     for (auto& p : parts_) p->trim();
+    if (exchange_) exchange_->trim();
   }
 
   int64_t max_k() const override {

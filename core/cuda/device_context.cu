@@ -198,6 +198,15 @@ void DeviceContext::release_search_caches() const noexcept {
 
 void DeviceContext::trim_pool() const noexcept {
   if (use_pool_) {
+    // A pool releases a block only once it has seen its free complete: frees queued on a
+    // worker's stream after that stream's last synchronisation (a search's scratch) are
+    // observed here first.
+    std::vector<cudaStream_t> streams;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& w : workers_) streams.push_back(w->stream.get());
+    }
+    for (cudaStream_t s : streams) (void)cudaStreamSynchronize(s);
     (void)cudaMemPoolTrimTo(pool_, 0);
     if (state_pool_ != pool_) (void)cudaMemPoolTrimTo(state_pool_, 0);
   }

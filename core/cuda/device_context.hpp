@@ -83,6 +83,7 @@ class DeviceContext {
   std::size_t pool_cached_bytes() const noexcept;
   // Pool bytes held from the driver (in use or cached); 0 without a pool.
   std::size_t pool_reserved_bytes() const noexcept;
+  // Waits for the workers' streams (their queued frees), then gives cached blocks back.
   void trim_pool() const noexcept;
   bool pool_enabled() const noexcept { return use_pool_; }
   // Lets `peer` (a device with peer access to this one enabled) read and write this context's

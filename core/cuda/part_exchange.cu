@@ -173,6 +173,14 @@ class CudaPartExchange final : public PartExchange {
     return static_cast<int64_t>(std::max<std::size_t>(1, kGatherBytes / per_query));
   }
   bool peer_copies() const override { return crosses_ && all_direct_; }
+  std::size_t cached_bytes() const noexcept override {
+    std::size_t b = 0;
+    for (const auto& [d, ctx] : contexts_) b += ctx->pool_cached_bytes();
+    return b;
+  }
+  void trim() noexcept override {
+    for (const auto& [d, ctx] : contexts_) ctx->trim_pool();
+  }
 
   int merging_device() const { return devices_.front(); }
   int device_of(std::size_t p) const { return devices_[p]; }

@@ -216,6 +216,14 @@ TEST(GpuShards, LargeBatchesFilesBothWaysAndPartInfo) {
   }
   EXPECT_EQ(sum, total);
   EXPECT_EQ(ivf_index_info(two.get(), IVF_INFO_PART_DEVICE(2), &dev), IVF_ERR_INVALID_ARGUMENT);
+  // The k = 4096 searches gathered hundreds of MB of results; a reset hands the exchange's
+  // cached blocks back with the parts' (a chunk or two per pool may stay).
+  int64_t cached = -1;
+  ASSERT_EQ(ivf_index_info(two.get(), IVF_INFO_POOL_BYTES, &cached), IVF_OK);
+  EXPECT_GT(cached, int64_t{256} << 20);
+  ASSERT_EQ(ivf_reset(two.get()), IVF_OK);
+  ASSERT_EQ(ivf_index_info(two.get(), IVF_INFO_POOL_BYTES, &cached), IVF_OK);
+  EXPECT_LE(cached, int64_t{128} << 20) << "the pools kept " << cached << " bytes after a reset";
 }
 
 // IVF_PARAM_SHARD_DEVICE places parts: two parts on one device (results stay there), and with
