@@ -111,8 +111,9 @@ TEST(GpuConcurrency, AsynchronousSearchKeepsItsStateAlive) {
 // released (after the gate's 60 s on the H100, CUDA 13.0). It waits inside the pageable
 // device-to-host read of DeviceListStore::append (a backtrace taken on the H100). Neither
 // parking a worker whose cuBLAS handle ran on the caller's stream nor giving every worker its
-// own cuBLAS workspace changed it, and standalone probes of pageable copies, pool reuse and
-// cuBLAS stream switches beside a held stream did not reproduce it. Run with
+// own cuBLAS workspace changed it, nor keeping the state pool's freed memory (release
+// threshold UINT64_MAX instead of 0: still 60 s on an H200), and standalone probes of pageable
+// copies, pool reuse and cuBLAS stream switches beside a held stream did not reproduce it. Run with
 // --gtest_also_run_disabled_tests.
 TEST(GpuConcurrency, DISABLED_MutationsDoNotWaitForACallersHeldStream) {
   IVFTEST_REQUIRE_GPU();
