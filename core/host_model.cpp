@@ -1,10 +1,14 @@
 #include "host_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "element_convert.hpp"
 #include "errors.hpp"
 #include "kmeans_steps.hpp"
+#include "matrix_view.hpp"
+#include "vector_ops.hpp"
 
 namespace ivfgpu {
 
@@ -43,6 +47,33 @@ void HostModel::validate() const {
       if (!std::isfinite(v)) bad("non-finite centroid value");
   } else if (ntotal() != 0 || !centroids.empty()) {
     bad("untrained model holds centroids or vectors");
+  }
+  check_rows_usable();
+}
+
+// What an add refuses a file may not bring in: under L2 and inner product a row (or centroid)
+// whose squared norm passes kMaxSquaredNorm could overflow float distances (a FAISS file has
+// no checksum; an older libivfgpu stored them). f16 and integer rows cannot reach the bound.
+// In blocks of rows, so a bf16 model is never decoded whole.
+void HostModel::check_rows_usable() const {
+  if (metric == Metric::Cosine) return;
+  bool non_finite = false;
+  if (trained && first_unusable_row(centroids.data(), nlist, dim, true, &non_finite) >= 0)
+    fail(Errc::CorruptData, "index model: a centroid has a squared norm beyond 4.25e37 (its distances could overflow "
+                            "float)");
+  if (type != ElementType::F32 && type != ElementType::BF16) return;
+  constexpr int64_t kBlock = 65536;
+  const int64_t n = ntotal();
+  for (int64_t r0 = 0; r0 < n; r0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - r0);
+    const void* rows = type == ElementType::F32 ? static_cast<const void*>(vectors.data() + r0 * dim)
+                                                : static_cast<const void*>(packed.data() + r0 * row_bytes());
+    const int64_t at = first_unusable(MatrixView{rows, type, m, dim, MemoryKind::Host}, true, &non_finite);
+    if (at >= 0)
+      fail(Errc::CorruptData, "index model: row " + std::to_string(r0 + at) +
+                                  (non_finite ? " holds NaN or Inf"
+                                              : " has a squared norm beyond 4.25e37 (its distances could overflow "
+                                                "float; libivfgpu refuses such rows under L2 and inner product)"));
   }
 }
 

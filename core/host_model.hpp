@@ -41,6 +41,8 @@ struct HostModel {
   // Throws Errc::CorruptData when sizes, offsets or values are inconsistent; loaders call this
   // before a model reaches a backend.
   void validate() const;
+  // Part of validate(): no row or centroid that an add would refuse (Errc::CorruptData).
+  void check_rows_usable() const;
   std::size_t bytes() const;
 };
 

@@ -1,6 +1,7 @@
 // FAISS IndexIVFFlat interop: the fixture files written by FAISS 1.15 load and search like
 // FAISS (same ids ties aside, distances within 1e-4 relative); our writer reproduces FAISS's
 // layout byte for byte; inconsistent and unsupported FAISS files give documented statuses.
+#include <algorithm>
 #include <limits>
 
 #include "faiss_fixture.hpp"
@@ -159,6 +160,30 @@ TEST(FaissHostile, EverySingleBitFlipGivesADocumentedStatus) {
   // Every structural field is cross-checked: flips outside payloads must mostly be caught.
   EXPECT_GT(corrupt, 0);
   std::printf("FAISS bit flips: %d loaded (payload bits), %d corrupt, %d unsupported\n", ok, corrupt, unsupported);
+}
+
+// A row an add would refuse (squared norm past 4.25e37 under L2 or inner product) cannot come
+// in through a file either: the value that makes it so is written into the FAISS image.
+TEST(FaissHostile, RowsWhoseDistancesCouldOverflowAreCorruptData) {
+  for (ivf_metric metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+    ParamsPtr params = make_params(2, metric, IVF_BACKEND_CPU);
+    ivf_index* raw = nullptr;
+    ASSERT_EQ(ivf_create(&raw, 4, params.get()), IVF_OK);
+    IndexPtr index(raw);
+    const std::vector<float> train = make_data(64, 4, 9);
+    ASSERT_EQ(ivf_train(raw, train.data(), IVF_DTYPE_F32, 64, 4), IVF_OK);
+    const float marked[4] = {0.5f, 12345.5f, -0.25f, 1.0f};
+    ASSERT_EQ(ivf_add(raw, marked, IVF_DTYPE_F32, 1, 4, nullptr), IVF_OK);
+    std::vector<unsigned char> b = faiss_image(index.get());
+    ASSERT_EQ(try_load(b), IVF_OK) << ivf_last_error_message();
+    const float mark = 12345.5f, huge = 7e18f;  // 7e18^2 = 4.9e37
+    const auto* m = reinterpret_cast<const unsigned char*>(&mark);
+    const auto at = std::search(b.begin(), b.end(), m, m + sizeof(float));
+    ASSERT_NE(at, b.end());
+    std::memcpy(&*at, &huge, sizeof(float));
+    EXPECT_EQ(try_load(b), IVF_ERR_CORRUPT_DATA) << "metric " << metric;
+    EXPECT_NE(std::string(ivf_last_error_message()).find("squared norm"), std::string::npos) << ivf_last_error_message();
+  }
 }
 
 struct FaissCase {

@@ -517,8 +517,9 @@ IVF_API IVF_NODISCARD ivf_status ivf_save(const ivf_index* index, const char* pa
 /** Read an index written by ivf_save or a FAISS IndexIVFFlat file (detected by its magic).
  *  params chooses the backend/device (build keys other than backend, device and threads are
  *  taken from the file). *out receives a new handle only on success. Returns IVF_OK,
- *  IVF_ERR_IO, IVF_ERR_CORRUPT_DATA, IVF_ERR_VERSION_MISMATCH, IVF_ERR_UNSUPPORTED, memory
- *  errors. Thread-safe. */
+ *  IVF_ERR_IO, IVF_ERR_CORRUPT_DATA (also for rows an add refuses: NaN/Inf, or under L2 and
+ *  inner product a squared norm beyond FLT_MAX / 8), IVF_ERR_VERSION_MISMATCH,
+ *  IVF_ERR_UNSUPPORTED, memory errors. Thread-safe. */
 IVF_API IVF_NODISCARD ivf_status ivf_load(const char* path, const ivf_params* params,
                                           ivf_index** out);
 

@@ -458,8 +458,9 @@ extern "C" {
     #[doc = " Read an index written by ivf_save or a FAISS IndexIVFFlat file (detected by its magic)."]
     #[doc = "  params chooses the backend/device (build keys other than backend, device and threads are"]
     #[doc = "  taken from the file). *out receives a new handle only on success. Returns IVF_OK,"]
-    #[doc = "  IVF_ERR_IO, IVF_ERR_CORRUPT_DATA, IVF_ERR_VERSION_MISMATCH, IVF_ERR_UNSUPPORTED, memory"]
-    #[doc = "  errors. Thread-safe."]
+    #[doc = "  IVF_ERR_IO, IVF_ERR_CORRUPT_DATA (also for rows an add refuses: NaN/Inf, or under L2 and"]
+    #[doc = "  inner product a squared norm beyond FLT_MAX / 8), IVF_ERR_VERSION_MISMATCH,"]
+    #[doc = "  IVF_ERR_UNSUPPORTED, memory errors. Thread-safe."]
     pub fn ivf_load(
         path: *const ::std::os::raw::c_char,
         params: *const ivf_params,
