@@ -356,3 +356,31 @@ def test_dynamic_batching_threads_get_their_solo_answers(rng):
         ix.search(queries[:1], 1, batch_window_us=-1)
     ix.close()
     off.close()
+
+
+def test_shard_placement_and_merge_are_reported(rng, tmp_path):
+    """shard_devices= places parts (ignored on the CPU backend), part_device(p) and
+    part_device_memory_bytes(p) report each part, merge_nanoseconds grows with split searches
+    and peer_merge is False on the CPU."""
+    x = rng.random((2000, 8), dtype=np.float32)
+    split = ivfgpu.Index(8, nlist=8, backend="cpu", shards=2, shard_devices=[0, 0])
+    split.train(x)
+    split.add(x)
+    assert split.merge_nanoseconds == 0
+    split.search(x[:100], 5)
+    assert split.merge_nanoseconds > 0 and split.peer_merge is False
+    assert [split.part_device(p) for p in range(2)] == [-1, -1]
+    assert split.part_device_memory_bytes(1) == 0
+    with pytest.raises(ivfgpu.InvalidArgumentError):
+        split.part_device(2)
+    with pytest.raises(ValueError, match="part"):
+        split.part_device(4096)
+    split.save(tmp_path / "split.ivf")
+    back = ivfgpu.Index.load(tmp_path / "split.ivf", backend="cpu", shards=3, shard_devices=[1, 0, 1])
+    assert back.shards == 3 and back.ntotal == 2000
+    with pytest.raises(ivfgpu.InvalidArgumentError, match="SHARD_DEVICE"):
+        ivfgpu.Index(8, shards=2, shard_devices=[-2])
+    with pytest.raises(ValueError, match="shard_devices"):
+        ivfgpu.Index(8, shards=2, shard_devices=[0] * 1025)
+    split.close()
+    back.close()
