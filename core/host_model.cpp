@@ -7,7 +7,6 @@
 #include "element_convert.hpp"
 #include "errors.hpp"
 #include "kmeans_steps.hpp"
-#include "matrix_view.hpp"
 #include "vector_ops.hpp"
 
 namespace ivfgpu {
@@ -53,8 +52,10 @@ void HostModel::validate() const {
 
 // What an add refuses a file may not bring in: under L2 and inner product a row (or centroid)
 // whose squared norm passes kMaxSquaredNorm could overflow float distances (a FAISS file has
-// no checksum; an older libivfgpu stored them). f16 and integer rows cannot reach the bound.
-// In blocks of rows, so a bf16 model is never decoded whole.
+// no checksum; an older libivfgpu stored them). An add checks f32 input before it is rounded
+// to bf16, which may grow a norm by up to (1 + 2^-8)^2: bf16 rows get that much room, so every
+// file libivfgpu writes opens again. f16 and integer rows cannot reach the bound. In blocks of
+// rows, so a bf16 model is never decoded whole.
 void HostModel::check_rows_usable() const {
   if (metric == Metric::Cosine) return;
   bool non_finite = false;
@@ -62,13 +63,15 @@ void HostModel::check_rows_usable() const {
     fail(Errc::CorruptData, "index model: a centroid has a squared norm beyond 4.25e37 (its distances could overflow "
                             "float)");
   if (type != ElementType::F32 && type != ElementType::BF16) return;
+  const float bound = type == ElementType::BF16 ? kMaxSquaredNorm * 1.008f : kMaxSquaredNorm;
   constexpr int64_t kBlock = 65536;
   const int64_t n = ntotal();
+  std::vector<float> decoded;
   for (int64_t r0 = 0; r0 < n; r0 += kBlock) {
     const int64_t m = std::min(kBlock, n - r0);
-    const void* rows = type == ElementType::F32 ? static_cast<const void*>(vectors.data() + r0 * dim)
-                                                : static_cast<const void*>(packed.data() + r0 * row_bytes());
-    const int64_t at = first_unusable(MatrixView{rows, type, m, dim, MemoryKind::Host}, true, &non_finite);
+    if (type == ElementType::BF16) decoded = decode_rows(packed.data() + r0 * row_bytes(), type, m, dim);
+    const float* rows = type == ElementType::BF16 ? decoded.data() : vectors.data() + r0 * dim;
+    const int64_t at = first_unusable_row(rows, m, dim, true, &non_finite, bound);
     if (at >= 0)
       fail(Errc::CorruptData, "index model: row " + std::to_string(r0 + at) +
                                   (non_finite ? " holds NaN or Inf"

@@ -19,12 +19,12 @@ int64_t first_non_finite_row(const float* x, int64_t n, int64_t dim) {
   return -1;
 }
 
-int64_t first_unusable_row(const float* x, int64_t n, int64_t dim, bool bounded, bool* non_finite) {
+int64_t first_unusable_row(const float* x, int64_t n, int64_t dim, bool bounded, bool* non_finite, float bound) {
   for (int64_t i = 0; i < n; ++i) {
     const float* row = x + i * dim;
     float s = 0.0f;
     for (int64_t j = 0; j < dim; ++j) s += row[j] * row[j];
-    if (s <= kMaxSquaredNorm) continue;  // NaN fails this too
+    if (s <= bound) continue;  // NaN fails this too
     bool finite = true;
     for (int64_t j = 0; j < dim; ++j) finite = finite && std::isfinite(row[j]);
     if (!finite || bounded) {

@@ -16,8 +16,10 @@ constexpr float kMaxSquaredNorm = 3.4028235e38f / 8;
 
 // The first row of x that no distance is defined for, or -1: one holding NaN or Inf
 // (*non_finite = true), or, when `bounded`, one whose squared norm exceeds kMaxSquaredNorm
-// (*non_finite = false). One pass; the common path adds squares and compares once per row.
-int64_t first_unusable_row(const float* x, int64_t n, int64_t dim, bool bounded, bool* non_finite);
+// (*non_finite = false; `bound` replaces kMaxSquaredNorm where given). One pass; the common
+// path adds squares and compares once per row.
+int64_t first_unusable_row(const float* x, int64_t n, int64_t dim, bool bounded, bool* non_finite,
+                           float bound = kMaxSquaredNorm);
 // Copy of x with every row scaled to unit L2 norm (zero rows stay zero).
 std::vector<float> normalized_copy(const float* x, int64_t n, int64_t dim);
 // A seeded random subset of at most `cap` rows of x (all rows, in order, when n <= cap).

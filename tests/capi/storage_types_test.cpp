@@ -196,6 +196,20 @@ TEST(StorageTypes, ConversionsRoundOrRefuseNamingTheRow) {
     ASSERT_EQ(ivf_get(idx.get(), nullptr, &id, 1, back, IVF_DTYPE_F32, dim, nullptr), IVF_OK);
     EXPECT_EQ(back[0], 1.0f);
     EXPECT_EQ(back[1], 1.015625f);
+    // A row just inside the norm bound in f32 may round past it in bf16 (2^62 (1 - 2^-20)
+    // rounds to 2^62: two of them make 2^125 > FLT_MAX / 8). The add took it, so the file
+    // it makes must open again.
+    const float edge = std::ldexp(1.0f - std::ldexp(1.0f, -20), 62);
+    const float big[4] = {edge, edge, 0.0f, 0.0f};
+    id = 10;
+    ASSERT_EQ(ivf_add(idx.get(), big, IVF_DTYPE_F32, 1, dim, &id), IVF_OK) << ivf_last_error_message();
+    std::size_t size = 0;
+    ASSERT_EQ(ivf_serialize(idx.get(), nullptr, 0, &size), IVF_OK);
+    std::vector<unsigned char> file(size);
+    ASSERT_EQ(ivf_serialize(idx.get(), file.data(), size, &size), IVF_OK);
+    ivf_index* again = nullptr;
+    EXPECT_EQ(ivf_deserialize(file.data(), size, nullptr, &again), IVF_OK) << ivf_last_error_message();
+    ivf_free(again);
   }
   // Mixed types: f16 data to a uint8 index, uint8 queries to an f32 index.
   {
