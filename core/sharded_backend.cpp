@@ -379,7 +379,7 @@ class ShardedBackend final : public Backend {
     return out;
   }
 
-  // Device memory lives on the first part's device (IVF_PARAM_DEVICE).
+  // Device memory lives on the first part's device (IVF_INFO_PART_DEVICE(0)).
   std::vector<float> host_copy(const MatrixView& x) const override {
     if (!exchange_) fail(Errc::Unsupported, "device memory needs an index of CUDA parts");
     return parts_[0]->host_copy(x);
