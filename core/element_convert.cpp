@@ -1,9 +1,11 @@
 #include "element_convert.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "errors.hpp"
 #include "vector_ops.hpp"
@@ -125,13 +127,23 @@ int64_t first_non_finite(const MatrixView& x) {
   }
 }
 
-int64_t first_unusable(const MatrixView& x, bool bounded, bool* non_finite) {
+int64_t first_unusable(const MatrixView& x, bool bounded, bool* non_finite, float bound) {
   switch (x.type) {
-    case ElementType::F32: return first_unusable_row(x.as<float>(), x.rows, x.dim, bounded, non_finite);
+    case ElementType::F32: return first_unusable_row(x.as<float>(), x.rows, x.dim, bounded, non_finite, bound);
     case ElementType::F16:
     case ElementType::BF16: {
-      const std::vector<float> f = decode_rows(x.data, x.type, x.rows, x.dim);
-      return first_unusable_row(f.data(), x.rows, x.dim, bounded, non_finite);
+      // In blocks: a compact matrix (a loaded model, a large add) is never decoded whole.
+      constexpr int64_t kBlock = 65536;
+      const std::size_t row_bytes = static_cast<std::size_t>(x.dim) * element_size(x.type);
+      std::vector<float> f;
+      for (int64_t r0 = 0; r0 < x.rows; r0 += kBlock) {
+        const int64_t m = std::min(kBlock, x.rows - r0);
+        f = decode_rows(static_cast<const unsigned char*>(x.data) + static_cast<std::size_t>(r0) * row_bytes, x.type,
+                        m, x.dim);
+        const int64_t at = first_unusable_row(f.data(), m, x.dim, bounded, non_finite, bound);
+        if (at >= 0) return r0 + at;
+      }
+      return -1;
     }
     default: return -1;
   }

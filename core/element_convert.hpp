@@ -8,6 +8,7 @@
 #include "element_type.hpp"
 #include "host_model.hpp"
 #include "matrix_view.hpp"
+#include "vector_ops.hpp"
 
 namespace ivfgpu {
 
@@ -27,7 +28,7 @@ void convert_model(HostModel& m, ElementType to);
 // The first row of host rows x holding NaN or Inf (f32, f16, bf16; integers have none), or -1.
 int64_t first_non_finite(const MatrixView& x);
 // first_unusable_row (vector_ops.hpp) of host rows x of any type (integers: never; their norms
-// cannot reach the bound).
-int64_t first_unusable(const MatrixView& x, bool bounded, bool* non_finite);
+// cannot reach the bound). f16 and bf16 rows are decoded a block of rows at a time.
+int64_t first_unusable(const MatrixView& x, bool bounded, bool* non_finite, float bound = kMaxSquaredNorm);
 
 }  // namespace ivfgpu

@@ -1,6 +1,5 @@
 #include "host_model.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -54,8 +53,7 @@ void HostModel::validate() const {
 // whose squared norm passes kMaxSquaredNorm could overflow float distances (a FAISS file has
 // no checksum; an older libivfgpu stored them). An add checks f32 input before it is rounded
 // to bf16, which may grow a norm by up to (1 + 2^-8)^2: bf16 rows get that much room, so every
-// file libivfgpu writes opens again. f16 and integer rows cannot reach the bound. In blocks of
-// rows, so a bf16 model is never decoded whole.
+// file libivfgpu writes opens again. f16 and integer rows cannot reach the bound.
 void HostModel::check_rows_usable() const {
   if (metric == Metric::Cosine) return;
   bool non_finite = false;
@@ -64,20 +62,13 @@ void HostModel::check_rows_usable() const {
                             "float)");
   if (type != ElementType::F32 && type != ElementType::BF16) return;
   const float bound = type == ElementType::BF16 ? kMaxSquaredNorm * 1.008f : kMaxSquaredNorm;
-  constexpr int64_t kBlock = 65536;
-  const int64_t n = ntotal();
-  std::vector<float> decoded;
-  for (int64_t r0 = 0; r0 < n; r0 += kBlock) {
-    const int64_t m = std::min(kBlock, n - r0);
-    if (type == ElementType::BF16) decoded = decode_rows(packed.data() + r0 * row_bytes(), type, m, dim);
-    const float* rows = type == ElementType::BF16 ? decoded.data() : vectors.data() + r0 * dim;
-    const int64_t at = first_unusable_row(rows, m, dim, true, &non_finite, bound);
-    if (at >= 0)
-      fail(Errc::CorruptData, "index model: row " + std::to_string(r0 + at) +
-                                  (non_finite ? " holds NaN or Inf"
-                                              : " has a squared norm beyond 4.25e37 (its distances could overflow "
-                                                "float; libivfgpu refuses such rows under L2 and inner product)"));
-  }
+  const void* rows = type == ElementType::F32 ? static_cast<const void*>(vectors.data()) : packed.data();
+  const int64_t at = first_unusable(MatrixView{rows, type, ntotal(), dim, MemoryKind::Host}, true, &non_finite, bound);
+  if (at >= 0)
+    fail(Errc::CorruptData, "index model: row " + std::to_string(at) +
+                                (non_finite ? " holds NaN or Inf"
+                                            : " has a squared norm beyond 4.25e37 (its distances could overflow "
+                                              "float; libivfgpu refuses such rows under L2 and inner product)"));
 }
 
 std::size_t HostModel::bytes() const {

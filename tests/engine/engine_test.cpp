@@ -13,6 +13,7 @@
 #include "core/cpu/distances.hpp"
 #include "core/cpu/kmeans.hpp"
 #include "core/element_codec.hpp"
+#include "core/element_convert.hpp"
 #include "core/cpu/topk.hpp"
 #include "core/vector_ops.hpp"
 
@@ -152,4 +153,25 @@ TEST(ElementCodec, HalfTableEqualsTheConversionForEveryValue) {
   for (auto m : {ivfgpu::Metric::L2, ivfgpu::Metric::InnerProduct})
     EXPECT_EQ(ivfgpu::cpu::exact_distance(q.data(), row.data(), dim, m),
               ivfgpu::cpu::exact_distance(q.data(), decoded.data(), dim, m));
+}
+
+// first_unusable decodes f16/bf16 rows a block at a time: rows past the first block are found
+// at their own index, NaN told apart from a norm past the bound, and a wider bound honoured.
+TEST(UnusableRows, CompactRowsAreCheckedBlockByBlock) {
+  const int64_t n = 70000, dim = 4;
+  std::vector<float> x(static_cast<std::size_t>(n * dim), 0.5f);
+  const float edge = std::ldexp(1.0f - std::ldexp(1.0f, -20), 62);  // bf16: rounds to 2^62
+  x[69999 * dim] = x[69999 * dim + 1] = edge;                       // 2 x 2^124 > FLT_MAX / 8
+  const std::vector<unsigned char> bf = encode_rows(MatrixView::host_f32(x.data(), n, dim), ElementType::BF16, "x");
+  const MatrixView rows{bf.data(), ElementType::BF16, n, dim, MemoryKind::Host};
+  bool non_finite = true;
+  EXPECT_EQ(first_unusable(rows, true, &non_finite), 69999);
+  EXPECT_FALSE(non_finite);
+  EXPECT_EQ(first_unusable(rows, false, &non_finite), -1);                        // unbounded
+  EXPECT_EQ(first_unusable(rows, true, &non_finite, kMaxSquaredNorm * 1.008f), -1);  // room given
+  std::vector<uint16_t> half(x.size(), uint16_t{0x3800});  // f16 0.5
+  half[66000 * dim + 2] = 0x7e00;                            // f16 NaN
+  EXPECT_EQ(first_unusable(MatrixView{half.data(), ElementType::F16, n, dim, MemoryKind::Host}, true, &non_finite),
+            66000);
+  EXPECT_TRUE(non_finite);
 }
