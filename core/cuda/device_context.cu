@@ -17,6 +17,11 @@ DeviceGuard::DeviceGuard(int device) {
   if (previous_ != device) IVF_CUDA_CHECK(cudaSetDevice(device));
 }
 
+DeviceGuard::DeviceGuard(int device, Quiet) noexcept {
+  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+  if (previous_ != device) (void)cudaSetDevice(device);
+}
+
 DeviceGuard::~DeviceGuard() {
   int now = -1;
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_ && previous_ >= 0) (void)cudaSetDevice(previous_);

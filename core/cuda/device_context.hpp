@@ -31,6 +31,9 @@ struct DeviceLimits {
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
+  // Never throws (for destructors): a device that cannot be made current is left as it was.
+  struct Quiet {};
+  DeviceGuard(int device, Quiet) noexcept;
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;

@@ -93,23 +93,6 @@ __global__ void merge_parts_kernel(const int64_t* ids, const float* dists, const
   }
 }
 
-// Makes `device` current while alive, without throwing (for destructors).
-class QuietDeviceGuard {
- public:
-  explicit QuietDeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) (void)cudaSetDevice(device);
-  }
-  ~QuietDeviceGuard() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
-  }
-  QuietDeviceGuard(const QuietDeviceGuard&) = delete;
-  QuietDeviceGuard& operator=(const QuietDeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-};
-
 bool peer_access_disabled() {
   const char* env = std::getenv("IVFGPU_DISABLE_PEER_ACCESS");
   return env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0;
@@ -291,10 +274,10 @@ class SplitCall final : public ExchangeCall {
   // Each buffer freed with its device current (a part that failed left its slot filled).
   ~SplitCall() override {
     for (std::size_t p = 0; p < slots_.size(); ++p) {
-      QuietDeviceGuard g(x_.device_of(p));
+      DeviceGuard g(x_.device_of(p), DeviceGuard::Quiet{});
       slots_[p].release();
     }
-    QuietDeviceGuard g(x_.merging_device());
+    DeviceGuard g(x_.merging_device(), DeviceGuard::Quiet{});
     ids_.reset();
     dists_.reset();
     lease_.reset();
@@ -374,7 +357,7 @@ class ReplicaCall final : public ExchangeCall {
  public:
   ReplicaCall(const CudaPartExchange& x, const SearchRequest& block, std::size_t p) : x_(x), req_(block), p_(p) {}
   ~ReplicaCall() override {
-    QuietDeviceGuard g(x_.device_of(p_));
+    DeviceGuard g(x_.device_of(p_), DeviceGuard::Quiet{});
     slot_.release();
   }
 
