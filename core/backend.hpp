@@ -39,6 +39,8 @@ struct BackendInfo {
   int64_t parts = 1, live_parts = 1;
   // Searches answered by replaying a captured CUDA graph (the small-batch path).
   int64_t graph_searches = 0;
+  // Searches answered by the fused small-batch kernels (the default latency path).
+  int64_t fused_searches = 0;
   // Shards: time split searches spent merging after their parts returned, whether results
   // cross devices by peer copies, and each part's device (-1: CPU) and device memory.
   int64_t merge_ns = 0;

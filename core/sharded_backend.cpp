@@ -414,6 +414,7 @@ class ShardedBackend final : public Backend {
       sum.cache_misses += i.cache_misses;
       sum.streamed_bytes += i.streamed_bytes;
       sum.graph_searches += i.graph_searches;
+      sum.fused_searches += i.fused_searches;
       sum.part_devices.push_back(i.device);
       sum.part_device_memory.push_back(i.device_memory_bytes);
     }

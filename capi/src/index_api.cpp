@@ -214,6 +214,7 @@ IVF_API ivf_status ivf_index_info(const ivf_index* index, ivf_info_key key, int6
       case IVF_INFO_GRAPH_SEARCHES: *value = info().graph_searches; break;
       case IVF_INFO_MERGE_NANOSECONDS: *value = info().merge_ns; break;
       case IVF_INFO_PEER_MERGE: *value = info().peer_merge ? 1 : 0; break;
+      case IVF_INFO_FUSED_SEARCHES: *value = info().fused_searches; break;
       default: *value = part_info(info(), key);
     }
   });

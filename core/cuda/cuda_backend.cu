@@ -349,6 +349,7 @@ class CudaBackend final : public Backend {
     for (int64_t l = 0; l < v.nlist; ++l) info.resident_lists += v.host_size[l] > 0 ? 1 : 0;
     info.resident_bytes = st.store->bytes();
     info.graph_searches = ctx_.graph_searches();
+    info.fused_searches = ctx_.fused_searches();
     return info;
   }
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "admission_gate.hpp"
 #include "cuda_handles.hpp"
 
 namespace ivfgpu::cuda {
@@ -25,6 +26,7 @@ struct DeviceLimits {
   int sm_count = 1;
   std::size_t smem_per_block_optin = 48 * 1024;  // bytes a block may use after opting in
   std::size_t total_memory = 0;
+  int major = 0;  // compute capability (9: Hopper, whose kernels may launch before their predecessor ends)
 };
 
 // Makes `device` current for the calling thread and restores the previous one on exit.
@@ -106,6 +108,11 @@ class DeviceContext {
   // Searches answered by one replay of a captured graph (small_batch.hpp), for IVF_INFO.
   void count_graph_search() const noexcept { graph_searches_.fetch_add(1, std::memory_order_relaxed); }
   int64_t graph_searches() const noexcept { return graph_searches_.load(std::memory_order_relaxed); }
+  // Searches answered by the fused small-batch kernels (fused_search.hpp), for IVF_INFO.
+  void count_fused_search() const noexcept { fused_searches_.fetch_add(1, std::memory_order_relaxed); }
+  int64_t fused_searches() const noexcept { return fused_searches_.load(std::memory_order_relaxed); }
+  // Entered by each fused small search for its launches and synchronisation (admission_gate.hpp).
+  AdmissionGate& small_search_gate() const noexcept { return small_search_gate_; }
 
   // A worker for one call; `caller` (may be null) replaces the worker's own stream.
   class Lease {
@@ -141,6 +148,8 @@ class DeviceContext {
   mutable std::map<std::pair<const void*, std::pair<int, std::size_t>>, int> occupancy_;
   mutable std::map<const void*, std::size_t> smem_opt_in_;
   mutable std::atomic<int64_t> graph_searches_{0};
+  mutable std::atomic<int64_t> fused_searches_{0};
+  mutable AdmissionGate small_search_gate_;
 };
 
 }  // namespace ivfgpu::cuda

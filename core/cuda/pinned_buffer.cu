@@ -14,7 +14,7 @@ bool PinnedBuffer::reserve(std::size_t bytes) {
   // Round up (by an eighth, at least 64 KiB) so that slowly growing calls do not re-pin each time.
   const std::size_t want = std::max<std::size_t>(bytes + bytes / 8, std::size_t{64} << 10);
   void* p = nullptr;
-  const cudaError_t e = retry_during_capture([&] { return cudaHostAlloc(&p, want, cudaHostAllocPortable); });
+  const cudaError_t e = retry_during_capture([&] { return cudaHostAlloc(&p, want, cudaHostAllocPortable | cudaHostAllocMapped); });
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     fail(Errc::OutOfHostMemory, "search: cannot allocate " + std::to_string(want >> 10) +

@@ -1,5 +1,6 @@
 // A grow-only page-locked host buffer: the small-batch graphs' staging (small_batch.hpp). A
-// graph's copy nodes need host memory that stays put and that the copy engine reads directly.
+// graph's copy nodes need host memory that stays put and that the copy engine reads directly;
+// the fused kernels (fused_search.hpp) read and write it in place (it is mapped).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -21,6 +21,7 @@ class ScratchArena {
   // At least `bytes`, zero-filled when it grows (on `stream`). Returns true when it moved.
   bool reserve(const DeviceContext& ctx, std::size_t bytes, cudaStream_t stream);
   std::size_t capacity() const { return region_.size(); }
+  void* base() const { return region_.data(); }
   void release() noexcept { region_.reset(); }
 
   // Bump allocation while a capture runs.

@@ -1,5 +1,6 @@
 #include "small_batch.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -16,6 +17,21 @@ namespace {
 bool graphs_enabled() {
   const char* e = std::getenv("IVFGPU_SEARCH_GRAPH");
   return e != nullptr && std::strcmp(e, "1") == 0;
+}
+
+// Whether n queries at nprobe go to the fused kernels. They scan query by query, so each probed
+// list is read once per query; the list-major scan reads it once per group of queries, which
+// wins once the (query, list) pairs pass about 64 (H100, 1M x 128: bench/RESULTS.md
+// "Serving"). IVFGPU_FUSED_MAX_ROWS=N (read at every call, so tests and the benchmark compare
+// paths in one process) sends every call of at most N queries there instead; 0 turns them off.
+bool fused_takes(int64_t n, int64_t nprobe) {
+  const char* e = std::getenv("IVFGPU_FUSED_MAX_ROWS");
+  if (e != nullptr && *e != '\0') {
+    char* end = nullptr;
+    const long long v = std::strtoll(e, &end, 10);
+    if (end != nullptr && *end == '\0' && v >= 0) return n <= std::min<int64_t>(v, kSmallBatchMax);
+  }
+  return n <= kFusedMaxRows && n * nprobe <= kFusedMaxPairs;
 }
 
 int64_t round_up_pow2(int64_t n) {
@@ -73,6 +89,7 @@ SmallBatchGraphs::Graph& SmallBatchGraphs::find(const SmallGraphKey& key) {
 }
 
 void SmallBatchGraphs::release_device_memory() noexcept {
+  fused_.release_device_memory();
   graphs_.clear();
   arena_.release();
 }
@@ -195,10 +212,11 @@ bool run_small_batch(const DeviceContext& ctx, const DeviceContext::Lease& lease
                      const SearchRequest& req, const SearchPlan& plan) {
   const int64_t n = req.n();
   if (n < 1 || n > kSmallBatchMax || plan.k > kSmallBatchMaxK || plan.empty) return false;
-  if (index.scanner != nullptr || index.state_id == 0 || req.filter != nullptr || !lease.own_stream()) return false;
-  if (!graphs_enabled() || !ctx.pool_enabled()) return false;
+  if (index.scanner != nullptr || req.filter != nullptr || !lease.own_stream()) return false;
   Worker& w = lease.worker();
   if (!w.graphs) w.graphs = std::make_shared<SmallBatchGraphs>();
+  if (fused_takes(n, plan.nprobe) && w.graphs->fused().run(ctx, lease, index, req, plan)) return true;
+  if (index.state_id == 0 || !graphs_enabled() || !ctx.pool_enabled()) return false;
   return w.graphs->run(ctx, lease, index, req, plan);
 }
 

@@ -1,5 +1,9 @@
 // The latency path (issue 14): a search of a handful of queries on a resident index is a few
-// microseconds of GPU work behind a dozen launches, pool allocations and copies. Here the whole
+// microseconds of GPU work behind a dozen launches, pool allocations and copies.
+//
+// By default the fused kernels answer it (fused_search.hpp: three launches, mapped staging, one
+// synchronisation) up to kFusedMaxRows queries and kFusedMaxPairs probes. What they do not take (larger shapes, more
+// queries) can go through a captured graph of the batch pipeline, described here. The whole
 // launch sequence of search_stages.hpp is captured once per shape into a CUDA graph and then
 // replayed with one cudaGraphLaunch: scratch from the worker's arena (scratch_arena.hpp), host
 // queries and results through the worker's pinned buffers (the copies are nodes of the graph),
@@ -25,6 +29,7 @@
 
 #include "cuda_handles.hpp"
 #include "device_context.hpp"
+#include "fused_search.hpp"
 #include "pinned_buffer.hpp"
 #include "scratch_arena.hpp"
 #include "search.hpp"
@@ -35,6 +40,10 @@ struct SearchPlan;
 
 constexpr int64_t kSmallBatchMax = 64;
 constexpr int64_t kSmallBatchMaxK = 1024;
+// Calls the fused kernels answer by default: at most this many queries and (query, probed
+// list) pairs (IVFGPU_FUSED_MAX_ROWS overrides; small_batch.cu says why).
+constexpr int64_t kFusedMaxRows = 16;
+constexpr int64_t kFusedMaxPairs = 64;
 
 struct SmallGraphKey {
   uint64_t state = 0;
@@ -61,6 +70,7 @@ class SmallBatchGraphs {
   // The pinned staging stays: freeing pinned memory synchronises the whole device, which
   // would wait for searches queued on callers' streams.
   void release_device_memory() noexcept;
+  FusedSmallSearch& fused() { return fused_; }
 
  private:
   struct Graph {
@@ -80,6 +90,7 @@ class SmallBatchGraphs {
                const SearchRequest& req, const SearchPlan& plan, Graph& g);
   void forget_captures();  // the arena or the staging moved: every graph points at the old place
 
+  FusedSmallSearch fused_;  // its own arena and staging: a graph's addresses never move for it
   ScratchArena arena_;
   PinnedBuffer in_, out_;
   std::vector<Graph> graphs_;

@@ -1,12 +1,16 @@
-// The latency path (core/cuda/small_batch.hpp: searches of at most 64 queries replayed from a
-// captured CUDA graph, opt-in with IVFGPU_SEARCH_GRAPH=1) against the direct path, and
-// a large host-memory batch against device-memory queries. "The
-// same results" is shared/docs/results-contract.md (same_results). IVF_INFO_GRAPH_SEARCHES
-// shows that the graph path really answered.
+// The latency path (core/cuda/small_batch.hpp) against the direct batch pipeline: the fused
+// small-batch kernels (fused_search.hpp, on by default up to 16 queries; IVFGPU_FUSED_MAX_ROWS
+// sets the limit, 0 turns them off) and searches of at most 64 queries replayed from a captured
+// CUDA graph (opt-in with IVFGPU_SEARCH_GRAPH=1); and a large host-memory batch against
+// device-memory queries. "The same results" is shared/docs/results-contract.md
+// (same_results). IVF_INFO_FUSED_SEARCHES and IVF_INFO_GRAPH_SEARCHES show that the path under
+// test really answered.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -19,19 +23,31 @@ using namespace ivftest;
 
 namespace {
 
-// The graph path is opt-in (IVFGPU_SEARCH_GRAPH=1): on for this whole program, off inside a
-// DirectPath scope.
-const bool graphs_on = [] { return setenv("IVFGPU_SEARCH_GRAPH", "1", 1) == 0; }();
+enum class Path { Direct, Graph, Fused };
 
-struct DirectPath {
-  DirectPath() { setenv("IVFGPU_SEARCH_GRAPH", "0", 1); }
-  ~DirectPath() { setenv("IVFGPU_SEARCH_GRAPH", "1", 1); }
+const char* path_name(Path p) { return p == Path::Direct ? "direct" : p == Path::Graph ? "graph" : "fused"; }
+
+// Pins the path for this process while alive (the library reads both variables at every call).
+struct PathScope {
+  explicit PathScope(Path p) {
+    setenv("IVFGPU_SEARCH_GRAPH", p == Path::Graph ? "1" : "0", 1);
+    setenv("IVFGPU_FUSED_MAX_ROWS", p == Path::Fused ? "64" : "0", 1);
+  }
+  ~PathScope() {
+    unsetenv("IVFGPU_SEARCH_GRAPH");
+    unsetenv("IVFGPU_FUSED_MAX_ROWS");
+  }
 };
 
-int64_t graph_searches(const ivf_index* idx) {
+int64_t info_of(const ivf_index* idx, int32_t key) {
   int64_t v = -1;
-  EXPECT_EQ(ivf_index_info(idx, IVF_INFO_GRAPH_SEARCHES, &v), IVF_OK);
+  EXPECT_EQ(ivf_index_info(idx, key, &v), IVF_OK);
   return v;
+}
+int64_t graph_searches(const ivf_index* idx) { return info_of(idx, IVF_INFO_GRAPH_SEARCHES); }
+int64_t fused_searches(const ivf_index* idx) { return info_of(idx, IVF_INFO_FUSED_SEARCHES); }
+int64_t answered_by(const ivf_index* idx, Path p) {
+  return p == Path::Graph ? graph_searches(idx) : p == Path::Fused ? fused_searches(idx) : 0;
 }
 
 Searched search_raw(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim, int64_t k,
@@ -45,21 +61,51 @@ Searched search_raw(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_
   return s;
 }
 
-// The direct answer, then the graph's: the first graph-eligible call of a shape runs directly
-// (it is captured on its second use), so the shape is searched until a replay answered it.
-std::string compare_paths(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim, int64_t k,
-                          int64_t nprobe) {
-  Searched direct;
-  {
-    DirectPath pin;
-    direct = search_raw(idx, q, qtype, nq, dim, k, nprobe);
+Searched search_direct(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim, int64_t k,
+                       int64_t nprobe) {
+  PathScope pin(Path::Direct);
+  return search_raw(idx, q, qtype, nq, dim, k, nprobe);
+}
+
+// The direct answer, then the path's: a graph is captured on a shape's second use, so the
+// shape is searched until the path's counter moved.
+std::string compare_paths(const ivf_index* idx, Path path, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim,
+                          int64_t k, int64_t nprobe) {
+  const Searched direct = search_direct(idx, q, qtype, nq, dim, k, nprobe);
+  PathScope pin(path);
+  const int64_t before = answered_by(idx, path);
+  Searched got;
+  for (int attempt = 0; attempt < 3 && answered_by(idx, path) == before; ++attempt)
+    got = search_raw(idx, q, qtype, nq, dim, k, nprobe);
+  if (answered_by(idx, path) == before) return std::string("no search was answered by the ") + path_name(path) + " path";
+  return same_results(got.ids, got.dists, direct.ids, direct.dists, nq, k);
+}
+
+const Path kLatencyPaths[] = {Path::Fused, Path::Graph};
+
+// Rows of small integers (|v| < 2048, exact in every type) in a storage type's own encoding.
+std::vector<unsigned char> encode_rows(const std::vector<float>& x, ivf_dtype t) {
+  std::vector<unsigned char> out;
+  for (float v : x) {
+    if (t == IVF_DTYPE_U8 || t == IVF_DTYPE_I8) {
+      out.push_back(static_cast<unsigned char>(static_cast<int>(v)));
+      continue;
+    }
+    uint16_t bits = 0;
+    if (t == IVF_DTYPE_BF16) {
+      uint32_t u = 0;
+      std::memcpy(&u, &v, 4);
+      bits = static_cast<uint16_t>(u >> 16);  // exact: small integers have no low mantissa bits
+    } else if (v != 0.0f) {
+      int e = 0;
+      const float m = std::frexp(std::fabs(v), &e);  // |v| = m * 2^e, m in [0.5, 1)
+      bits = static_cast<uint16_t>((v < 0 ? 0x8000 : 0) | ((e - 1 + 15) << 10) |
+                                   static_cast<int>((m * 2.0f - 1.0f) * 1024.0f));
+    }
+    out.push_back(static_cast<unsigned char>(bits & 0xff));
+    out.push_back(static_cast<unsigned char>(bits >> 8));
   }
-  const int64_t before = graph_searches(idx);
-  Searched graph;
-  for (int attempt = 0; attempt < 3 && graph_searches(idx) == before; ++attempt)
-    graph = search_raw(idx, q, qtype, nq, dim, k, nprobe);
-  if (graph_searches(idx) == before) return "no search was answered by a graph";
-  return same_results(graph.ids, graph.dists, direct.ids, direct.dists, nq, k);
+  return out;
 }
 
 // queries (nq x dim f32) searched with IVF_MEMORY_DEVICE: copied to the device, results back.
@@ -86,24 +132,24 @@ Searched search_device(const ivf_index* idx, const std::vector<float>& q, int64_
   return s;
 }
 
-// nq 1..64 (powers of two and the sizes between, which are padded to them), k 1..1024 (k above
-// the probed rows pads), nprobe 1..nlist.
+// nq 1..64 (powers of two and the sizes between, which graphs pad to them), k 1..1024 (k above
+// the probed rows pads), nprobe 1..nlist, on both latency paths.
 TEST(GpuLatencyPath, SameResultsAsTheDirectPathForEveryShape) {
   IVFTEST_REQUIRE_GPU();
-  ASSERT_TRUE(graphs_on);
   const int64_t dim = 64, n = 60000, nlist = 128;
   const std::vector<float> x = clustered_vectors(n, dim, 40, 11);
   const std::vector<float> q = clustered_vectors(64, dim, 40, 12);
   IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_F32, x);
   ASSERT_TRUE(idx);
-  for (int64_t nq : {1, 2, 3, 8, 17, 33, 64})
-    for (int64_t k : {1, 10, 100, 1024})
-      for (int64_t nprobe : {1, 5, 32, 128})
-        ASSERT_EQ(compare_paths(idx.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe), "")
-            << "nq " << nq << " k " << k << " nprobe " << nprobe;
+  for (Path path : kLatencyPaths)
+    for (int64_t nq : {1, 2, 3, 8, 17, 33, 64})
+      for (int64_t k : {1, 10, 100, 1024})
+        for (int64_t nprobe : {1, 5, 32, 128})
+          ASSERT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe), "")
+              << path_name(path) << " nq " << nq << " k " << k << " nprobe " << nprobe;
 }
 
-// Both metrics and a compact type with its own queries (decoded inside the graph), odd dims.
+// Every metric and storage type, queries in f32 and in the storage type, odd dimensions.
 TEST(GpuLatencyPath, MetricsTypesAndOddDimensions) {
   IVFTEST_REQUIRE_GPU();
   for (int64_t dim : {3, 33, 130})
@@ -112,48 +158,134 @@ TEST(GpuLatencyPath, MetricsTypesAndOddDimensions) {
       const std::vector<float> q = clustered_vectors(20, dim, 20, 22 + dim);
       IndexPtr idx = cuda_index_of(dim, 32, metric, IVF_DTYPE_F32, x);
       ASSERT_TRUE(idx);
-      for (int64_t nq : {1, 5, 20})
-        ASSERT_EQ(compare_paths(idx.get(), q.data(), IVF_DTYPE_F32, nq, dim, 10, 4), "")
-            << "dim " << dim << " metric " << metric << " nq " << nq;
+      for (Path path : kLatencyPaths)
+        for (int64_t nq : {1, 5, 20})
+          ASSERT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, nq, dim, 10, 4), "")
+              << path_name(path) << " dim " << dim << " metric " << metric << " nq " << nq;
     }
-  // uint8 rows and uint8 queries: integer arithmetic in the scan, decoding in the graph.
+  // Integer rows: uint8 and int8 queries keep integer arithmetic (exact sums), f32 queries are
+  // decoded floats; f16 and bf16 rows with f32 queries and their own.
   const int64_t dim = 48;
-  std::vector<float> x = random_vectors(10000, dim, 5);
-  for (float& v : x) v = static_cast<float>(static_cast<int>((v + 1.0f) * 127.0f) & 255);
-  IndexPtr idx = cuda_index_of(dim, 32, IVF_METRIC_L2, IVF_DTYPE_U8, x);
-  ASSERT_TRUE(idx);
-  std::vector<uint8_t> q(static_cast<std::size_t>(16 * dim));
-  for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint8_t>(x[i * 7 % x.size()]);
-  for (int64_t nq : {1, 16}) EXPECT_EQ(compare_paths(idx.get(), q.data(), IVF_DTYPE_U8, nq, dim, 10, 8), "");
+  std::vector<float> xi = random_vectors(10000, dim, 5);
+  for (float& v : xi) v = static_cast<float>(static_cast<int>((v + 1.0f) * 127.0f) & 255);
+  std::vector<float> xs(xi);
+  for (float& v : xs) v -= 128.0f;
+  const struct {
+    ivf_dtype type;
+    const std::vector<float>* rows;
+  } cases[] = {{IVF_DTYPE_U8, &xi}, {IVF_DTYPE_I8, &xs}, {IVF_DTYPE_F16, &xs}, {IVF_DTYPE_BF16, &xs}};
+  for (const auto& c : cases)
+    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+      IndexPtr idx = cuda_index_of(dim, 32, metric, c.type, *c.rows);
+      ASSERT_TRUE(idx);
+      const std::vector<float> qf(c.rows->begin(), c.rows->begin() + 16 * dim);
+      const std::vector<unsigned char> native = encode_rows(qf, c.type);
+      for (Path path : kLatencyPaths)
+        for (int64_t nq : {1, 16}) {
+          EXPECT_EQ(compare_paths(idx.get(), path, native.data(), c.type, nq, dim, 10, 8), "")
+              << path_name(path) << " type " << c.type << " metric " << metric << " native queries nq " << nq;
+          EXPECT_EQ(compare_paths(idx.get(), path, qf.data(), IVF_DTYPE_F32, nq, dim, 10, 8), "")
+              << path_name(path) << " type " << c.type << " metric " << metric << " f32 queries nq " << nq;
+        }
+    }
 }
 
-// A graph is kept per published state: after an add and a remove the replay must see the new
-// lists, never the arrays it was captured with.
-TEST(GpuLatencyPath, MutationsAreSeenByTheNextReplay) {
+// A state's lists are read afresh by every search: after an add and a remove the next answer
+// (a graph replay or the fused kernels) sees the new lists.
+TEST(GpuLatencyPath, MutationsAreSeenByTheNextSearch) {
   IVFTEST_REQUIRE_GPU();
-  const int64_t dim = 32, n = 20000;
-  const std::vector<float> x = clustered_vectors(n, dim, 30, 31);
-  IndexPtr idx = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
-  ASSERT_TRUE(idx);
-  const std::vector<float> q(x.begin(), x.begin() + 4 * dim);  // rows 0..3: each its own nearest
-  ASSERT_EQ(compare_paths(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, 5, 8), "");
-  // Remove rows 0..3: the replay must no longer return them.
-  const std::vector<int64_t> gone = {0, 1, 2, 3};
-  int64_t removed = 0;
-  ASSERT_EQ(ivf_remove(idx.get(), nullptr, gone.data(), 4, &removed), IVF_OK) << ivf_last_error_message();
-  ASSERT_EQ(removed, 4);
-  ASSERT_EQ(compare_paths(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, 5, 8), "");
-  Searched after = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, 5, 8);
-  for (int64_t id : after.ids) EXPECT_TRUE(id < 0 || id > 3) << "a removed row was returned: " << id;
-  // Add exact copies under new ids: they must come first (distance 0).
-  std::vector<int64_t> fresh = {900000, 900001, 900002, 900003};
-  ASSERT_EQ(ivf_add(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, fresh.data()), IVF_OK) << ivf_last_error_message();
-  ASSERT_EQ(compare_paths(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, 5, 8), "");
-  after = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, 5, 8);
-  for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(after.ids[r * 5], fresh[r]) << "row " << r;
+  for (Path path : kLatencyPaths) {
+    const int64_t dim = 32, n = 20000;
+    const std::vector<float> x = clustered_vectors(n, dim, 30, 31);
+    IndexPtr idx = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+    ASSERT_TRUE(idx);
+    const std::vector<float> q(x.begin(), x.begin() + 4 * dim);  // rows 0..3: each its own nearest
+    ASSERT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, 4, dim, 5, 8), "") << path_name(path);
+    // Remove rows 0..3: the path must no longer return them.
+    const std::vector<int64_t> gone = {0, 1, 2, 3};
+    int64_t removed = 0;
+    ASSERT_EQ(ivf_remove(idx.get(), nullptr, gone.data(), 4, &removed), IVF_OK) << ivf_last_error_message();
+    ASSERT_EQ(removed, 4);
+    ASSERT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, 4, dim, 5, 8), "") << path_name(path);
+    {
+      PathScope pin(path);
+      const Searched after = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, 5, 8);
+      for (int64_t id : after.ids) EXPECT_TRUE(id < 0 || id > 3) << path_name(path) << ": a removed row was returned: " << id;
+    }
+    // Add exact copies under new ids: they must come first (distance 0).
+    std::vector<int64_t> fresh = {900000, 900001, 900002, 900003};
+    ASSERT_EQ(ivf_add(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, fresh.data()), IVF_OK) << ivf_last_error_message();
+    ASSERT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, 4, dim, 5, 8), "") << path_name(path);
+    PathScope pin(path);
+    const Searched after = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, 5, 8);
+    for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(after.ids[r * 5], fresh[r]) << path_name(path) << " row " << r;
+  }
 }
 
-// Queries and results in device memory, through the graph (copies around the replay).
+// The fused kernels' own edges: many centroid slices (nlist 1000 and 4096, with nprobe at the
+// 4096-entry probe merge), nprobe = nlist, long lists and k = 1024 (the candidate buffer fills
+// and is cut many times), exact duplicates across tiles (ties), dims 1 and 2048 (the largest it
+// takes) and 2049 (the batch pipeline takes it, same answer), k past the index (padding).
+TEST(GpuLatencyPath, FusedKernelEdges) {
+  IVFTEST_REQUIRE_GPU();
+  {
+    const int64_t dim = 16;
+    const std::vector<float> x = clustered_vectors(60000, dim, 500, 71);
+    const std::vector<float> q = clustered_vectors(16, dim, 500, 72);
+    for (int64_t nlist : {1000, 4096}) {
+      IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+      ASSERT_TRUE(idx);
+      for (int64_t nprobe : {1, 17, 256})
+        for (int64_t k : {1, 64, 1024})
+          ASSERT_EQ(compare_paths(idx.get(), Path::Fused, q.data(), IVF_DTYPE_F32, 16, dim, k, nprobe), "")
+              << "nlist " << nlist << " nprobe " << nprobe << " k " << k;
+    }
+  }
+  {
+    // 300 points x 40 copies: every distance ties 40 ways, across tiles and lists.
+    const int64_t dim = 8;
+    const std::vector<float> base = random_vectors(300, dim, 73);
+    std::vector<float> x;
+    for (int c = 0; c < 40; ++c) x.insert(x.end(), base.begin(), base.end());
+    IndexPtr idx = cuda_index_of(dim, 200, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+    ASSERT_TRUE(idx);
+    const std::vector<float> q(base.begin(), base.begin() + 8 * dim);
+    for (int64_t k : {1, 39, 40, 41, 200, 1024})
+      for (int64_t nprobe : {1, 8, 200})
+        ASSERT_EQ(compare_paths(idx.get(), Path::Fused, q.data(), IVF_DTYPE_F32, 8, dim, k, nprobe), "")
+            << "duplicates k " << k << " nprobe " << nprobe;
+  }
+  for (int64_t dim : {1, 2048, 2049}) {
+    const std::vector<float> x = clustered_vectors(3000, dim, 20, 74);
+    const std::vector<float> q = clustered_vectors(4, dim, 20, 75);
+    IndexPtr idx = cuda_index_of(dim, 16, IVF_METRIC_INNER_PRODUCT, IVF_DTYPE_F32, x);
+    ASSERT_TRUE(idx);
+    if (dim <= 2048) {
+      ASSERT_EQ(compare_paths(idx.get(), Path::Fused, q.data(), IVF_DTYPE_F32, 4, dim, 10, 4), "") << "dim " << dim;
+      continue;
+    }
+    const Searched direct = search_direct(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, 10, 4);
+    PathScope pin(Path::Fused);
+    const int64_t before = fused_searches(idx.get());
+    const Searched got = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, 4, dim, 10, 4);
+    EXPECT_EQ(fused_searches(idx.get()), before) << "dim 2049 is past the fused kernels' limit";
+    EXPECT_EQ(same_results(got.ids, got.dists, direct.ids, direct.dists, 4, 10), "");
+  }
+  {
+    const int64_t dim = 12;
+    const std::vector<float> x = random_vectors(50, dim, 76);
+    IndexPtr idx = cuda_index_of(dim, 4, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+    ASSERT_TRUE(idx);
+    ASSERT_EQ(compare_paths(idx.get(), Path::Fused, x.data(), IVF_DTYPE_F32, 3, dim, 100, 2), "");
+    PathScope pin(Path::Fused);
+    const Searched s = search_raw(idx.get(), x.data(), IVF_DTYPE_F32, 1, dim, 100, 4);
+    EXPECT_EQ(s.ids[49] >= 0, true) << "all 50 rows are probed at nprobe = nlist";
+    EXPECT_EQ(s.ids[50], -1) << "past the rows: padding";
+  }
+}
+
+// Queries and results in device memory: around a graph replay, and written by the fused
+// kernels in place.
 TEST(GpuLatencyPath, DeviceMemory) {
   IVFTEST_REQUIRE_GPU();
   const int64_t dim = 96, nq = 24, k = 50;
@@ -161,17 +293,21 @@ TEST(GpuLatencyPath, DeviceMemory) {
   const std::vector<float> q = clustered_vectors(nq, dim, 30, 42);
   IndexPtr idx = cuda_index_of(dim, 128, IVF_METRIC_INNER_PRODUCT, IVF_DTYPE_F32, x);
   ASSERT_TRUE(idx);
-  const Searched host = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, 16);
-  const int64_t before = graph_searches(idx.get());
-  for (int rep = 0; rep < 3; ++rep) {
-    const Searched dev = search_device(idx.get(), q, nq, dim, k, 16);
-    EXPECT_EQ(same_results(dev.ids, dev.dists, host.ids, host.dists, nq, k), "") << "rep " << rep;
+  const Searched host = search_direct(idx.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, 16);
+  for (Path path : kLatencyPaths) {
+    PathScope pin(path);
+    const int64_t before = answered_by(idx.get(), path);
+    for (int rep = 0; rep < 3; ++rep) {
+      const Searched dev = search_device(idx.get(), q, nq, dim, k, 16);
+      EXPECT_EQ(same_results(dev.ids, dev.dists, host.ids, host.dists, nq, k), "") << path_name(path) << " rep " << rep;
+    }
+    EXPECT_GT(answered_by(idx.get(), path), before)
+        << "no device-memory search was answered by the " << path_name(path) << " path";
   }
-  EXPECT_GT(graph_searches(idx.get()), before) << "no device-memory search was answered by a graph";
 }
 
-// Many threads of single queries at mixed k and nprobe: each worker captures its own graphs;
-// every answer equals the query's direct answer.
+// 16 threads of single queries at mixed k and nprobe: each worker keeps its own graphs, arena
+// and counters; every answer equals the query's direct answer.
 TEST(GpuLatencyPath, ManyThreads) {
   IVFTEST_REQUIRE_GPU();
   const int64_t dim = 64, nq = 64;
@@ -181,31 +317,33 @@ TEST(GpuLatencyPath, ManyThreads) {
   ASSERT_TRUE(idx);
   const int64_t ks[] = {1, 10, 64}, nprobes[] = {1, 16};
   std::vector<Searched> solo;
-  {
-    DirectPath pin;
-    for (int64_t k : ks)
-      for (int64_t np : nprobes)
-        for (int64_t i = 0; i < nq; ++i) solo.push_back(search_raw(idx.get(), q.data() + i * dim, IVF_DTYPE_F32, 1, dim, k, np));
+  for (int64_t k : ks)
+    for (int64_t np : nprobes)
+      for (int64_t i = 0; i < nq; ++i)
+        solo.push_back(search_direct(idx.get(), q.data() + i * dim, IVF_DTYPE_F32, 1, dim, k, np));
+  for (Path path : kLatencyPaths) {
+    PathScope pin(path);  // set before the threads start: they only read the environment
+    const int64_t before = answered_by(idx.get(), path);
+    std::atomic<int> bad{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 16; ++t)
+      threads.emplace_back([&, t] {
+        for (int rep = 0; rep < 40; ++rep) {
+          const int64_t ki = (t + rep) % 3, pi = (t / 3 + rep) % 2, i = (t * 7 + rep * 5) % nq;
+          const Searched s = search_raw(idx.get(), q.data() + i * dim, IVF_DTYPE_F32, 1, dim, ks[ki], nprobes[pi]);
+          const Searched& want = solo[(ki * 2 + pi) * nq + i];
+          if (!same_results(s.ids, s.dists, want.ids, want.dists, 1, ks[ki]).empty()) ++bad;
+        }
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(bad.load(), 0) << path_name(path);
+    EXPECT_GT(answered_by(idx.get(), path), before) << path_name(path);
   }
-  const int64_t before = graph_searches(idx.get());
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 16; ++t)
-    threads.emplace_back([&, t] {
-      for (int rep = 0; rep < 40; ++rep) {
-        const int64_t ki = (t + rep) % 3, pi = (t / 3 + rep) % 2, i = (t * 7 + rep * 5) % nq;
-        const Searched s = search_raw(idx.get(), q.data() + i * dim, IVF_DTYPE_F32, 1, dim, ks[ki], nprobes[pi]);
-        const Searched& want = solo[(ki * 2 + pi) * nq + i];
-        if (!same_results(s.ids, s.dists, want.ids, want.dists, 1, ks[ki]).empty()) ++bad;
-      }
-    });
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(bad.load(), 0);
-  EXPECT_GT(graph_searches(idx.get()), before);
 }
 
 // A large host batch (the direct path, copies from pageable memory) gives the same results as the
-// same queries in device memory; ivf_reset then drops the workers' graphs.
+// same queries in device memory; ivf_reset then drops the workers' graphs and arenas, an empty
+// index pads, and once filled again both paths answer again.
 TEST(GpuLatencyPath, HostBatchEqualsDeviceBatchAndResetRecaptures) {
   IVFTEST_REQUIRE_GPU();
   const int64_t dim = 40, nq = 9999, k = 7;
@@ -217,14 +355,17 @@ TEST(GpuLatencyPath, HostBatchEqualsDeviceBatchAndResetRecaptures) {
   const Searched dev = search_device(idx.get(), q, nq, dim, k, 4);
   EXPECT_EQ(same_results(host.ids, host.dists, dev.ids, dev.dists, nq, k), "");
   for (int64_t id : host.ids) ASSERT_GE(id, 0);  // every result written (no -7 left)
-  // ivf_reset drops the workers' graphs and arenas (with the pool's cached blocks); an empty
-  // index pads, and once filled again the graphs are captured anew.
-  ASSERT_EQ(compare_paths(idx.get(), q.data(), IVF_DTYPE_F32, 3, dim, k, 4), "");
+  for (Path path : kLatencyPaths)
+    ASSERT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, 3, dim, k, 4), "") << path_name(path);
   ASSERT_EQ(ivf_reset(idx.get()), IVF_OK);
-  const Searched empty = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, 3, dim, k, 4);
-  for (int64_t id : empty.ids) EXPECT_EQ(id, -1);
+  for (Path path : kLatencyPaths) {
+    PathScope pin(path);
+    const Searched empty = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, 3, dim, k, 4);
+    for (int64_t id : empty.ids) EXPECT_EQ(id, -1) << path_name(path);
+  }
   ASSERT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, 40000, dim, nullptr), IVF_OK);
-  EXPECT_EQ(compare_paths(idx.get(), q.data(), IVF_DTYPE_F32, 3, dim, k, 4), "");
+  for (Path path : kLatencyPaths)
+    EXPECT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, 3, dim, k, 4), "") << path_name(path);
 }
 
 }  // namespace

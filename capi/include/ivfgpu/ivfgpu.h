@@ -491,6 +491,10 @@ typedef int32_t ivf_info_key;
                                              go through host memory (no peer access, or
                                              IVFGPU_DISABLE_PEER_ACCESS=1), or every part is on
                                              one device or the CPU                           */
+#define IVF_INFO_FUSED_SEARCHES     30  /**< searches (calls, or merged batches) of a few
+                                             queries answered by the fused small-batch
+                                             kernels (the default latency path), since
+                                             creation; 0 on the CPU (README "Serving")        */
 /* per part: part in [0, IVF_INFO_SHARDS), else IVF_ERR_INVALID_ARGUMENT */
 #define IVF_INFO_PART_DEVICE(part)  (4096 + (part))  /**< the CUDA device of a part; -1 on
                                                           the CPU                          */

@@ -1,0 +1,578 @@
+#include "fused_search.hpp"
+
+#include <cub/block/block_scan.cuh>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "../element_type.hpp"
+#include "check.hpp"
+#include "element_traits.cuh"
+#include "search_stages.hpp"
+#include "small_batch.hpp"
+
+namespace ivfgpu::cuda {
+
+namespace {
+
+constexpr int kCoarseThreads = 256;
+constexpr int kMinSlice = 64;      // centroids per coarse block: at least this many ...
+constexpr int kMaxSlices = 64;     // ... and at most this many blocks per query
+constexpr int kGroup = 8;          // centroids a warp scores at once: independent loads in flight
+constexpr int kTileRows = 128;     // list rows per scan block, a thread each
+constexpr int kScanThreads = kTileRows;
+constexpr int kMergeThreads = 1024;
+constexpr int kMergeLoads = 4;     // candidates a lane loads at once in the merge
+constexpr int kMergeCap = 4096;    // candidates the merge holds on chip
+constexpr uint32_t kNoKey = 0xffffffffu;
+constexpr unsigned long long kNoEntry = ~0ull;
+
+enum : int { kL2 = 0, kIP = 1, kCosine = 2 };
+
+// Float <-> an unsigned key with the same order (smaller first): keys and a 32-bit payload
+// pack into one 64-bit word that sorts by key, then payload.
+__device__ __forceinline__ uint32_t order_key(float f) {
+  const uint32_t b = __float_as_uint(f);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ float key_value(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+// Sorts a[0, m) ascending, m a power of two, with every thread of the block. The caller has
+// synchronised after writing a; the block is synchronised on return.
+__device__ void block_bitonic_sort(unsigned long long* a, int m) {
+  for (int size = 2; size <= m; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = threadIdx.x; i < m; i += blockDim.x) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const unsigned long long x = a[i], y = a[j];
+          if ((x > y) == ((i & size) == 0)) {
+            a[i] = y;
+            a[j] = x;
+          }
+        }
+      }
+      __syncthreads();
+    }
+}
+
+__device__ __forceinline__ int pow2_at_least(int n) {
+  int m = 1;
+  while (m < n) m <<= 1;
+  return m;
+}
+
+// Programmatic dependent launch (Hopper): a kernel lets the next one launch as it starts, and
+// the next waits here, before its first read of what this one wrote, for it to finish and
+// flush. The launch latency of kernels 2 and 3 then overlaps the work of 1 and 2.
+__device__ __forceinline__ void let_next_kernel_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+struct CoarseArgs {
+  const void* queries;   // n x dim of the query type (device-readable: device or mapped host)
+  int64_t dim, nlist, nprobe;
+  int slice_len, slices, per_slice;  // slice_len: a power of two
+  int metric;
+  const float* centroids;
+  const float* centroid_norms;
+  const int64_t* list_size;
+  float* q_out;                    // n x dim: decoded, normalised queries for the scan
+  unsigned long long* slice_best;  // n x slices x per_slice
+  int32_t* done;                   // n, zero between calls
+  int32_t* probes;                 // n x nprobe
+  int32_t* tile_off;               // n x (nprobe + 1)
+};
+
+// Block (s, q): centroids [s * slice_len, ...) for query q; then, in the last block of q to
+// finish, the merge of every slice's best into q's probes and tile offsets.
+template <class Q>
+__global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs a) {
+  __shared__ float qs[kFusedMaxDim];
+  __shared__ unsigned long long keys[kFusedMaxMerge];
+  __shared__ double partial[kCoarseThreads / 32];
+  __shared__ bool last;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int64_t q = blockIdx.y, dim = a.dim;
+  let_next_kernel_launch();
+  const Q* raw = static_cast<const Q*>(a.queries) + q * dim;
+  for (int64_t j = tid; j < dim; j += blockDim.x) qs[j] = DeviceElement<Q>::load1(raw + j);
+  __syncthreads();
+  if (a.metric == kCosine) {
+    // As normalize_rows: the squared norm in double, one reciprocal, rounded multiplies.
+    double s = 0.0;
+    for (int64_t j = tid; j < dim; j += blockDim.x) s = __dadd_rn(s, __dmul_rn(qs[j], qs[j]));
+    s = warp_sum(s);
+    if (lane == 0) partial[warp] = s;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < kCoarseThreads / 32; ++w) total = __dadd_rn(total, partial[w]);
+    if (total > 0.0) {
+      const float inv = __double2float_rn(__ddiv_rn(1.0, __dsqrt_rn(total)));
+      for (int64_t j = tid; j < dim; j += blockDim.x) qs[j] = __fmul_rn(qs[j], inv);
+    }
+    __syncthreads();
+  }
+  if (blockIdx.x == 0)
+    for (int64_t j = tid; j < dim; j += blockDim.x) a.q_out[q * dim + j] = qs[j];
+
+  // This block's slice: a warp scores kGroup centroids at once, lanes across the dimensions.
+  const int slice = a.slice_len;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * slice;
+  const int count = static_cast<int>(a.nlist - c0 < slice ? a.nlist - c0 : slice);
+  for (int g = warp * kGroup; g < slice; g += kCoarseThreads / 32 * kGroup) {
+    float dot[kGroup];
+#pragma unroll
+    for (int r = 0; r < kGroup; ++r) dot[r] = 0.0f;
+    const float* c = a.centroids + (c0 + g) * dim;
+    for (int64_t j = lane; j < dim; j += 32) {
+      const float qj = qs[j];
+#pragma unroll
+      for (int r = 0; r < kGroup; ++r)
+        if (g + r < count) dot[r] = fmaf(qj, c[r * dim + j], dot[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < kGroup; ++r) {
+      const float d = warp_sum(dot[r]);
+      if (lane != 0) continue;
+      const int i = g + r;
+      if (i < count) {
+        const float key = a.metric == kL2 ? -2.0f * d + a.centroid_norms[c0 + i] : -d;
+        keys[i] = (static_cast<unsigned long long>(order_key(key)) << 32) | static_cast<uint32_t>(c0 + i);
+      } else {
+        keys[i] = kNoEntry;
+      }
+    }
+  }
+  __syncthreads();
+  block_bitonic_sort(keys, slice);
+  unsigned long long* best = a.slice_best + (q * a.slices + blockIdx.x) * a.per_slice;
+  for (int i = tid; i < a.per_slice; i += blockDim.x) best[i] = keys[i];
+
+  // The last block of this query merges (the writes above are made visible first).
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(&a.done[q], 1) == a.slices - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int total = a.slices * a.per_slice, m = pow2_at_least(total);
+  const unsigned long long* all = a.slice_best + q * a.slices * a.per_slice;
+  for (int i = tid; i < m; i += blockDim.x) keys[i] = i < total ? __ldcg(all + i) : kNoEntry;
+  __syncthreads();
+  block_bitonic_sort(keys, m);
+  // Probes (best first) and the exclusive prefix of their tile counts.
+  using Scan = cub::BlockScan<int32_t, kCoarseThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const int64_t np = a.nprobe;
+  int32_t* probes = a.probes + q * np;
+  int32_t* off = a.tile_off + q * (np + 1);
+  int32_t tiles = 0;
+  if (tid < np) {
+    const int32_t list = static_cast<int32_t>(keys[tid] & 0xffffffffu);
+    probes[tid] = list;
+    tiles = static_cast<int32_t>((a.list_size[list] + kTileRows - 1) / kTileRows);
+  }
+  int32_t excl = 0, sum = 0;
+  Scan(scan_tmp).ExclusiveSum(tiles, excl, sum);
+  if (tid < np) off[tid] = excl;
+  if (tid == 0) {
+    off[np] = sum;
+    a.done[q] = 0;  // ready for the next call
+  }
+}
+
+template <class T>
+struct TileScanArgs {
+  const float* queries;  // n x dim (q_out)
+  int64_t dim, nprobe;
+  const int32_t* probes;
+  const int32_t* tile_off;
+  const T* vectors;
+  const int64_t* list_start;
+  const int64_t* list_size;
+  const uint64_t* removed;  // null: none
+  int kk, max_tiles;
+  bool vec4;
+  uint32_t* cand_key;   // n x max_tiles x kk
+  int64_t* cand_pos;    // storage slot of each candidate
+};
+
+// Tile t of query q: its rows' distances, sorted on chip, the best min(k, 128) written out.
+template <class T, bool IP, bool INT>
+__device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, unsigned long long* keys, int64_t q, int64_t t) {
+  using E = DeviceElement<T>;
+  const int tid = threadIdx.x;
+  const int64_t np = a.nprobe, dim = a.dim;
+  const int32_t* off = a.tile_off + q * (np + 1);
+  int64_t lo = 0, hi = np;  // off[lo] <= t < off[hi]
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (off[mid] <= t) lo = mid; else hi = mid;
+  }
+  const int64_t list = a.probes[q * np + lo];
+  const int64_t r0 = (t - off[lo]) * kTileRows;
+  const int64_t first = a.list_start[list] + r0;
+  const int64_t left = a.list_size[list] - r0;
+  const int count = static_cast<int>(left < kTileRows ? left : kTileRows);
+  // A thread per row, summing in dimension order exactly as the list-major scan does
+  // (scan_tiles.cuh: one fma per dimension into one fp32 total), so a query's distances are
+  // the same bits whichever path answers it. Integer rows with integer queries: the exact
+  // integer (64-bit here, at most 2048 * 255^2), rounded once.
+  {
+    const int r = tid;
+    const int64_t slot = first + r;
+    bool ok = r < count;
+    if (ok && a.removed != nullptr) ok = !((a.removed[slot >> 6] >> (slot & 63)) & 1u);
+    unsigned long long entry = kNoEntry;
+    if (ok) {
+      const T* x = a.vectors + slot * dim;
+      float d;
+      if constexpr (INT) {
+        long long acc = 0;
+        for (int64_t j = 0; j < dim; ++j) {
+          const int qi = __float2int_rn(qs[j]), xi = __float2int_rn(E::load1(x + j));
+          acc += IP ? qi * xi : (qi - xi) * (qi - xi);
+        }
+        d = __ll2float_rn(acc);
+      } else {
+        float acc = 0.0f;
+        if (a.vec4) {
+#pragma unroll 4
+          for (int64_t j = 0; j < dim; j += 4) {
+            const float4 v = E::load4(x + j);
+            const float4 w = *reinterpret_cast<const float4*>(qs + j);
+            if constexpr (IP) {
+              acc = fmaf(w.x, v.x, acc); acc = fmaf(w.y, v.y, acc);
+              acc = fmaf(w.z, v.z, acc); acc = fmaf(w.w, v.w, acc);
+            } else {
+              float e = w.x - v.x; acc = fmaf(e, e, acc);
+              e = w.y - v.y; acc = fmaf(e, e, acc);
+              e = w.z - v.z; acc = fmaf(e, e, acc);
+              e = w.w - v.w; acc = fmaf(e, e, acc);
+            }
+          }
+        } else {
+#pragma unroll 4
+          for (int64_t j = 0; j < dim; ++j) {
+            const float v = E::load1(x + j);
+            if constexpr (IP) acc = fmaf(qs[j], v, acc);
+            else { const float e = qs[j] - v; acc = fmaf(e, e, acc); }
+          }
+        }
+        d = acc;
+      }
+      entry = (static_cast<unsigned long long>(order_key(IP ? -d : d)) << 32) | static_cast<uint32_t>(r);
+    }
+    keys[r] = entry;
+  }
+  __syncthreads();
+  block_bitonic_sort(keys, kTileRows);
+  const int64_t slot = (q * a.max_tiles + t) * a.kk;
+  for (int i = tid; i < a.kk; i += blockDim.x) {
+    const unsigned long long e = keys[i];
+    a.cand_key[slot + i] = e == kNoEntry ? kNoKey : static_cast<uint32_t>(e >> 32);
+    a.cand_pos[slot + i] = first + static_cast<int64_t>(e & 0xffffffffu);
+  }
+}
+
+// Blocks (b, q) take tiles b, b + gridDim.x, ... of query q's probed rows (tiles numbered
+// probe after probe). The grid is sized from a bound on the tiles (the nprobe largest lists)
+// and capped, so a skewed index does not launch thousands of blocks with nothing to do.
+template <class T, bool IP, bool INT>
+__global__ void __launch_bounds__(kScanThreads) tile_scan_kernel(TileScanArgs<T> a) {
+  __shared__ __align__(16) float qs[kFusedMaxDim];
+  __shared__ unsigned long long keys[kTileRows];
+  const int64_t q = blockIdx.y, np = a.nprobe, dim = a.dim;
+  let_next_kernel_launch();
+  wait_for_previous_kernel();
+  const int64_t tiles = a.tile_off[q * (np + 1) + np];
+  if (blockIdx.x >= tiles) return;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) qs[j] = a.queries[q * dim + j];
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    __syncthreads();  // the query is staged; the previous tile's keys are written out
+    scan_tile<T, IP, INT>(a, qs, keys, q, t);
+  }
+}
+
+struct MergeArgs {
+  const int32_t* tile_off;
+  int64_t nprobe, k;
+  int kk, max_tiles;
+  const uint32_t* cand_key;
+  const int64_t* cand_pos;
+  const int64_t* ids;
+  bool larger;
+  float pad;
+  int64_t* out_ids;   // n x k (device-writable: device or mapped host)
+  float* out_dists;
+};
+
+// Sorts buf[0, count) and keeps the first min(count, k); returns the new count and sets thr
+// to the k-th key once k are held (later candidates must be below it to matter).
+__device__ int keep_best(unsigned long long* buf, int count, int64_t k, uint32_t& thr) {
+  const int m = pow2_at_least(max(count, 1));
+  for (int i = count + threadIdx.x; i < m; i += blockDim.x) buf[i] = kNoEntry;
+  __syncthreads();
+  block_bitonic_sort(buf, m);
+  if (count >= k) {
+    thr = static_cast<uint32_t>(buf[k - 1] >> 32);
+    return static_cast<int>(k);
+  }
+  return count;
+}
+
+// A warp's k <= 32 best entries, sorted across its lanes (lane i holds the i-th), kept by
+// inserting each entry below the k-th: after the first few hundred candidates almost none is.
+struct WarpBest {
+  unsigned long long mine = kNoEntry;  // this lane's entry of the sorted list
+  unsigned long long kth = kNoEntry;   // the list's k-th entry (what a newcomer must beat)
+
+  __device__ void offer(unsigned long long e, int k) {
+    const int lane = threadIdx.x % 32;
+    unsigned mask = __ballot_sync(0xffffffffu, e < kth);
+    while (mask != 0) {
+      const int src = __ffs(mask) - 1;
+      mask &= mask - 1;
+      const unsigned long long v = __shfl_sync(0xffffffffu, e, src);
+      if (v >= kth) continue;  // the k-th fell meanwhile (uniform: v and kth are warp-wide)
+      const int pos = __popc(__ballot_sync(0xffffffffu, mine < v));
+      const unsigned long long below = __shfl_up_sync(0xffffffffu, mine, 1);
+      if (lane > pos) mine = below;
+      if (lane == pos) mine = v;
+      kth = __shfl_sync(0xffffffffu, mine, k - 1);
+    }
+  }
+};
+
+__device__ void write_result(const MergeArgs& a, int64_t q, int64_t j, unsigned long long e, int64_t base) {
+  int64_t id = -1;
+  float dist = a.pad;
+  if (e != kNoEntry) {
+    id = a.ids[a.cand_pos[base + static_cast<int64_t>(e & 0xffffffffu)]];
+    const float v = key_value(static_cast<uint32_t>(e >> 32));
+    dist = a.larger ? -v : v;
+  }
+  a.out_ids[q * a.k + j] = id;
+  a.out_dists[q * a.k + j] = dist;
+}
+
+__global__ void __launch_bounds__(kMergeThreads) merge_topk_kernel(MergeArgs a) {
+  __shared__ unsigned long long buf[kMergeCap];
+  __shared__ int count;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int64_t q = blockIdx.x, k = a.k;
+  wait_for_previous_kernel();
+  const int64_t total = static_cast<int64_t>(a.tile_off[q * (a.nprobe + 1) + a.nprobe]) * a.kk;
+  const int64_t base = q * a.max_tiles * a.kk;
+  const uint32_t* key = a.cand_key + base;
+  const auto entry = [&](int64_t i) {
+    const uint32_t kv = i < total ? __ldcg(key + i) : kNoKey;
+    return kv == kNoKey ? kNoEntry : (static_cast<unsigned long long>(kv) << 32) | static_cast<uint32_t>(i);
+  };
+
+  if (k <= 32) {
+    // Each warp keeps its own k best in registers, then warp 0 takes the k best of theirs.
+    WarpBest best;
+    const int64_t step = static_cast<int64_t>(blockDim.x) * kMergeLoads;
+    for (int64_t i0 = static_cast<int64_t>(warp) * 32 * kMergeLoads; i0 < total; i0 += step) {
+      unsigned long long e[kMergeLoads];
+#pragma unroll
+      for (int u = 0; u < kMergeLoads; ++u) e[u] = entry(i0 + u * 32 + lane);
+#pragma unroll
+      for (int u = 0; u < kMergeLoads; ++u) best.offer(e[u], static_cast<int>(k));
+    }
+    buf[tid] = lane < k ? best.mine : kNoEntry;
+    __syncthreads();
+    if (warp != 0) return;
+    WarpBest all;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) all.offer(buf[w * 32 + lane], static_cast<int>(k));
+    if (lane < k) write_result(a, q, lane, all.mine, base);
+    return;
+  }
+
+  // Larger k: candidates below the k-th kept so far gather in shared memory; a sort keeps the
+  // k best whenever the buffer could overflow, and as soon as k are held (to set the bar).
+  uint32_t thr = kNoKey;  // a candidate enters when its key is below thr (ties with the k-th may be left out)
+  if (tid == 0) count = 0;
+  __syncthreads();
+  for (int64_t i0 = 0; i0 < total; i0 += blockDim.x) {
+    const int held = count;
+    __syncthreads();  // every thread has read count before any warp adds to it
+    if (held + static_cast<int>(blockDim.x) > kMergeCap || (thr == kNoKey && held >= k)) {
+      const int kept = keep_best(buf, held, k, thr);
+      if (tid == 0) count = kept;
+      __syncthreads();
+    }
+    const unsigned long long e = entry(i0 + tid);
+    const bool want = static_cast<uint32_t>(e >> 32) < thr && e != kNoEntry;
+    const unsigned mask = __ballot_sync(0xffffffffu, want);
+    int at = 0;
+    if (lane == 0 && mask != 0) at = atomicAdd(&count, __popc(mask));
+    at = __shfl_sync(0xffffffffu, at, 0);
+    if (want) buf[at + __popc(mask & ((1u << lane) - 1u))] = e;
+    __syncthreads();
+  }
+  const int kept = keep_best(buf, count, k, thr);
+  for (int64_t j = tid; j < k; j += blockDim.x) write_result(a, q, j, j < kept ? buf[j] : kNoEntry, base);
+}
+
+// Pieces of one call's scratch, laid out in the arena (256-byte aligned).
+struct FusedLayout {
+  std::size_t q_out = 0, slice_best = 0, probes = 0, tile_off = 0, cand_key = 0, cand_pos = 0, bytes = 0;
+  FusedLayout(int64_t n, int64_t dim, int64_t slices, int64_t per_slice, int64_t nprobe, int64_t max_tiles,
+              int64_t kk) {
+    const auto put = [&](std::size_t b) {
+      const std::size_t at = bytes;
+      bytes += (b + 255) / 256 * 256;
+      return at;
+    };
+    q_out = put(sizeof(float) * n * dim);
+    slice_best = put(sizeof(unsigned long long) * n * slices * per_slice);
+    probes = put(sizeof(int32_t) * n * nprobe);
+    tile_off = put(sizeof(int32_t) * n * (nprobe + 1));
+    cand_key = put(sizeof(uint32_t) * n * max_tiles * kk);
+    cand_pos = put(sizeof(int64_t) * n * max_tiles * kk);
+  }
+};
+
+// Launches kernel<<<grid, threads>>>(args) on stream, allowed to start before the previous
+// kernel on the stream ends when `early` (it waits in wait_for_previous_kernel).
+template <class... Params, class... Args>
+void launch(bool early, void (*kernel)(Params...), dim3 grid, int threads, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  if (early) {
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  IVF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace
+
+void FusedSmallSearch::release_device_memory() noexcept {
+  arena_.release();
+  done_.reset();
+}
+
+bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                           const SearchRequest& req, const SearchPlan& plan) {
+  const int64_t n = req.n(), dim = plan.dim, nlist = plan.nlist, nprobe = plan.nprobe, k = plan.k;
+  if (dim > kFusedMaxDim || nprobe > kFusedMaxNprobe || nprobe > nlist || n > kSmallBatchMax) return false;
+  if (index.list_ids != nullptr || index.scanner != nullptr) return false;  // ids not in lists.ids
+  // Enough blocks per query to spread the centroids over SMs, few enough to merge on chip.
+  int64_t slice_len = kMinSlice;
+  while (slice_len * kMaxSlices < nlist && slice_len < kFusedMaxMerge) slice_len *= 2;
+  const int64_t slices = (nlist + slice_len - 1) / slice_len;
+  const int64_t per_slice = std::min<int64_t>(nprobe, slice_len);
+  if (slices * per_slice > kFusedMaxMerge || slices > kMaxSlices) return false;
+  const int64_t max_tiles = (plan.bound + kTileRows - 1) / kTileRows + nprobe;
+  const int64_t kk = std::min<int64_t>(k, kTileRows);
+  if (max_tiles * kk >= (int64_t{1} << 31)) return false;
+  const FusedLayout lay(n, dim, slices, per_slice, nprobe, max_tiles, kk);
+  if (lay.bytes > kMaxArena) return false;
+
+  cudaStream_t stream = lease.stream();
+  const bool host = req.memory == MemoryKind::Host;
+  const AdmissionGate::Pass pass(ctx.small_search_gate());
+  const std::size_t in_bytes = static_cast<std::size_t>(n * dim) * element_size(plan.qtype);
+  const std::size_t result_count = static_cast<std::size_t>(n * k);
+  if (host) {
+    // The kernels read and write the staging through its device mapping (asked once per buffer).
+    if (in_.reserve(in_bytes) || in_device_ == nullptr) IVF_CUDA_CHECK(cudaHostGetDevicePointer(&in_device_, in_.data(), 0));
+    if (out_.reserve(result_count * (sizeof(int64_t) + sizeof(float))) || out_device_ == nullptr)
+      IVF_CUDA_CHECK(cudaHostGetDevicePointer(&out_device_, out_.data(), 0));
+  }
+  (void)arena_.reserve(ctx, lay.bytes, stream);
+  if (done_.data() == nullptr) {
+    done_ = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(kSmallBatchMax), stream);
+    IVF_CUDA_CHECK(cudaMemsetAsync(done_.data(), 0, done_.bytes(), stream));
+  }
+  unsigned char* scratch = static_cast<unsigned char*>(arena_.base());
+  const void* queries = req.queries.data;
+  int64_t* out_ids = req.ids;
+  float* out_dists = req.dists;
+  if (host) {
+    std::memcpy(in_.data(), req.queries.data, in_bytes);
+    queries = in_device_;
+    out_ids = static_cast<int64_t*>(out_device_);
+    out_dists = reinterpret_cast<float*>(out_ids + result_count);
+  }
+
+  const ListView& lists = index.lists;
+  const int metric = plan.metric == Metric::L2 ? kL2 : plan.metric == Metric::Cosine ? kCosine : kIP;
+  CoarseArgs ca{queries, dim, nlist, nprobe, static_cast<int>(slice_len), static_cast<int>(slices),
+                static_cast<int>(per_slice), metric,
+                index.centroids, index.centroid_norms, lists.size,
+                reinterpret_cast<float*>(scratch + lay.q_out),
+                reinterpret_cast<unsigned long long*>(scratch + lay.slice_best), done_.data(),
+                reinterpret_cast<int32_t*>(scratch + lay.probes), reinterpret_cast<int32_t*>(scratch + lay.tile_off)};
+  dispatch_element_type(plan.qtype, [&](auto tag) {
+    using Q = typename decltype(tag)::type;
+    coarse_probe_kernel<Q><<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(n)), kCoarseThreads, 0,
+                             stream>>>(ca);
+  });
+  IVF_CUDA_CHECK_LAUNCH();
+
+  auto* cand_key = reinterpret_cast<uint32_t*>(scratch + lay.cand_key);
+  auto* cand_pos = reinterpret_cast<int64_t*>(scratch + lay.cand_pos);
+  const bool ip = plan.metric != Metric::L2;
+  const bool early = ctx.limits().major >= 9;
+  // As the batch scan: integer queries against rows of their own type stay integers (an
+  // integer index has no cosine metric).
+  const bool integer = is_integer(plan.qtype) && plan.qtype == lists.type;
+  dispatch_element_type(lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const bool vec4 = dim % 4 == 0 && reinterpret_cast<uintptr_t>(lists.vectors) % 16 == 0;
+    TileScanArgs<T> sa{ca.q_out, dim, nprobe, ca.probes, ca.tile_off, lists.rows<T>(), lists.start, lists.size,
+                       lists.removed, static_cast<int>(kk), static_cast<int>(max_tiles), vec4, cand_key, cand_pos};
+    // At most 8 blocks per SM over all queries (resident at once); blocks loop over the rest.
+    const int64_t cap = std::max<int64_t>(1, int64_t{8} * ctx.limits().sm_count / n);
+    const dim3 grid(static_cast<unsigned>(std::min(max_tiles, cap)), static_cast<unsigned>(n));
+    if constexpr (DeviceElement<T>::kInteger) {
+      if (integer) {
+            launch(early, ip ? tile_scan_kernel<T, true, true> : tile_scan_kernel<T, false, true>, grid, kScanThreads,
+               stream, sa);
+        return;
+      }
+    }
+    launch(early, ip ? tile_scan_kernel<T, true, false> : tile_scan_kernel<T, false, false>, grid, kScanThreads,
+           stream, sa);
+  });
+
+  MergeArgs ma{ca.tile_off, nprobe, k, static_cast<int>(kk), static_cast<int>(max_tiles), cand_key, cand_pos,
+               lists.ids, plan.larger, plan.pad, out_ids, out_dists};
+  launch(early, merge_topk_kernel, dim3(static_cast<unsigned>(n)), kMergeThreads, stream, ma);
+  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (host) {
+    std::memcpy(req.ids, out_.data(), sizeof(int64_t) * result_count);
+    std::memcpy(req.dists, out_.data() + sizeof(int64_t) * result_count, sizeof(float) * result_count);
+  }
+  ctx.count_fused_search();
+  return true;
+}
+
+}  // namespace ivfgpu::cuda
