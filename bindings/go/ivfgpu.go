@@ -1107,6 +1107,12 @@ func (ix *Index) GraphSearches() (int64, error) {
 	return ix.info("GraphSearches", C.IVF_INFO_GRAPH_SEARCHES)
 }
 
+// FusedSearches returns the searches of a few queries answered by the fused small-batch
+// kernels (the default latency path) since the index was created; 0 on the CPU.
+func (ix *Index) FusedSearches() (int64, error) {
+	return ix.info("FusedSearches", C.IVF_INFO_FUSED_SEARCHES)
+}
+
 // MergeNanoseconds returns the time split searches of an index of several parts spent after
 // their parts returned (moving the parts' top-k to one device and merging them), in ns since
 // creation; 0 for one part. Its share of the search time is the merge's cost.

@@ -333,6 +333,9 @@ func TestShardsEqualOnePart(t *testing.T) {
 		if err != nil || (ns > 0) != (p.mode == ivfgpu.ShardSplit) {
 			t.Fatalf("MergeNanoseconds = %d, %v (%d parts, mode %d)", ns, err, p.shards, p.mode)
 		}
+		if fused, err := ix.FusedSearches(); err != nil || fused < 0 {
+			t.Fatalf("FusedSearches = %d, %v", fused, err)
+		}
 		for part := 0; part < p.shards; part++ {
 			if _, err := ix.PartDevice(part); err != nil {
 				t.Fatal(err)

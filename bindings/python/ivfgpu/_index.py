@@ -523,6 +523,12 @@ class Index:
         return self.info(_lib.IVF_INFO_GRAPH_SEARCHES)
 
     @property
+    def fused_searches(self) -> int:
+        """Searches of a few queries answered by the fused small-batch kernels (the default
+        latency path) since creation; 0 on the CPU."""
+        return self.info(_lib.IVF_INFO_FUSED_SEARCHES)
+
+    @property
     def merge_nanoseconds(self) -> int:
         """Time split searches of an index of several parts spent after their parts returned
         (moving the parts' top-k to one device and merging them), in ns since creation; 0 for

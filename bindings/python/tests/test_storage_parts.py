@@ -369,6 +369,7 @@ def test_shard_placement_and_merge_are_reported(rng, tmp_path):
     assert split.merge_nanoseconds == 0
     split.search(x[:100], 5)
     assert split.merge_nanoseconds > 0 and split.peer_merge is False
+    assert split.fused_searches == 0 and split.graph_searches == 0  # GPU paths only
     assert [split.part_device(p) for p in range(2)] == [-1, -1]
     assert split.part_device_memory_bytes(1) == 0
     with pytest.raises(ivfgpu.InvalidArgumentError):

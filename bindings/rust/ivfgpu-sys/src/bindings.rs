@@ -89,6 +89,7 @@ pub const IVF_INFO_STORAGE_TYPE: i32 = 26;
 pub const IVF_INFO_GRAPH_SEARCHES: i32 = 27;
 pub const IVF_INFO_MERGE_NANOSECONDS: i32 = 28;
 pub const IVF_INFO_PEER_MERGE: i32 = 29;
+pub const IVF_INFO_FUSED_SEARCHES: i32 = 30;
 extern "C" {
     #[doc = " \"MAJOR.MINOR.PATCH\" of the loaded library. Static storage; never NULL; thread-safe."]
     pub fn ivf_version() -> *const ::std::os::raw::c_char;

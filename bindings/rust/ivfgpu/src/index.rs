@@ -717,6 +717,12 @@ impl Index {
         self.info(sys::IVF_INFO_GRAPH_SEARCHES).map(|v| v as u64)
     }
 
+    /// Searches of a few queries answered by the fused small-batch kernels (the default latency
+    /// path; README "Serving") since creation; 0 on the CPU.
+    pub fn fused_searches(&self) -> Result<u64> {
+        self.info(sys::IVF_INFO_FUSED_SEARCHES).map(|v| v as u64)
+    }
+
     /// Time split searches of an index of several parts spent after their parts returned
     /// (moving the parts' top-k to one device and merging them), since creation; zero for one
     /// part. Its share of the search time is the merge's cost.

@@ -255,6 +255,7 @@ fn shards_equal_one_part() {
     for (ix, &(g, mode)) in many.iter().zip(&layouts) {
         let merged = ix.merge_time().unwrap();
         assert_eq!(merged.is_zero(), mode == ShardMode::REPLICATE, "{g} parts");
+        ix.fused_searches().unwrap();
         for part in 0..g {
             ix.part_device(part).unwrap();
             ix.part_device_memory_bytes(part).unwrap();
