@@ -500,16 +500,26 @@ bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease&
   const AdmissionGate::Pass pass(ctx.small_search_gate());
   const std::size_t in_bytes = static_cast<std::size_t>(n * dim) * element_size(plan.qtype);
   const std::size_t result_count = static_cast<std::size_t>(n * k);
-  if (host) {
-    // The kernels read and write the staging through its device mapping (asked once per buffer).
-    if (in_.reserve(in_bytes) || in_device_ == nullptr) IVF_CUDA_CHECK(cudaHostGetDevicePointer(&in_device_, in_.data(), 0));
-    if (out_.reserve(result_count * (sizeof(int64_t) + sizeof(float))) || out_device_ == nullptr)
-      IVF_CUDA_CHECK(cudaHostGetDevicePointer(&out_device_, out_.data(), 0));
-  }
-  (void)arena_.reserve(ctx, lay.bytes, stream);
-  if (done_.data() == nullptr) {
-    done_ = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(kSmallBatchMax), stream);
-    IVF_CUDA_CHECK(cudaMemsetAsync(done_.data(), 0, done_.bytes(), stream));
+  // Under a device budget the arena must leave the batch path most of the scratch share.
+  if (index.scratch_budget > 0 && lay.bytes > index.scratch_budget / 4) return false;
+  try {
+    if (host) {
+      // The kernels read and write the staging through its device mapping (asked once per buffer).
+      if (in_.reserve(in_bytes) || in_device_ == nullptr)
+        IVF_CUDA_CHECK(cudaHostGetDevicePointer(&in_device_, in_.data(), 0));
+      if (out_.reserve(result_count * (sizeof(int64_t) + sizeof(float))) || out_device_ == nullptr)
+        IVF_CUDA_CHECK(cudaHostGetDevicePointer(&out_device_, out_.data(), 0));
+    }
+    (void)arena_.reserve(ctx, lay.bytes, stream);
+    if (done_.data() == nullptr) {
+      done_ = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(kSmallBatchMax), stream);
+      IVF_CUDA_CHECK(cudaMemsetAsync(done_.data(), 0, done_.bytes(), stream));
+    }
+  } catch (const Error& e) {
+    // No room for the arena or the staging (a budget, a full device): the batch path, which
+    // sizes its chunks to what is free, serves the call.
+    if (e.code() != Errc::OutOfDeviceMemory && e.code() != Errc::OutOfHostMemory) throw;
+    return false;
   }
   unsigned char* scratch = static_cast<unsigned char*>(arena_.base());
   const void* queries = req.queries.data;

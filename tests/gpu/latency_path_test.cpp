@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -282,6 +283,51 @@ TEST(GpuLatencyPath, FusedKernelEdges) {
     EXPECT_EQ(s.ids[49] >= 0, true) << "all 50 rows are probed at nprobe = nlist";
     EXPECT_EQ(s.ids[50], -1) << "past the rows: padding";
   }
+}
+
+// With the card nearly full (2 MiB left), a small search still succeeds with the same results:
+// the fused path's arena comes from the pool's cached blocks, or, when none can be had, the
+// batch path (which halves its chunks to fit) serves the call. The run says which answered.
+TEST(GpuLatencyPath, ANearlyFullDeviceStillAnswersSmallSearches) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 32, nq = 16, k = 1024, nprobe = 64;
+  const std::vector<float> x = clustered_vectors(40000, dim, 30, 81);
+  const std::vector<float> q = clustered_vectors(nq, dim, 30, 82);
+  IndexPtr idx = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+  ASSERT_TRUE(idx);
+  const Searched direct = search_direct(idx.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe);
+  ASSERT_EQ(ivf_reset(idx.get()), IVF_OK);  // drops the pool's cached blocks with the lists
+  ASSERT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, 40000, dim, nullptr), IVF_OK);
+  std::vector<void*> filler;
+  std::size_t free_b = 0, total_b = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  std::size_t to_take = free_b > (std::size_t{2} << 20) ? free_b - (std::size_t{2} << 20) : 0;
+  while (to_take > (std::size_t{1} << 20)) {
+    const std::size_t piece = std::min<std::size_t>(to_take, std::size_t{1} << 30);
+    void* p = nullptr;
+    if (cudaMalloc(&p, piece) != cudaSuccess) {
+      (void)cudaGetLastError();
+      if (piece <= (std::size_t{1} << 20)) break;
+      to_take = piece / 2;
+      continue;
+    }
+    filler.push_back(p);
+    to_take -= piece;
+  }
+  Searched got;
+  ivf_status status = IVF_OK;
+  {
+    PathScope pin(Path::Fused);
+    got.ids.assign(static_cast<std::size_t>(nq * k), -7);
+    got.dists.assign(got.ids.size(), -7.0f);
+    auto sp = make_params({{IVF_PARAM_NPROBE, nprobe}});
+    status = ivf_search(idx.get(), sp.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, got.ids.data(), got.dists.data());
+  }
+  const std::string message = ivf_last_error_message();
+  for (void* p : filler) cudaFree(p);
+  ASSERT_EQ(status, IVF_OK) << message;
+  EXPECT_EQ(same_results(got.ids, got.dists, direct.ids, direct.dists, nq, k), "");
+  std::printf("nearly full device: answered by the %s path\n", fused_searches(idx.get()) > 0 ? "fused" : "batch");
 }
 
 // Queries and results in device memory: around a graph replay, and written by the fused
