@@ -215,9 +215,27 @@ struct TileScanArgs {
   int64_t* cand_pos;    // storage slot of each candidate
 };
 
+// Dimensions staged per step of the tile scan, as the list-major scan stages them
+// (scan_tiles.hpp kTileD), zero-padded past dim the same way: the sums are then the same
+// chain of fmas, so the same bits.
+constexpr int kChunk = 32;
+static_assert(kFusedMaxDim % kChunk == 0, "queries are zero-padded to whole chunks");
+
+template <bool INT>
+__device__ __forceinline__ float staged_value(float v) {
+  if constexpr (INT) return __int_as_float(__float2int_rn(v));
+  else return v;
+}
+
 // Tile t of query q: its rows' distances, sorted on chip, the best min(k, 128) written out.
+// The rows are staged through shared memory a chunk of dimensions at a time (coalesced reads,
+// transposed so each thread reads its own row without bank conflicts); then a thread per row
+// sums in dimension order exactly as the list-major scan does (one fma per dimension into one
+// fp32 total), so a query's distances are the same bits whichever path answers it. Integer
+// rows with integer queries: the exact integer, rounded once.
 template <class T, bool IP, bool INT>
-__device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, unsigned long long* keys, int64_t q, int64_t t) {
+__device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, unsigned long long* keys,
+                          float (*xs)[kTileRows + 1], int64_t q, int64_t t) {
   using E = DeviceElement<T>;
   const int tid = threadIdx.x;
   const int64_t np = a.nprobe, dim = a.dim;
@@ -232,57 +250,56 @@ __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, unsigned lo
   const int64_t first = a.list_start[list] + r0;
   const int64_t left = a.list_size[list] - r0;
   const int count = static_cast<int>(left < kTileRows ? left : kTileRows);
-  // A thread per row, summing in dimension order exactly as the list-major scan does
-  // (scan_tiles.cuh: one fma per dimension into one fp32 total), so a query's distances are
-  // the same bits whichever path answers it. Integer rows with integer queries: the exact
-  // integer (64-bit here, at most 2048 * 255^2), rounded once.
-  {
-    const int r = tid;
-    const int64_t slot = first + r;
-    bool ok = r < count;
-    if (ok && a.removed != nullptr) ok = !((a.removed[slot >> 6] >> (slot & 63)) & 1u);
-    unsigned long long entry = kNoEntry;
-    if (ok) {
-      const T* x = a.vectors + slot * dim;
-      float d;
-      if constexpr (INT) {
-        long long acc = 0;
-        for (int64_t j = 0; j < dim; ++j) {
-          const int qi = __float2int_rn(qs[j]), xi = __float2int_rn(E::load1(x + j));
-          acc += IP ? qi * xi : (qi - xi) * (qi - xi);
-        }
-        d = __ll2float_rn(acc);
-      } else {
-        float acc = 0.0f;
-        if (a.vec4) {
-#pragma unroll 4
-          for (int64_t j = 0; j < dim; j += 4) {
-            const float4 v = E::load4(x + j);
-            const float4 w = *reinterpret_cast<const float4*>(qs + j);
-            if constexpr (IP) {
-              acc = fmaf(w.x, v.x, acc); acc = fmaf(w.y, v.y, acc);
-              acc = fmaf(w.z, v.z, acc); acc = fmaf(w.w, v.w, acc);
-            } else {
-              float e = w.x - v.x; acc = fmaf(e, e, acc);
-              e = w.y - v.y; acc = fmaf(e, e, acc);
-              e = w.z - v.z; acc = fmaf(e, e, acc);
-              e = w.w - v.w; acc = fmaf(e, e, acc);
-            }
-          }
-        } else {
-#pragma unroll 4
-          for (int64_t j = 0; j < dim; ++j) {
-            const float v = E::load1(x + j);
-            if constexpr (IP) acc = fmaf(qs[j], v, acc);
-            else { const float e = qs[j] - v; acc = fmaf(e, e, acc); }
-          }
-        }
-        d = acc;
+  const int r = tid;
+  bool ok = r < count;
+  if (ok && a.removed != nullptr) ok = !((a.removed[(first + r) >> 6] >> ((first + r) & 63)) & 1u);
+  const T* rows = a.vectors + first * dim;
+  float acc = 0.0f;
+  long long iacc = 0;
+  for (int64_t j0 = 0; j0 < dim; j0 += kChunk) {
+    __syncthreads();  // the previous chunk is consumed
+    if (a.vec4) {
+#pragma unroll
+      for (int e = tid; e < kTileRows * (kChunk / 4); e += kScanThreads) {
+        const int rr = e / (kChunk / 4), jj = (e % (kChunk / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (rr < count && j0 + jj < dim) v = E::load4(rows + rr * dim + j0 + jj);
+        xs[jj][rr] = staged_value<INT>(v.x);
+        xs[jj + 1][rr] = staged_value<INT>(v.y);
+        xs[jj + 2][rr] = staged_value<INT>(v.z);
+        xs[jj + 3][rr] = staged_value<INT>(v.w);
       }
-      entry = (static_cast<unsigned long long>(order_key(IP ? -d : d)) << 32) | static_cast<uint32_t>(r);
+    } else {
+#pragma unroll 4
+      for (int e = tid; e < kTileRows * kChunk; e += kScanThreads) {
+        const int rr = e / kChunk, jj = e % kChunk;
+        xs[jj][rr] = staged_value<INT>((rr < count && j0 + jj < dim) ? E::load1(rows + rr * dim + j0 + jj) : 0.0f);
+      }
     }
-    keys[r] = entry;
+    __syncthreads();
+    if (ok) {
+#pragma unroll 8
+      for (int jj = 0; jj < kChunk; ++jj) {
+        const float qv = qs[j0 + jj];  // zero past dim, as the staged rows
+        const float xv = xs[jj][r];
+        if constexpr (INT) {
+          const int qi = __float2int_rn(qv), xi = __float_as_int(xv);
+          iacc += IP ? qi * xi : (qi - xi) * (qi - xi);
+        } else if constexpr (IP) {
+          acc = fmaf(qv, xv, acc);
+        } else {
+          const float e = qv - xv;
+          acc = fmaf(e, e, acc);
+        }
+      }
+    }
   }
+  unsigned long long entry = kNoEntry;
+  if (ok) {
+    const float d = INT ? __ll2float_rn(iacc) : acc;
+    entry = (static_cast<unsigned long long>(order_key(IP ? -d : d)) << 32) | static_cast<uint32_t>(r);
+  }
+  keys[r] = entry;
   __syncthreads();
   block_bitonic_sort(keys, kTileRows);
   const int64_t slot = (q * a.max_tiles + t) * a.kk;
@@ -298,17 +315,19 @@ __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, unsigned lo
 // and capped, so a skewed index does not launch thousands of blocks with nothing to do.
 template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kScanThreads) tile_scan_kernel(TileScanArgs<T> a) {
-  __shared__ __align__(16) float qs[kFusedMaxDim];
+  __shared__ float qs[kFusedMaxDim];
   __shared__ unsigned long long keys[kTileRows];
+  __shared__ float xs[kChunk][kTileRows + 1];
   const int64_t q = blockIdx.y, np = a.nprobe, dim = a.dim;
   let_next_kernel_launch();
   wait_for_previous_kernel();
   const int64_t tiles = a.tile_off[q * (np + 1) + np];
   if (blockIdx.x >= tiles) return;
-  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) qs[j] = a.queries[q * dim + j];
+  const int64_t padded = (dim + kChunk - 1) / kChunk * kChunk;
+  for (int64_t j = threadIdx.x; j < padded; j += blockDim.x) qs[j] = j < dim ? a.queries[q * dim + j] : 0.0f;
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     __syncthreads();  // the query is staged; the previous tile's keys are written out
-    scan_tile<T, IP, INT>(a, qs, keys, q, t);
+    scan_tile<T, IP, INT>(a, qs, keys, xs, q, t);
   }
 }
 
