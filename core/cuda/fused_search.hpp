@@ -5,10 +5,10 @@
 //      for one query (decoding and, for cosine, normalising it on the way) and keeps its best
 //      nprobe; the last block of the query to finish merges the slices into the probe list and
 //      the per-probe tile offsets.
-//   2. tile_scan: each block takes 128 rows of one probed list for one query, a thread per
-//      row, computes the exact distances (fp32 in dimension order, or exact integers for
-//      integer rows with integer queries), sorts them on chip and writes only the best
-//      min(k, 128).
+//   2. tile_scan: each block takes 128 rows of one probed list for one query, stages them
+//      through shared memory 32 dimensions at a time, and a thread per row computes the exact
+//      distance (fp32 in dimension order, or exact integers for integer rows with integer
+//      queries); it sorts them on chip and writes only the best min(k, 128).
 //   3. merge_topk: one block per query keeps the k best of those candidates: for k <= 32 in
 //      each warp's registers (an entry is inserted only when it beats the warp's k-th), else
 //      in shared memory (a bitonic sort when its buffer fills, then only keys below the k-th
