@@ -333,7 +333,8 @@ func TestShardsEqualOnePart(t *testing.T) {
 		if err != nil || (ns > 0) != (p.mode == ivfgpu.ShardSplit) {
 			t.Fatalf("MergeNanoseconds = %d, %v (%d parts, mode %d)", ns, err, p.shards, p.mode)
 		}
-		if fused, err := ix.FusedSearches(); err != nil || fused < 0 {
+		// The fused kernels are a GPU path: a CPU index never counts one.
+		if fused, err := ix.FusedSearches(); err != nil || fused < 0 || (resolvedBackend() == ivfgpu.BackendCPU && fused != 0) {
 			t.Fatalf("FusedSearches = %d, %v", fused, err)
 		}
 		for part := 0; part < p.shards; part++ {

@@ -57,8 +57,9 @@ struct Worker {
   UniqueStream stream;
   UniqueBlas blas;
   void* workspace = nullptr;  // capped contexts: cuBLAS's workspace, from the pool
-  // The small-batch graphs searches keep on this worker between calls (with their arena and
-  // pinned staging); made by the first search that needs them. A worker serves one call at a
+  // What small-batch searches keep on this worker between calls: the fused kernels' arena and
+  // staging, and the captured graphs with theirs (small_batch.hpp); made by the first search
+  // that needs them. A worker serves one call at a
   // time, so they need no lock. Destroyed first, while the stream and pool still live.
   std::shared_ptr<SmallBatchGraphs> graphs;
 };

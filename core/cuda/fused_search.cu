@@ -9,6 +9,7 @@
 #include "../element_type.hpp"
 #include "check.hpp"
 #include "element_traits.cuh"
+#include "ordered_key.cuh"
 #include "search_stages.hpp"
 #include "small_batch.hpp"
 
@@ -29,16 +30,6 @@ constexpr uint32_t kNoKey = 0xffffffffu;
 constexpr unsigned long long kNoEntry = ~0ull;
 
 enum : int { kL2 = 0, kIP = 1, kCosine = 2 };
-
-// Float <-> an unsigned key with the same order (smaller first): keys and a 32-bit payload
-// pack into one 64-bit word that sorts by key, then payload.
-__device__ __forceinline__ uint32_t order_key(float f) {
-  const uint32_t b = __float_as_uint(f);
-  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-__device__ __forceinline__ float key_value(uint32_t k) {
-  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
 
 // Sorts a[0, m) ascending, m a power of two, with every thread of the block. The caller has
 // synchronised after writing a; the block is synchronised on return.
@@ -155,7 +146,7 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
       const int i = g + r;
       if (i < count) {
         const float key = a.metric == kL2 ? -2.0f * d + a.centroid_norms[c0 + i] : -d;
-        keys[i] = (static_cast<unsigned long long>(order_key(key)) << 32) | static_cast<uint32_t>(c0 + i);
+        keys[i] = (static_cast<unsigned long long>(to_ordered(key)) << 32) | static_cast<uint32_t>(c0 + i);
       } else {
         keys[i] = kNoEntry;
       }
@@ -297,7 +288,7 @@ __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, unsigned lo
   unsigned long long entry = kNoEntry;
   if (ok) {
     const float d = INT ? __ll2float_rn(iacc) : acc;
-    entry = (static_cast<unsigned long long>(order_key(IP ? -d : d)) << 32) | static_cast<uint32_t>(r);
+    entry = (static_cast<unsigned long long>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(r);
   }
   keys[r] = entry;
   __syncthreads();
@@ -386,7 +377,7 @@ __device__ void write_result(const MergeArgs& a, int64_t q, int64_t j, unsigned 
   float dist = a.pad;
   if (e != kNoEntry) {
     id = a.ids[a.cand_pos[base + static_cast<int64_t>(e & 0xffffffffu)]];
-    const float v = key_value(static_cast<uint32_t>(e >> 32));
+    const float v = from_ordered(static_cast<uint32_t>(e >> 32));
     dist = a.larger ? -v : v;
   }
   a.out_ids[q * a.k + j] = id;

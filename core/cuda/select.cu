@@ -12,6 +12,7 @@
 #include "../errors.hpp"
 #include "check.hpp"
 #include "device_buffer.hpp"
+#include "ordered_key.cuh"
 
 namespace ivfgpu::cuda {
 
@@ -22,14 +23,6 @@ constexpr int kThreads = 256;
 constexpr int64_t kMinBuffer = 4096;
 // Rows at least this long are split over several blocks when the rows alone cannot fill the GPU.
 constexpr int64_t kPiece = 4096;
-
-__device__ __forceinline__ uint32_t to_ordered(float f) {
-  const uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float from_ordered(uint32_t o) {
-  return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
-}
 
 using Scan = cub::BlockScan<int, kThreads>;
 
