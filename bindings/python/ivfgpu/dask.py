@@ -25,9 +25,9 @@ shards with the fewest rows; ids, when not given, are assigned globally 0, 1, 2,
 index). With ``unique_ids=True`` rows go to the shard ``splitmix64(id) % shards`` so that
 ``remove`` and ``count_ids`` reach only the owner shard and an id can never live in two shards.
 Dask arrays are added chunk by chunk where the chunks live: in balanced mode a whole chunk goes to
-the least-loaded shard that has a replica on the chunk's worker, unless that shard is more than one
-chunk's worth above the least-loaded shard overall (then the chunk moves); in hash mode the chunk
-is split on its own worker and only the pieces owned by shards elsewhere move.
+the least-loaded shard that has a replica on the chunk's worker, unless adding it there would leave
+the shards more than one chunk's worth apart (then the chunk moves to the least-loaded shard); in
+hash mode the chunk is split on its own worker and only the pieces owned by shards elsewhere move.
 ``last_add_moved_rows`` says how many rows the last Dask-array add sent off their chunk's worker.
 Numpy adds ship each shard's rows straight to its worker(s) (``scatter`` over 256 KiB).
 
@@ -662,7 +662,12 @@ class DistributedIndex:
             if hasattr(e, "add_note"):
                 e.add_note(f"DistributedIndex.add: {note}")
             raise
+        # A shard can take several jobs in one add (several chunks), run in any order: each job
+        # answers the shard's total after itself, so the largest is the total after all of them.
+        final = {}
         for (s, _, _), t in zip(jobs, totals):
+            final[s] = max(final.get(s, 0), int(t))
+        for s, t in final.items():
             self._counts[s] = t
 
     def _rollback(self, jobs, job_ids):
@@ -733,18 +738,20 @@ class DistributedIndex:
         self.client.cancel(futs)
 
     def _pick_shard(self, m, home):
-        """Least-loaded shard with a live replica on the chunk's worker, unless it is more than
-        one chunk (m rows) above the least-loaded shard: then the least-loaded shard."""
+        """Least-loaded shard with a live replica on the chunk's worker, unless adding the chunk
+        (m rows) there would leave the live shards more than m rows apart: then the least-loaded
+        shard. Checking the spread *after* the add keeps chunks of equal size within one chunk
+        of each other however the chunks are spread over the workers (all on one worker too)."""
         counts = self._counts
-        low = int(min(counts[s] for s in range(self.shards) if self.live_replicas(s)))
-        local = [s for s in range(self.shards)
+        live = [s for s in range(self.shards) if self.live_replicas(s)]
+        local = [s for s in live
                  if any(self._placement[s][r] in home for r in self.live_replicas(s))]
         if local:
             s = min(local, key=lambda t: (counts[t], t))
-            if counts[s] <= low + m:
+            after = [counts[t] + (m if t == s else 0) for t in live]
+            if max(after) - min(after) <= m:
                 return s
-        return min((s for s in range(self.shards) if self.live_replicas(s)),
-                   key=lambda t: (counts[t], t))
+        return min(live, key=lambda t: (counts[t], t))
 
     # ---------------------------------------------------------------- ids: remove, update, get, count
     # Each call takes ids as Index does (any int64 values, a 1-D sequence; ValueError

@@ -23,6 +23,7 @@ da = pytest.importorskip("dask.array")
 
 import ivfgpu  # noqa: E402
 from ivfgpu.dask import DistributedIndex, ShardLostError, merge_topk  # noqa: E402
+from ivfgpu.dask import _w_count_ids, _w_get, _w_info  # noqa: E402  (per-replica probes)
 
 DATA = os.environ.get("IVFGPU_DATA_DIR", "/work/shared/data")
 
@@ -177,12 +178,36 @@ def test_bigann10k_dask_array_by_chunks(client):
     di.train(xd)
     di.add(xd)
     assert di.ntotal == x.shape[0]
+    _counts_are_the_shards(di)
     # whole chunks go to a shard on their own worker unless that breaks the balance by > 1 chunk
     assert di.shard_counts.max() - di.shard_counts.min() <= 2000
     assert di.last_add_moved_rows < x.shape[0]
     ref = reference(di, x)
     for nprobe in (1, 8):
         assert_same(di.search(q, 10, nprobe=nprobe), ref.search(q, 10, nprobe=nprobe))
+    di.close()
+
+
+def test_chunks_all_on_one_worker_stay_balanced(client):
+    """Balanced routing where every chunk lives on one worker: after each chunk the shards are
+    at most one chunk apart, so chunks leave their worker once its shard is a chunk ahead."""
+    rng = np.random.default_rng(11)
+    x = rng.random((10_000, 8), dtype=np.float32)
+    q = rng.random((20, 8), dtype=np.float32)
+    _fresh(client)
+    one = sorted(client.scheduler_info()["workers"])[:1]
+    xd = client.persist(da.from_array(x, chunks=(2000, -1)), workers=one)
+    distributed.wait(xd)
+    assert {w for ws in client.who_has(xd).values() for w in ws} == set(one)
+    di = DistributedIndex(client, 8, shards=3, nlist=16, backend="cpu", kmeans_iters=4)
+    di.train(x)
+    di.add(xd)
+    assert di.ntotal == x.shape[0]
+    _counts_are_the_shards(di)
+    assert di.shard_counts.max() - di.shard_counts.min() <= 2000, di.shard_counts
+    assert 0 < di.last_add_moved_rows < x.shape[0]
+    ref = reference(di, x)
+    assert_same(di.search(q, 10, nprobe=16), ref.search(q, 10, nprobe=16))
     di.close()
 
 
@@ -198,6 +223,8 @@ def test_bigann10k_hash_routing_ip(client):
     assert di.routing == "hash"
     di.train(x)
     di.add(xd, ids)
+    assert di.ntotal == x.shape[0]
+    _counts_are_the_shards(di)
     # each chunk is split where it lives: only rows owned by shards on other workers move
     assert 0 < di.last_add_moved_rows < x.shape[0]
     ref = reference(di, x, ids)
@@ -210,7 +237,6 @@ def test_bigann10k_hash_routing_ip(client):
 
 # ------------------------------------------------------------------------------ ids
 
-from ivfgpu.dask import _w_count_ids, _w_get, _w_info  # noqa: E402  (per-replica probes)
 
 
 def _small(n=1500, dim=16, seed=3):
@@ -224,11 +250,16 @@ def _every_replica(di, fn, *args):
             for s in range(di.shards)]
 
 
+def _counts_are_the_shards(di):
+    """The client's shard counts are what the shards hold (every replica)."""
+    for s, infos in enumerate(_every_replica(di, _w_info)):
+        assert [nt for nt, _ in infos] == [int(di.shard_counts[s])] * di.replicas, (s, infos)
+
+
 def _replicas_agree(di, ids):
     """Every replica of a shard holds the same rows (mutations reached all of them), and the
     client's shard counts are theirs."""
-    for s, infos in enumerate(_every_replica(di, _w_info)):
-        assert [nt for nt, _ in infos] == [int(di.shard_counts[s])] * di.replicas
+    _counts_are_the_shards(di)
     for counts in _every_replica(di, _w_count_ids, ids):
         assert all(np.array_equal(c, counts[0]) for c in counts)
     for gets in _every_replica(di, _w_get, ids):
