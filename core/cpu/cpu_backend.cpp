@@ -17,6 +17,7 @@
 #include "distances.hpp"
 #include "host_list_store.hpp"
 #include "kmeans.hpp"
+#include "block_scan.hpp"
 #include "parallel.hpp"
 #include "topk.hpp"
 
@@ -205,46 +206,39 @@ class CpuBackend final : public Backend {
     }
     const float* queries = prepared(qv, unit);
     const T* int_queries = integer_queries ? req.queries.as<T>() : nullptr;
-    (void)int_queries;
-    const T* rows = lists.rows<T>();
-    // Coarse scores for a block of queries at once (one GEMM), then a parallel scan.
-    const int64_t block = std::max<int64_t>(1, std::min<int64_t>(4096, (int64_t{1} << 24) / nlist));
+    // Coarse scores and probes for a block of queries at once (one GEMM), then the block's
+    // scan (block_scan.hpp); the block is cut so that a list-major scan's heaps stay bounded.
+    int64_t largest = 0;
+    for (int64_t l = 0; l < nlist; ++l) largest = std::max(largest, lists.host_size[l]);
+    // (Not below 256 queries: a k so large that a list-major scan would need smaller blocks is
+    // scanned query-major, which wants many queries per block to spread over the cores.)
+    int64_t block = std::min(int64_t{4096}, std::max<int64_t>(1, (int64_t{1} << 24) / nlist));
+    const int64_t list_major = list_major_block(req.nprobe, req.k, largest);
+    if (list_major >= 256) block = std::min(block, list_major);
     std::vector<float> scores;
+    std::vector<int64_t> probes;
     for (int64_t q0 = 0; q0 < n; q0 += block) {
       progress::set(static_cast<double>(q0) / static_cast<double>(n));
       const int64_t count = std::min(block, n - q0);
       scores.resize(static_cast<std::size_t>(count * nlist));
+      probes.resize(static_cast<std::size_t>(count * req.nprobe));
       coarse_scores(queries + q0 * dim, count, st.centroids->centroids.data(), st.centroids->norms.data(), nlist,
                     dim, params_.metric, scores.data());
       parallel_for(count, threads_, 4, [&](int64_t r0, int64_t r1) {
         std::vector<int64_t> order(static_cast<std::size_t>(nlist));
         for (int64_t r = r0; r < r1; ++r) {
-          const int64_t q = q0 + r;
           const float* s = scores.data() + r * nlist;
           std::iota(order.begin(), order.end(), int64_t{0});
           std::partial_sort(order.begin(), order.begin() + req.nprobe, order.end(),
                             [s](int64_t a, int64_t b) { return s[a] != s[b] ? s[a] < s[b] : a < b; });
-          const float* query = queries + q * dim;
-          TopK top(req.k, larger);
-          for (int64_t p = 0; p < req.nprobe; ++p) {
-            const int64_t l = order[p];
-            const int64_t first = lists.host_start[l], last = first + lists.host_size[l];
-            for (int64_t i = first; i < last; ++i) {
-              // Removed and filtered-out rows are skipped inside the scan, never after it.
-              if (lists.host_removed_at(i) || (req.filter && !req.filter->permits(lists.ids[i]))) continue;
-              float d;
-              if constexpr (std::is_integral_v<T>) {
-                d = int_queries != nullptr ? exact_integer_distance(int_queries + q * dim, rows + i * dim, dim, kernel)
-                                           : exact_distance(query, rows + i * dim, dim, kernel);
-              } else {
-                d = exact_distance(query, rows + i * dim, dim, kernel);
-              }
-              top.push(d, lists.ids[i]);
-            }
-          }
-          top.write(req.ids + q * req.k, req.dists + q * req.k);
+          std::copy(order.begin(), order.begin() + req.nprobe, probes.begin() + r * req.nprobe);
         }
       });
+      const ScanBlock b{queries + q0 * dim,
+                        int_queries != nullptr ? static_cast<const void*>(int_queries + q0 * dim) : nullptr,
+                        count, dim, req.nprobe, req.k, probes.data(), larger, kernel, req.filter, threads_,
+                        req.ids + q0 * req.k, req.dists + q0 * req.k};
+      scan_block<T>(lists, b);
     }
   }
 
