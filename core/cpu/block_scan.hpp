@@ -231,16 +231,17 @@ void scan_list_major(const ListView& lists, const ScanBlock& b, const std::vecto
 }  // namespace scan_detail
 
 // The one place that picks the order. List-major pays where lists are shared (at least
-// kMinPairsPerList queries per probed list on average), a pair scans many rows per neighbour
-// kept (at least kMinRowsPerKept x k on average, so its top-k fills cheaply), and the index
-// is larger than a cache could hold anyway (kMinListMajorBytes of rows). Measured on this
-// project's 2-core EPYC: 200K x 128 f32, 2,000 queries at nprobe 8, list-major 1.5x faster
-// (same kernel); 20K rows in 50 lists, 300 queries, nprobe 50, k 100 (4 rows scanned per
-// neighbour kept): query-major 2x faster; 20K x 32 f32 (2.5 MB), nprobe 8, k 10: query-major
-// 1.3x faster.
+// kMinPairsPerList queries per probed list on average), a pair does much scoring per neighbour
+// it keeps (rows x dimensions at least kMinWorkPerKept x k on average, so filling its own
+// top-k is cheap beside it), and the index is larger than a cache could hold anyway
+// (kMinListMajorBytes of rows). Measured on this project's 2-core EPYC: 200K x 128 f32, 2,000
+// queries at nprobe 8, list-major 1.5x faster (same kernel); Fashion-MNIST (60K x 784, lists of
+// ~59 rows, k 10: 4,600 per neighbour kept) 1.5x at nprobe 1 to 3.7x at 64; 20K x 33 f16 in 50
+// lists, 300 queries, nprobe 50, k 100 (130 per neighbour kept): query-major 2x faster; 20K x
+// 32 f32 (2.5 MB), nprobe 8, k 10: query-major 1.3x faster.
 template <class T>
 void scan_block(const ListView& lists, const ScanBlock& b) {
-  constexpr int64_t kMinPairsPerList = 4, kMinRowsPerKept = 16, kMinListMajorBytes = int64_t{8} << 20;
+  constexpr int64_t kMinPairsPerList = 4, kMinWorkPerKept = 1024, kMinListMajorBytes = int64_t{8} << 20;
   const int64_t nlist = lists.nlist, npairs = b.count * b.nprobe;
   std::vector<int64_t> pairs_at(static_cast<std::size_t>(nlist + 1), 0);
   int64_t rows = 0, entries = 0;
@@ -256,7 +257,7 @@ void scan_block(const ListView& lists, const ScanBlock& b) {
     pairs_at[l + 1] += pairs_at[l];
   }
   const bool shared = npairs >= kMinPairsPerList * probed;
-  const bool fills_cheaply = rows >= kMinRowsPerKept * b.k * npairs;
+  const bool fills_cheaply = rows * b.dim >= kMinWorkPerKept * b.k * npairs;
   const bool beyond_cache = lists.ntotal * b.dim * int64_t{sizeof(T)} >= kMinListMajorBytes;
   bool list_major = shared && fills_cheaply && beyond_cache;
   // IVFGPU_CPU_SCAN=list or =query pins the order (A/B runs; tests that compare the two).
