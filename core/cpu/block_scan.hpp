@@ -5,8 +5,8 @@
 //   cache-sized pieces that every query probing it scores before the next piece is read. A
 //   query-by-query scan reads each list once per query that probes it (a block of 2,000 queries
 //   at nprobe 8 read a 100 MB index ~150 times over) and runs at memory speed.
-// - query-major: each query scans its own lists into its own top-k. Where few queries share a
-//   list, or k is large against the rows a pair scans, the pairs' separate top-k (each filling
+// - query-major: each query scans its own lists into its own top-k. Where the index fits a
+//   cache, or k is large against a pair's scoring work, the pairs' separate top-k (each filling
 //   up to k before it can reject anything) cost more than the reads they save.
 //
 // Both give the same results bit for bit: the same exact distance for every (query, row)
@@ -109,14 +109,17 @@ struct RowScorer {
       keep[i - r0] = !lists.host_removed_at(i) && (b.filter == nullptr || b.filter->permits(lists.ids[i]));
   }
 
+  // cached: the rows are in the core's cache (a piece that several queries score). Rows read
+  // from memory are scored one at a time: the hardware prefetcher follows one row after
+  // another, not four rows read side by side (from memory, four at once ran at half the speed).
   template <class Heap>
-  void score(int64_t q, int64_t r0, int64_t r1, const char* keep, Heap& heap) const {
+  void score(int64_t q, int64_t r0, int64_t r1, const char* keep, bool cached, Heap& heap) const {
     const int64_t dim = b.dim;
     const float* query = b.queries + q * dim;
     // Four rows at once where all four are kept (a sparse filter leaves few such groups:
     // its rows are scored one by one, never the rows it excludes).
     int64_t i = r0;
-    if (kScanRowsTogether<T> && int_queries == nullptr)
+    if (kScanRowsTogether<T> && cached && int_queries == nullptr)
       for (; i + kScanRows <= r1; i += kScanRows) {
         const char* k4 = keep + (i - r0);
         if (!(k4[0] && k4[1] && k4[2] && k4[3])) {
@@ -142,6 +145,8 @@ struct RowScorer {
   }
 };
 
+// Rows one at a time: a query reads them once (from L3 too, four rows side by side measured no
+// faster).
 template <class T>
 void scan_query_major(const ListView& lists, const ScanBlock& b) {
   const RowScorer<T> scorer{lists, b};
@@ -156,7 +161,7 @@ void scan_query_major(const ListView& lists, const ScanBlock& b) {
         for (int64_t r0 = start; r0 < stop; r0 += piece) {
           const int64_t r1 = std::min(stop, r0 + piece);
           scorer.mark(r0, r1, keep.data());
-          scorer.score(q, r0, r1, keep.data(), top);
+          scorer.score(q, r0, r1, keep.data(), false, top);
         }
       }
       top.write(b.ids + q * b.k, b.dists + q * b.k);
@@ -208,8 +213,10 @@ void scan_list_major(const ListView& lists, const ScanBlock& b, const std::vecto
       for (int64_t r0 = start; r0 < stop; r0 += piece) {
         const int64_t r1 = std::min(stop, r0 + piece);
         scorer.mark(r0, r1, keep.data());
+        // The item's first query reads the piece from memory; the others find it in cache.
         for (int64_t g = item.begin; g < item.end; ++g)
-          scorer.score(grouped[g] / b.nprobe, r0, r1, keep.data(), heaps[static_cast<std::size_t>(g - item.begin)]);
+          scorer.score(grouped[g] / b.nprobe, r0, r1, keep.data(), g > item.begin,
+                       heaps[static_cast<std::size_t>(g - item.begin)]);
       }
       for (int64_t g = item.begin; g < item.end; ++g) heap_size[grouped[g]] = heaps[static_cast<std::size_t>(g - item.begin)].size();
     }
@@ -230,18 +237,20 @@ void scan_list_major(const ListView& lists, const ScanBlock& b, const std::vecto
 
 }  // namespace scan_detail
 
-// The one place that picks the order. List-major pays where lists are shared (at least
-// kMinPairsPerList queries per probed list on average), a pair does much scoring per neighbour
-// it keeps (rows x dimensions at least kMinWorkPerKept x k on average, so filling its own
-// top-k is cheap beside it), and the index is larger than a cache could hold anyway
-// (kMinListMajorBytes of rows). Measured on this project's 2-core EPYC: 200K x 128 f32, 2,000
-// queries at nprobe 8, list-major 1.5x faster (same kernel); Fashion-MNIST (60K x 784, lists of
-// ~59 rows, k 10: 4,600 per neighbour kept) 1.5x at nprobe 1 to 3.7x at 64; 20K x 33 f16 in 50
-// lists, 300 queries, nprobe 50, k 100 (130 per neighbour kept): query-major 2x faster; 20K x
-// 32 f32 (2.5 MB), nprobe 8, k 10: query-major 1.3x faster.
+// The one place that picks the order. List-major where a pair does much scoring per neighbour
+// it keeps (rows x dimensions at least kMinWorkPerKept x k on average, so filling its own top-k
+// is cheap beside it) and either the index is larger than a cache could hold (kMinListMajorBytes
+// of rows: each list shared by several queries is then read once instead of once per query) or
+// the block has fewer queries than threads (list-major spreads one query's probes over them).
+// Measured on this project's 2-core EPYC, same results every time: 200K x 128 f32, 2,000
+// queries, nprobe 8, list-major 1.5x faster with the same kernel; Fashion-MNIST (60K x 784,
+// lists of ~59 rows, k 10: 4,600 per neighbour kept) 1.5x at nprobe 1 to 3.7x at 64; one
+// query at nprobe 16 (200K x 128) 2.2x; 20K x 33 f16 in 50 lists, 300 queries, nprobe 50, k 100
+// (130 per neighbour kept): query-major 2x faster; 20K x 32 f32 (2.5 MB), nprobe 8, k 10:
+// query-major 1.3x faster.
 template <class T>
 void scan_block(const ListView& lists, const ScanBlock& b) {
-  constexpr int64_t kMinPairsPerList = 4, kMinWorkPerKept = 1024, kMinListMajorBytes = int64_t{8} << 20;
+  constexpr int64_t kMinWorkPerKept = 1024, kMinListMajorBytes = int64_t{8} << 20;
   const int64_t nlist = lists.nlist, npairs = b.count * b.nprobe;
   std::vector<int64_t> pairs_at(static_cast<std::size_t>(nlist + 1), 0);
   int64_t rows = 0, entries = 0;
@@ -251,15 +260,13 @@ void scan_block(const ListView& lists, const ScanBlock& b) {
     rows += size;
     entries += std::min(b.k, size);
   }
-  int64_t probed = 0;
-  for (int64_t l = 0; l < nlist; ++l) {
-    probed += pairs_at[l + 1] > 0 ? 1 : 0;
-    pairs_at[l + 1] += pairs_at[l];
-  }
-  const bool shared = npairs >= kMinPairsPerList * probed;
+  for (int64_t l = 0; l < nlist; ++l) pairs_at[l + 1] += pairs_at[l];
   const bool fills_cheaply = rows * b.dim >= kMinWorkPerKept * b.k * npairs;
   const bool beyond_cache = lists.ntotal * b.dim * int64_t{sizeof(T)} >= kMinListMajorBytes;
-  bool list_major = shared && fills_cheaply && beyond_cache;
+  // Fewer queries than threads: query by query would leave threads idle, list-major spreads a
+  // query's probes over them (the same per-pair heaps, then the merge).
+  const bool few_queries = b.count < b.threads;
+  bool list_major = fills_cheaply && (few_queries || beyond_cache);
   // IVFGPU_CPU_SCAN=list or =query pins the order (A/B runs; tests that compare the two).
   if (const char* pin = std::getenv("IVFGPU_CPU_SCAN"); pin != nullptr) {
     if (std::strcmp(pin, "list") == 0) list_major = true;
