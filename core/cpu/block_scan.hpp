@@ -244,8 +244,8 @@ void scan_list_major(const ListView& lists, const ScanBlock& b, const std::vecto
 // the block has fewer queries than threads (list-major spreads one query's probes over them).
 // Measured on this project's 2-core EPYC, same results every time: 200K x 128 f32, 2,000
 // queries, nprobe 8, list-major 1.5x faster with the same kernel; Fashion-MNIST (60K x 784,
-// lists of ~59 rows, k 10: 4,600 per neighbour kept) 1.5x at nprobe 1 to 3.7x at 64; one
-// query at nprobe 16 (200K x 128) 2.2x; 20K x 33 f16 in 50 lists, 300 queries, nprobe 50, k 100
+// lists of ~59 rows, k 10: 4,600 per neighbour kept) 1.2x at nprobe 1 to 2.5x at 64; one
+// query at nprobe 16 (200K x 128) 1.8x; 20K x 33 f16 in 50 lists, 300 queries, nprobe 50, k 100
 // (130 per neighbour kept): query-major 2x faster; 20K x 32 f32 (2.5 MB), nprobe 8, k 10:
 // query-major 1.3x faster.
 template <class T>
