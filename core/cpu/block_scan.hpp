@@ -75,6 +75,10 @@ struct ScanBlock {
   float* dists;
 };
 
+// (query, probe) pairs of one block: its probes and a list-major scan's per-pair arrays (three
+// int64 each) stay within about 100 MB.
+constexpr int64_t kMaxBlockPairs = int64_t{1} << 22;
+
 // Entries (pairs x min(k, list size)) a list-major scan may hold for one block, and the
 // largest block that keeps a scan of nprobe probes with k neighbours under it (at least 1;
 // scan_block scans a block that holds more query-major).

@@ -207,12 +207,14 @@ class CpuBackend final : public Backend {
     const float* queries = prepared(qv, unit);
     const T* int_queries = integer_queries ? req.queries.as<T>() : nullptr;
     // Coarse scores and probes for a block of queries at once (one GEMM), then the block's
-    // scan (block_scan.hpp); the block is cut so that a list-major scan's heaps stay bounded.
+    // scan (block_scan.hpp). The block is cut so that its scores, its probes (kMaxBlockPairs)
+    // and a list-major scan's heaps stay bounded, but not below 256 queries for the heaps: a k
+    // so large that a list-major scan would need smaller blocks is scanned query-major, which
+    // wants many queries per block to spread over the cores.
     int64_t largest = 0;
     for (int64_t l = 0; l < nlist; ++l) largest = std::max(largest, lists.host_size[l]);
-    // (Not below 256 queries: a k so large that a list-major scan would need smaller blocks is
-    // scanned query-major, which wants many queries per block to spread over the cores.)
-    int64_t block = std::min(int64_t{4096}, std::max<int64_t>(1, (int64_t{1} << 24) / nlist));
+    int64_t block = std::min({int64_t{4096}, std::max<int64_t>(1, (int64_t{1} << 24) / nlist),
+                              std::max<int64_t>(1, kMaxBlockPairs / req.nprobe)});
     const int64_t list_major = list_major_block(req.nprobe, req.k, largest);
     if (list_major >= 256) block = std::min(block, list_major);
     std::vector<float> scores;
