@@ -123,7 +123,7 @@ struct RowScorer {
     // Four rows at once where all four are kept (a sparse filter leaves few such groups:
     // its rows are scored one by one, never the rows it excludes).
     int64_t i = r0;
-    if (kScanRowsTogether<T> && cached && int_queries == nullptr)
+    if (four_rows != nullptr && cached && int_queries == nullptr)
       for (; i + kScanRows <= r1; i += kScanRows) {
         const char* k4 = keep + (i - r0);
         if (!(k4[0] && k4[1] && k4[2] && k4[3])) {

@@ -7,6 +7,10 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include "../element_codec.hpp"
 #include "../types.hpp"
 
@@ -29,17 +33,40 @@ template <int VB, class V>
 // decoding through a float array stalled on store forwarding.
 typedef uint16_t Halves8At __attribute__((vector_size(16), aligned(2), may_alias));
 typedef uint32_t Words8 __attribute__((vector_size(32)));
-// f32 rows at any width; bf16 rows only for 8-lane (AVX2) vectors (SSE2 has no widening moves,
-// and its decode through a float array measured faster than GCC's emulation of them).
+#if defined(__x86_64__) || defined(__i386__)
+#define IVFGPU_WIDEN_BYTES 1
+// Eight bytes widened to exact floats with AVX2 (vpmovzxbd / vpmovsxbd, vcvtdq2ps): GCC builds
+// the same widening from scalar inserts. Only the 8-lane kernel calls these, only from AVX2
+// code (row_distances.cpp), where they are inlined; they cannot be always_inline (GCC does not
+// force an AVX2 body into a function not itself marked AVX2).
+__attribute__((target("avx2"))) inline void widen_bytes(Lanes8& v, const uint8_t* p) {
+  v = reinterpret_cast<Lanes8>(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
+}
+__attribute__((target("avx2"))) inline void widen_bytes(Lanes8& v, const int8_t* p) {
+  v = reinterpret_cast<Lanes8>(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
+}
+#else
+#define IVFGPU_WIDEN_BYTES 0
+#endif
+template <class T>
+constexpr bool kByteRow = std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>;
+// f32 rows at any width; bf16 and byte rows only for 8-lane (AVX2) vectors (SSE2 has no
+// widening moves, and its decode through a float array measured faster than GCC's emulation).
 template <class T, int VB>
-constexpr bool kVectorDecode = std::is_same_v<T, float> || (VB == 32 && std::is_same_v<T, BFloat16>);
+constexpr bool kVectorDecode =
+    std::is_same_v<T, float> || (VB == 32 && (std::is_same_v<T, BFloat16> || (IVFGPU_WIDEN_BYTES && kByteRow<T>)));
 template <int VB, class T, class V>
 [[gnu::always_inline]] inline void load_decoded(V& v, const T* p) {
   if constexpr (std::is_same_v<T, float>) {
     load_lanes<VB>(v, p);
-  } else {
-    static_assert(std::is_same_v<T, BFloat16> && VB == 32);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    static_assert(VB == 32);
     v = reinterpret_cast<Lanes8>(__builtin_convertvector(*reinterpret_cast<const Halves8At*>(p), Words8) << 16);
+  } else {
+#if IVFGPU_WIDEN_BYTES
+    static_assert(VB == 32 && kByteRow<T>);
+    widen_bytes(v, p);
+#endif
   }
 }
 template <int VB, class V>

@@ -10,7 +10,7 @@ namespace ivfgpu::cpu {
 
 namespace {
 
-// Byte rows one by one (kScanRowsTogether: scans do not ask for them, but every T has a kernel).
+// Byte rows one by one (scans do not ask for them: see row_distances.hpp, but every T has one).
 template <class T, bool IP>
 void baseline_rows(const float* a, const T* b, int64_t dim, float* out) {
   if constexpr (sizeof(T) == 1) {
@@ -20,11 +20,11 @@ void baseline_rows(const float* a, const T* b, int64_t dim, float* out) {
   }
 }
 
-// Where 8-wide vectors pay: f32 and bf16 rows (1.6x and 1.3x at d = 128 on this machine's
-// EPYC). Byte rows ran 2x slower (GCC builds their widening from scalar inserts) and f16 rows
-// no faster (a table lookup per element), so they keep the baseline kernel.
+// Where 8-wide vectors pay: f32, bf16 and byte rows (the bytes widened by AVX2 instructions:
+// built by GCC from scalar inserts they ran 2x slower). f16 rows no faster (a table lookup per
+// element) keep the baseline kernel.
 template <class T>
-constexpr bool kAvx2Pays = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
+constexpr bool kAvx2Pays = !std::is_same_v<T, Half>;
 
 #if defined(__x86_64__) || defined(__i386__)
 #define IVFGPU_HAVE_AVX2_KERNEL 1
@@ -56,7 +56,10 @@ bool cpu_has_avx2() {
 template <class T>
 RowDistances<T> row_distances(Metric kernel, RowKernel which) {
   const bool ip = kernel != Metric::L2;
-  if (which == RowKernel::Auto) which = cpu_has_avx2() && !baseline_pinned() ? RowKernel::Avx2 : RowKernel::Baseline;
+  if (which == RowKernel::Auto) {
+    which = cpu_has_avx2() && !baseline_pinned() && kAvx2Pays<T> ? RowKernel::Avx2 : RowKernel::Baseline;
+    if (which == RowKernel::Baseline && sizeof(T) == 1) return nullptr;  // one row at a time
+  }
   if (which == RowKernel::Avx2) {
     if (!cpu_has_avx2()) return nullptr;
 #if IVFGPU_HAVE_AVX2_KERNEL
