@@ -45,12 +45,17 @@ __attribute__((target("avx2"))) inline void widen_bytes(Lanes8& v, const uint8_t
 __attribute__((target("avx2"))) inline void widen_bytes(Lanes8& v, const int8_t* p) {
   v = reinterpret_cast<Lanes8>(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
 }
+// Eight f16 values to floats with F16C (vcvtph2ps: exact, as the decoding table).
+__attribute__((target("avx2,f16c"))) inline void widen_bytes(Lanes8& v, const Half* p) {
+  v = reinterpret_cast<Lanes8>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
 #else
 #define IVFGPU_WIDEN_BYTES 0
 #endif
+// Rows the AVX2 kernel widens with an instruction (bytes; f16 with F16C).
 template <class T>
-constexpr bool kByteRow = std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>;
-// f32 rows at any width; bf16 and byte rows only for 8-lane (AVX2) vectors (SSE2 has no
+constexpr bool kByteRow = std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t> || std::is_same_v<T, Half>;
+// f32 rows at any width; bf16, f16 and byte rows only for 8-lane (AVX2) vectors (SSE2 has no
 // widening moves, and its decode through a float array measured faster than GCC's emulation).
 template <class T, int VB>
 constexpr bool kVectorDecode =

@@ -20,17 +20,20 @@ void baseline_rows(const float* a, const T* b, int64_t dim, float* out) {
   }
 }
 
-// Where 8-wide vectors pay: f32, bf16 and byte rows (the bytes widened by AVX2 instructions:
-// built by GCC from scalar inserts they ran 2x slower). f16 rows no faster (a table lookup per
-// element) keep the baseline kernel.
+// Where 8-wide vectors pay: every type, with bytes and f16 widened by instructions (built by
+// GCC from scalar inserts, bytes ran 2x slower; f16 by table, no faster). f16 needs F16C,
+// which every AVX2 CPU we know has; it is checked all the same.
 template <class T>
-constexpr bool kAvx2Pays = !std::is_same_v<T, Half>;
+bool avx2_kernel_for() {
+  if constexpr (std::is_same_v<T, Half>) return cpu_has_f16c();
+  else return true;
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 #define IVFGPU_HAVE_AVX2_KERNEL 1
 // The same definition compiled for AVX2 (not FMA: the sums must stay separate roundings).
 template <class T, bool IP>
-__attribute__((target("avx2"))) void avx2_rows(const float* a, const T* b, int64_t dim, float* out) {
+__attribute__((target("avx2,f16c"))) void avx2_rows(const float* a, const T* b, int64_t dim, float* out) {
   distance_detail::exact_distances<T, kScanRows, IP, 32>(a, b, dim, out);
 }
 #else
@@ -53,17 +56,26 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_f16c() {
+#if IVFGPU_HAVE_AVX2_KERNEL
+  static const bool has = __builtin_cpu_supports("f16c");
+  return has;
+#else
+  return false;
+#endif
+}
+
 template <class T>
 RowDistances<T> row_distances(Metric kernel, RowKernel which) {
   const bool ip = kernel != Metric::L2;
   if (which == RowKernel::Auto) {
-    which = cpu_has_avx2() && !baseline_pinned() && kAvx2Pays<T> ? RowKernel::Avx2 : RowKernel::Baseline;
+    which = cpu_has_avx2() && !baseline_pinned() && avx2_kernel_for<T>() ? RowKernel::Avx2 : RowKernel::Baseline;
     if (which == RowKernel::Baseline && sizeof(T) == 1) return nullptr;  // one row at a time
   }
   if (which == RowKernel::Avx2) {
-    if (!cpu_has_avx2()) return nullptr;
+    if (!cpu_has_avx2() || !avx2_kernel_for<T>()) return nullptr;
 #if IVFGPU_HAVE_AVX2_KERNEL
-    if constexpr (kAvx2Pays<T>) return ip ? avx2_rows<T, true> : avx2_rows<T, false>;
+    return ip ? avx2_rows<T, true> : avx2_rows<T, false>;
 #endif
   }
   return ip ? baseline_rows<T, true> : baseline_rows<T, false>;

@@ -1,6 +1,6 @@
 // The CPU backend's two scan orders (core/cpu/block_scan.hpp: list-major and query-major) and
-// its two distance kernels (core/cpu/row_distances.hpp: SSE2 baseline and AVX2, f32, bf16 and
-// byte rows) give the same results bit for bit: every storage type and metric, k from 1 to past
+// its two distance kernels (core/cpu/row_distances.hpp: SSE2 baseline and AVX2, every storage
+// type) give the same results bit for bit: every storage type and metric, k from 1 to past
 // the list sizes, nprobe from 1 to nlist, with removed rows, duplicate ids (exact ties) and
 // allow/deny filters.
 // IVFGPU_CPU_SCAN and IVFGPU_CPU_SIMD pin the choices per search, so both sides of a comparison
@@ -131,7 +131,7 @@ TEST(CpuScan, BaselineAndWideKernelsGiveTheSameBits) {
     for (float& v : q) v = g(rng);
     // Byte rows take integers: their own data (queries stay real-valued f32).
     const std::vector<float> xi = small_integers(n, dim, static_cast<uint64_t>(dim) + 1);
-    for (ivf_dtype storage : {IVF_DTYPE_F32, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8})
+    for (ivf_dtype storage : {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8})
       for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
         const bool bytes = storage == IVF_DTYPE_U8 || storage == IVF_DTYPE_I8;
         IndexPtr idx = cpu_index(dim, nlist, metric, storage, bytes ? xi : x);
