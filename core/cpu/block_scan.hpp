@@ -32,36 +32,6 @@
 
 namespace ivfgpu::cpu {
 
-// A bounded heap of a pair's best candidates in caller storage (TopK's order: front is the
-// worst kept). Many thousands live at once, so they share one allocation.
-class HeapSpan {
- public:
-  HeapSpan(Neighbor* data, int64_t cap, bool larger) : data_(data), cap_(cap), larger_(larger) {}
-
-  void push(float dist, int64_t id) {
-    const Neighbor n{dist, id};
-    const auto worse_first = [this](const Neighbor& a, const Neighbor& b) { return better(a, b); };
-    if (size_ < cap_) {
-      data_[size_++] = n;
-      std::push_heap(data_, data_ + size_, worse_first);
-    } else if (cap_ > 0 && better(n, data_[0])) {
-      std::pop_heap(data_, data_ + size_, worse_first);
-      data_[size_ - 1] = n;
-      std::push_heap(data_, data_ + size_, worse_first);
-    }
-  }
-  int64_t size() const { return size_; }
-
- private:
-  bool better(const Neighbor& a, const Neighbor& b) const {
-    if (a.dist != b.dist) return larger_ ? a.dist > b.dist : a.dist < b.dist;
-    return a.id < b.id;
-  }
-  Neighbor* data_;
-  int64_t cap_, size_ = 0;
-  bool larger_;
-};
-
 struct ScanBlock {
   const float* queries;     // count x dim, f32 (decoded; unit length for cosine)
   const void* int_queries;  // count x dim of the row type (integer rows, integer queries) or null

@@ -1,7 +1,6 @@
 #include "cpu_backend.hpp"
 
 #include <algorithm>
-#include <type_traits>
 #include <numeric>
 #include <unordered_set>
 #include <utility>
@@ -14,12 +13,11 @@
 #include "../kmeans_steps.hpp"
 #include "../progress.hpp"
 #include "../vector_ops.hpp"
+#include "block_scan.hpp"
 #include "distances.hpp"
 #include "host_list_store.hpp"
 #include "kmeans.hpp"
-#include "block_scan.hpp"
 #include "parallel.hpp"
-#include "topk.hpp"
 
 namespace ivfgpu::cpu {
 
@@ -211,8 +209,7 @@ class CpuBackend final : public Backend {
     // and a list-major scan's heaps stay bounded, but not below 256 queries for the heaps: a k
     // so large that a list-major scan would need smaller blocks is scanned query-major, which
     // wants many queries per block to spread over the cores.
-    int64_t largest = 0;
-    for (int64_t l = 0; l < nlist; ++l) largest = std::max(largest, lists.host_size[l]);
+    const int64_t largest = lists.largest_prefix[1];  // the store keeps it (list_layout.hpp)
     int64_t block = std::min({int64_t{4096}, std::max<int64_t>(1, (int64_t{1} << 24) / nlist),
                               std::max<int64_t>(1, kMaxBlockPairs / req.nprobe)});
     const int64_t list_major = list_major_block(req.nprobe, req.k, largest);

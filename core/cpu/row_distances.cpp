@@ -47,23 +47,26 @@ bool baseline_pinned() {
 
 }  // namespace
 
-bool cpu_has_avx2() {
+namespace {
+// The CPU's features, asked once per process.
+struct CpuFeatures {
+  bool avx2 = false, f16c = false;
+};
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = [] {
+    CpuFeatures x;
 #if IVFGPU_HAVE_AVX2_KERNEL
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-#else
-  return false;
+    x.avx2 = __builtin_cpu_supports("avx2");
+    x.f16c = __builtin_cpu_supports("f16c");
 #endif
+    return x;
+  }();
+  return f;
 }
+}  // namespace
 
-bool cpu_has_f16c() {
-#if IVFGPU_HAVE_AVX2_KERNEL
-  static const bool has = __builtin_cpu_supports("f16c");
-  return has;
-#else
-  return false;
-#endif
-}
+bool cpu_has_avx2() { return cpu_features().avx2; }
+bool cpu_has_f16c() { return cpu_features().f16c; }
 
 template <class T>
 RowDistances<T> row_distances(Metric kernel, RowKernel which) {

@@ -15,6 +15,12 @@ struct Neighbor {
   int64_t id;
 };
 
+// The total order of every host top-k: a before b when its distance is better, ties by smaller id.
+inline bool neighbor_better(const Neighbor& a, const Neighbor& b, bool larger_is_better) {
+  if (a.dist != b.dist) return larger_is_better ? a.dist > b.dist : a.dist < b.dist;
+  return a.id < b.id;
+}
+
 class TopK {
  public:
   TopK(int64_t k, bool larger_is_better) : k_(k), larger_(larger_is_better) {
@@ -22,10 +28,7 @@ class TopK {
   }
 
   // True when a better than b.
-  bool better(const Neighbor& a, const Neighbor& b) const {
-    if (a.dist != b.dist) return larger_ ? a.dist > b.dist : a.dist < b.dist;
-    return a.id < b.id;
-  }
+  bool better(const Neighbor& a, const Neighbor& b) const { return neighbor_better(a, b, larger_); }
 
   // The current worst kept distance: candidates not better than it can be skipped cheaply.
   bool full() const { return static_cast<int64_t>(heap_.size()) == k_; }
@@ -65,6 +68,32 @@ class TopK {
   int64_t k_;
   bool larger_;
   std::vector<Neighbor> heap_;  // max-heap on "worse": front is the worst kept
+};
+
+// TopK's bounded heap in caller storage of `cap` entries (no allocation of its own), for scans
+// that keep many small top-k lists at once (the CPU's list-major scan: one per (query, probe)).
+class HeapSpan {
+ public:
+  HeapSpan(Neighbor* data, int64_t cap, bool larger_is_better) : data_(data), cap_(cap), larger_(larger_is_better) {}
+
+  void push(float dist, int64_t id) {
+    const Neighbor n{dist, id};
+    const auto worse_first = [this](const Neighbor& a, const Neighbor& b) { return neighbor_better(a, b, larger_); };
+    if (size_ < cap_) {
+      data_[size_++] = n;
+      std::push_heap(data_, data_ + size_, worse_first);
+    } else if (cap_ > 0 && neighbor_better(n, data_[0], larger_)) {
+      std::pop_heap(data_, data_ + size_, worse_first);
+      data_[size_ - 1] = n;
+      std::push_heap(data_, data_ + size_, worse_first);
+    }
+  }
+  int64_t size() const { return size_; }
+
+ private:
+  Neighbor* data_;
+  int64_t cap_, size_ = 0;
+  bool larger_;
 };
 
 }  // namespace ivfgpu

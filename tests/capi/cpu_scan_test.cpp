@@ -4,8 +4,9 @@
 // the list sizes, nprobe from 1 to nlist, with removed rows, duplicate ids (exact ties) and
 // allow/deny filters.
 // IVFGPU_CPU_SCAN and IVFGPU_CPU_SIMD pin the choices per search, so both sides of a comparison
-// search the same index. Also: a search that picks list-major on its own (an index past the
-// 8 MiB the rule asks) equals the pinned query-major answer.
+// search the same index. Also: an unpinned search of an index past the rule's 8 MiB, which
+// scan_block sends list-major (the API cannot show which order ran: checked once by hand with a
+// print), equals the pinned query-major answer.
 #include <gtest/gtest.h>
 
 #include <cstdint>
