@@ -79,13 +79,15 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
 }
 
 // IVFGPU_SCAN=simt or =tensor pins the kernel of resident scans (A/B runs, and tests that compare
-// the two in one process: read at every scan); unset, the dispatch below decides.
-enum class ScanKernel { Auto, Simt, Tensor };
+// the two in one process: read at every scan); =wmma pins the tensor path with its older WMMA
+// first pass (A/B of the two first passes); unset, the dispatch below decides.
+enum class ScanKernel { Auto, Simt, Tensor, TensorWmma };
 ScanKernel scan_kernel_override() {
   const char* e = std::getenv("IVFGPU_SCAN");
   if (e == nullptr) return ScanKernel::Auto;
   if (std::strcmp(e, "simt") == 0) return ScanKernel::Simt;
   if (std::strcmp(e, "tensor") == 0) return ScanKernel::Tensor;
+  if (std::strcmp(e, "wmma") == 0) return ScanKernel::TensorWmma;
   return ScanKernel::Auto;
 }
 
@@ -164,13 +166,10 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // exactly). Measured on the H100, 1M rows, nlist 1024, 10,000 queries (bench/RESULTS.md):
 // at d = 960 the tensor path is 1.5-1.7x faster for k 10 and 100 and 0.7x at k = 1000; at
 // d = 128 the SIMT kernel is 1.1-1.2x faster. Crossover (linear in d between the two): ~160.
-bool use_tensor_scan(const ScanProblem& p, const ScanGroups& g) {
-  switch (scan_kernel_override()) {
-    case ScanKernel::Simt: return false;
-    case ScanKernel::Tensor: return true;
-    case ScanKernel::Auto: break;
-  }
-  return g.tile_q == 64 && p.lists.dim >= 192 && p.k <= 256;
+ScanKernel choose_scan_kernel(const ScanProblem& p, const ScanGroups& g) {
+  const ScanKernel pinned = scan_kernel_override();
+  if (pinned != ScanKernel::Auto) return pinned;
+  return g.tile_q == 64 && p.lists.dim >= 192 && p.k <= 256 ? ScanKernel::Tensor : ScanKernel::Simt;
 }
 
 }  // namespace
@@ -183,7 +182,8 @@ void scan_segments(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
 ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
   const int64_t nlist = p.lists.nlist;
   ScanGroups g = group_scan_pairs(ctx, stream, p);
-  const bool tensor = use_tensor_scan(p, g);
+  const ScanKernel kernel = choose_scan_kernel(p, g);
+  const bool tensor = kernel != ScanKernel::Simt;
   DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
   std::size_t bytes = 0;
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, tiles.data(), tile_off.data(),
@@ -204,8 +204,8 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
   IVF_CUDA_CHECK(cudaMemsetAsync(out.list_norm.data(), 0, out.list_norm.bytes(), stream));
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scan_detail::launch_tensor_scan<T>(ctx, stream, p.metric != Metric::L2, tile_args<T>(p, g, nullptr, 0, tile_off.data()),
-                                       out.list_norm.data());
+    scan_detail::launch_tensor_scan<T>(ctx, stream, p.metric != Metric::L2, kernel == ScanKernel::TensorWmma,
+                                       tile_args<T>(p, g, nullptr, 0, tile_off.data()), out.list_norm.data());
   });
   return out;
 }

@@ -3,7 +3,8 @@
 //
 // First pass: each block takes one (list, 64-query tile, 64-vector tile) of the list-major
 // schedule, stages both tiles in shared memory as fp32 (rows decoded), and multiplies them on
-// tensor cores in TF32 with fp32 accumulation (WMMA 16x16x8), while SIMT threads sum the exact
+// tensor cores in TF32 with fp32 accumulation (mma.sync m16n8k8, scan_mma.cuh; the WMMA 16x16x8
+// form below is kept for A/B runs, IVFGPU_SCAN=wmma), while SIMT threads sum the exact
 // fp32 squared norms of the same staged rows. The epilogue turns each dot product into a
 // distance (L2: |q|^2 + |x|^2 - 2 q.x) and widens it by a bound on its error (candidate_margin)
 // toward the pessimistic side, so the candidate row holds, for every row, a key no better than
@@ -21,6 +22,7 @@
 
 #include <cmath>
 
+#include "scan_mma.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.cuh"
 
@@ -31,11 +33,6 @@ constexpr int kTcTileV = 64;
 constexpr int kTcTileD = 32;
 constexpr int kTcPitch = kTcTileD + 4;  // 36 floats: rows stay 16-byte aligned, fragments 32-byte
 constexpr int kTcOutPitch = kTcTileV + 4;
-
-// Float keys of non-negative floats compare like their bits: atomicMax on the bits.
-__device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
-  atomicMax(reinterpret_cast<int*>(at), __float_as_int(v));
-}
 
 // Four-element staging of one 64-row tile slice: thread tid holds slots tid and tid + 256 of
 // the 64 x 8 float4 grid, i.e. rows tid / 8 and tid / 8 + 32, columns (tid % 8) * 4 .. + 3.
@@ -207,9 +204,10 @@ __global__ void __launch_bounds__(kThreads, 2) list_tensor_kernel(TileArgs<T> a,
 }
 
 template <class T>
-void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool wmma, const TileArgs<T>& args,
                         float* list_norm) {
-  const auto kernel = ip ? list_tensor_kernel<T, true> : list_tensor_kernel<T, false>;
+  const auto kernel = wmma ? (ip ? list_tensor_kernel<T, true> : list_tensor_kernel<T, false>)
+                           : (ip ? list_mma_kernel<T, true> : list_mma_kernel<T, false>);
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
   kernel<<<grid, kThreads, 0, stream>>>(args, margin_terms(!ip, args.dim), list_norm);

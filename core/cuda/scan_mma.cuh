@@ -1,0 +1,235 @@
+// The tensor-core first pass (scan_tensor.cuh) on mma.sync m16n8k8 TF32 instructions instead of
+// WMMA fragments; included only by scan_tensor.cuh. Same work unit (one list, 64-query tile,
+// 64-row tile), same pessimistic keys, same list norms: only how the dot products are fed.
+//
+// Why: WMMA's TF32 fragments load one float per instruction (12 shared loads per 4 tensor-core
+// instructions), and ncu showed the old pass bound by that issue rate, not by the tensor cores.
+// Here a lane's fragments come from 16-byte loads. The trick is the k order: an mma of k = 8
+// pairs A's columns (t, t + 4) with B's rows (t, t + 4), lane t % 4 holding both. Any
+// one-to-one map from (k step, k index) to dimensions gives the same dot product as long as A
+// and B use the same map, so two k steps (16 dimensions) map lane t to the four consecutive
+// dimensions 4t .. 4t + 3: one float4 per fragment row, stored in shared memory exactly as it
+// lies in the row (no permutation on the way in).
+//
+// Shared layout: a 32-dimension slice of the tile is two slabs of 16 dimensions, each
+// [64 rows][16] floats. A quarter-warp's 16-byte loads then read rows g and g + 1 (64 bytes
+// each, 128 contiguous bytes): no bank conflict.
+#pragma once
+
+#include <cstdint>
+
+#include "element_traits.cuh"
+#include "scan_tensor.hpp"
+#include "scan_tiles.cuh"
+
+namespace ivfgpu::cuda::scan_detail {
+
+constexpr int kMmaTile = 64;  // queries and rows per tile (tensor_tiles counts 64 x 64)
+constexpr int kMmaSlice = 32; // dimensions staged per step
+constexpr int kMmaSlab = 16;  // dimensions per shared slab: two k steps of the mma
+
+// Float keys of non-negative floats compare like their bits: atomicMax on the bits.
+__device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
+  atomicMax(reinterpret_cast<int*>(at), __float_as_int(v));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  // The operands are fp32 bit patterns: the tensor cores read their top 19 bits (truncation),
+  // which candidate_margin bounds, as it does for the WMMA pass.
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Thread tid stages row tid / 4, dimensions slab * 16 + (tid % 4) * 4 .. + 3 of the slice, for
+// slab 0 and 1: its two float4 belong to one row, so its partial norm is that row's.
+template <class R, class RowPtr>
+__device__ __forceinline__ void mma_load_slice(float4 (&v)[2], RowPtr row_ptr, int64_t d0, int64_t dim) {
+  const int r = threadIdx.x / 4, c = (threadIdx.x % 4) * 4;
+  const R* p = row_ptr(r);
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const int64_t j = d0 + s * kMmaSlab + c;
+    v[s] = (p != nullptr && j < dim) ? DeviceElement<R>::load4(p + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+__device__ __forceinline__ void mma_store_slice(float (*s)[kMmaTile][kMmaSlab], const float4 (&v)[2], float& norm) {
+  const int r = threadIdx.x / 4, c = (threadIdx.x % 4) * 4;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    *reinterpret_cast<float4*>(&s[i][r][c]) = v[i];
+    norm = fmaf(v[i].x, v[i].x, fmaf(v[i].y, v[i].y, fmaf(v[i].z, v[i].z, fmaf(v[i].w, v[i].w, norm))));
+  }
+}
+// Element-wise staging (dimensions not a multiple of four, or unaligned rows).
+template <class R, class RowPtr>
+__device__ __forceinline__ void mma_stage_slice1(float (*s)[kMmaTile][kMmaSlab], RowPtr row_ptr, int64_t d0,
+                                                 int64_t dim) {
+  for (int e = threadIdx.x; e < kMmaTile * kMmaSlice; e += kThreads) {
+    const int r = e / kMmaSlice, j = e % kMmaSlice;
+    const R* p = row_ptr(r);
+    s[j / kMmaSlab][r][j % kMmaSlab] = (p != nullptr && d0 + j < dim) ? DeviceElement<R>::load1(p + d0 + j) : 0.0f;
+  }
+}
+
+// Eight warps: warp w multiplies query rows 32 * (w / 4) .. + 32 by tile rows 16 * (w % 4) .. + 16
+// (2 x 2 mma tiles of 16 x 8). The next slice is loaded into registers while this one is
+// multiplied. Each lane writes its own accumulators' keys (no shared staging of the dots).
+template <class T, bool IP>
+__global__ void __launch_bounds__(kThreads, 2) list_mma_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm) {
+  __shared__ __align__(16) float qs[2][kMmaTile][kMmaSlab];
+  __shared__ __align__(16) float xs[2][kMmaTile][kMmaSlab];
+  __shared__ float qn2[kMmaTile], xn2[kMmaTile], qlen[kMmaTile], xlen[kMmaTile];
+  __shared__ int64_t out_base[kMmaTile];
+  __shared__ int64_t q_row[kMmaTile];
+  __shared__ bool keep[kMmaTile];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t4 = (lane % 4) * 4;
+  const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
+  const int64_t total = a.tile_off[a.nlist];
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const int64_t l = unit_of(a.tile_off, a.nlist, t), size = a.list_size[l];
+    const int64_t nvt = (size + kMmaTile - 1) / kMmaTile;
+    const int64_t local = t - a.tile_off[l];
+    const int64_t qt = local / nvt, v0 = (local % nvt) * kMmaTile;
+    const int64_t prem = a.pair_count[l] - qt * kMmaTile;
+    const int pcount = static_cast<int>(prem < kMmaTile ? prem : kMmaTile);
+    const int vcount = static_cast<int>(size - v0 < kMmaTile ? size - v0 : kMmaTile);
+    const T* x = a.vectors + (a.list_start[l] + v0) * a.dim;
+    __syncthreads();  // the previous tile is done with the shared arrays
+    load_query_tile<kMmaTile>(a, l, qt, pcount, v0, q_row, out_base);
+    if (tid >= kMmaTile && tid < 2 * kMmaTile) {
+      const int v = tid - kMmaTile;
+      bool ok = v < vcount;
+      if (ok && a.removed != nullptr) {
+        const int64_t slot = a.list_start[l] + v0 + v;
+        if ((a.removed[slot >> 6] >> (slot & 63)) & 1u) ok = false;
+      }
+      if (ok && a.filter != 0) ok = a.filter_set.contains(a.ids[a.list_start[l] + v0 + v]) == (a.filter == 1);
+      keep[v] = ok;
+    }
+    __syncthreads();
+    const auto q_ptr = [&](int r) -> const float* {
+      const int64_t q = q_row[r];
+      return q >= 0 ? a.queries + q * a.dim : nullptr;
+    };
+    const auto x_ptr = [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; };
+    const bool active = wq < pcount;  // a warp whose query rows are all past the tile's last
+    float acc[2][2][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
+    float qnorm = 0.0f, xnorm = 0.0f;
+    float4 qv[2], xv[2];
+    if (a.vec4) {
+      mma_load_slice<float>(qv, q_ptr, 0, a.dim);
+      mma_load_slice<T>(xv, x_ptr, 0, a.dim);
+    }
+    for (int64_t d0 = 0; d0 < a.dim; d0 += kMmaSlice) {
+      if (a.vec4) {
+        mma_store_slice(qs, qv, qnorm);
+        mma_store_slice(xs, xv, xnorm);
+      } else {
+        mma_stage_slice1<float>(qs, q_ptr, d0, a.dim);
+        mma_stage_slice1<T>(xs, x_ptr, d0, a.dim);
+      }
+      __syncthreads();
+      if (a.vec4 && d0 + kMmaSlice < a.dim) {  // the next slice travels while this one is multiplied
+        mma_load_slice<float>(qv, q_ptr, d0 + kMmaSlice, a.dim);
+        mma_load_slice<T>(xv, x_ptr, d0 + kMmaSlice, a.dim);
+      }
+      if (!a.vec4 && tid < 2 * kMmaTile) {  // thread tid's row: query row tid, or tile row tid - 64
+        const int r = tid % kMmaTile;
+        float (*s)[kMmaTile][kMmaSlab] = tid < kMmaTile ? qs : xs;
+        float sum = 0.0f;
+        for (int i = 0; i < kMmaSlice; ++i) {
+          const int j = (i + r) % kMmaSlice;  // rotated: neighbouring rows read other banks
+          const float v = s[j / kMmaSlab][r][j % kMmaSlab];
+          sum = fmaf(v, v, sum);
+        }
+        qnorm += sum;
+      }
+      if (active) {
+#pragma unroll
+        for (int slab = 0; slab < 2; ++slab) {
+          float4 alo[2], ahi[2], b[2];
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi) {
+            alo[mi] = *reinterpret_cast<const float4*>(&qs[slab][wq + 16 * mi + g][t4]);
+            ahi[mi] = *reinterpret_cast<const float4*>(&qs[slab][wq + 16 * mi + g + 8][t4]);
+          }
+#pragma unroll
+          for (int ni = 0; ni < 2; ++ni) b[ni] = *reinterpret_cast<const float4*>(&xs[slab][wv + 8 * ni + g][t4]);
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni) {
+              // k step 0: dimensions 4t (k = t) and 4t + 1 (k = t + 4); step 1: 4t + 2, 4t + 3.
+              mma_tf32(acc[mi][ni], __float_as_uint(alo[mi].x), __float_as_uint(ahi[mi].x),
+                       __float_as_uint(alo[mi].y), __float_as_uint(ahi[mi].y), __float_as_uint(b[ni].x),
+                       __float_as_uint(b[ni].y));
+              mma_tf32(acc[mi][ni], __float_as_uint(alo[mi].z), __float_as_uint(ahi[mi].z),
+                       __float_as_uint(alo[mi].w), __float_as_uint(ahi[mi].w), __float_as_uint(b[ni].z),
+                       __float_as_uint(b[ni].w));
+            }
+        }
+      }
+      __syncthreads();
+    }
+    if (a.vec4) {  // the four lanes of a row hold its partial norms
+      qnorm += __shfl_xor_sync(0xffffffffu, qnorm, 1);
+      qnorm += __shfl_xor_sync(0xffffffffu, qnorm, 2);
+      xnorm += __shfl_xor_sync(0xffffffffu, xnorm, 1);
+      xnorm += __shfl_xor_sync(0xffffffffu, xnorm, 2);
+      if (tid % 4 == 0) {
+        qn2[tid / 4] = qnorm;
+        xn2[tid / 4] = xnorm;
+      }
+    } else if (tid < kMmaTile) {
+      qn2[tid] = qnorm;
+    } else if (tid < 2 * kMmaTile) {
+      xn2[tid - kMmaTile] = qnorm;
+    }
+    __syncthreads();
+    if (tid < kMmaTile) {
+      qlen[tid] = sqrtf(qn2[tid]);
+    } else if (tid < 2 * kMmaTile) {
+      const int v = tid - kMmaTile;
+      xlen[v] = sqrtf(xn2[v]);
+      if (v < vcount) atomic_max_nonneg(list_norm + l, xlen[v]);
+    }
+    __syncthreads();
+    if (!active) continue;
+    // Accumulator i of mma tile (mi, ni): query row wq + 16 mi + g (+ 8 for i >= 2), tile row
+    // wv + 8 ni + 2 (lane % 4) + (i & 1).
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wq + 16 * mi + g + 8 * h;
+        if (r >= pcount) continue;
+        const float qsq = qn2[r], ql = qlen[r];
+        float* out = a.cand.dist + out_base[r];
+#pragma unroll
+        for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = wv + 8 * ni + t4 / 2 + e;
+            if (c >= vcount) continue;
+            const float dot = acc[mi][ni][2 * h + e];
+            const float m = candidate_margin(mg, ql, xlen[c]);
+            // The pessimistic key: a distance no smaller, a similarity no larger, than the exact one.
+            const float key = IP ? dot - m : (qsq + xn2[c] - 2.0f * dot) + m;
+            out[c] = keep[c] ? key : a.excluded;
+          }
+      }
+  }
+}
+
+}  // namespace ivfgpu::cuda::scan_detail
