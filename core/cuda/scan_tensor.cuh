@@ -14,8 +14,9 @@
 // distance cannot be worse than; a row can only be among the exact k best when its optimistic
 // key (the pessimistic key moved back by twice the list's margin) reaches U. Those rows (the k
 // best and whatever ties them within the bound: a handful beyond k on ordinary data) are
-// re-scored with exactly the SIMT scan's arithmetic; every other row becomes padding. The
-// final top-k then sees exact distances only: the same ids and distances as the SIMT scan.
+// re-scored with exactly the SIMT scan's arithmetic; every other row keeps its pessimistic key,
+// strictly worse than U. The final top-k then takes only exact distances (at least k of them
+// are no worse than U): the same ids and distances as the SIMT scan.
 #pragma once
 
 #include <mma.h>
@@ -216,7 +217,7 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
 
 // One block per query: rows whose optimistic key reaches the k-th pessimistic key are
 // re-scored exactly (the SIMT scan's arithmetic: a sequential fp32 sum in dimension order, or
-// integer sums for integer queries on integer rows); every other row becomes padding. The
+// integer sums for integer queries on integer rows); every other row is left as it is. The
 // query's candidate row is read straight through (coalesced) with one margin for all of it,
 // that of the largest row norm among its probed lists; only survivors look up their list.
 template <class T, bool IP, bool INT>
@@ -257,10 +258,10 @@ __global__ void __launch_bounds__(kThreads) refine_kernel(RefineArgs<T> a) {
       const float key = keys[pos];
       if (key == a.excluded) continue;
       const bool may_enter = u == a.excluded || (IP ? key + m2 >= u : key - m2 <= u);
-      if (!may_enter) {
-        keys[pos] = a.excluded;
-        continue;
-      }
+      // A row that cannot enter keeps its pessimistic key: it is worse than u, and the k rows
+      // whose pessimistic keys reach u are re-scored to exact values no worse than u, so the
+      // final top-k never takes it (and not writing ~every key back saves a pass of writes).
+      if (!may_enter) continue;
       int64_t probe, row;
       a.cand.locate(q, pos, probe, row);
       const int64_t l = a.probes[q * a.nprobe + probe];
