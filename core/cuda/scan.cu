@@ -79,15 +79,13 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
 }
 
 // IVFGPU_SCAN=simt or =tensor pins the kernel of resident scans (A/B runs, and tests that compare
-// the two in one process: read at every scan); =wmma pins the tensor path with its older WMMA
-// first pass (A/B of the two first passes); unset, the dispatch below decides.
-enum class ScanKernel { Auto, Simt, Tensor, TensorWmma };
+// the two in one process: read at every scan); unset, the dispatch below decides.
+enum class ScanKernel { Auto, Simt, Tensor };
 ScanKernel scan_kernel_override() {
   const char* e = std::getenv("IVFGPU_SCAN");
   if (e == nullptr) return ScanKernel::Auto;
   if (std::strcmp(e, "simt") == 0) return ScanKernel::Simt;
   if (std::strcmp(e, "tensor") == 0) return ScanKernel::Tensor;
-  if (std::strcmp(e, "wmma") == 0) return ScanKernel::TensorWmma;
   return ScanKernel::Auto;
 }
 
@@ -204,7 +202,7 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
   IVF_CUDA_CHECK(cudaMemsetAsync(out.list_norm.data(), 0, out.list_norm.bytes(), stream));
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scan_detail::launch_tensor_scan<T>(ctx, stream, p.metric != Metric::L2, kernel == ScanKernel::TensorWmma,
+    scan_detail::launch_tensor_scan<T>(ctx, stream, p.metric != Metric::L2,
                                        tile_args<T>(p, g, nullptr, 0, tile_off.data()), out.list_norm.data());
   });
   return out;

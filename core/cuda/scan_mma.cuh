@@ -1,10 +1,10 @@
-// The tensor-core first pass (scan_tensor.cuh) on mma.sync m16n8k8 TF32 instructions instead of
-// WMMA fragments; included only by scan_tensor.cuh. Same work unit (one list, 64-query tile,
-// 64-row tile), same pessimistic keys, same list norms: only how the dot products are fed.
+// The tensor-core first pass (scan_tensor.cuh) on mma.sync m16n8k8 TF32 instructions; included
+// only by scan_tensor.cuh. Work unit: one list, 64-query tile, 64-row tile.
 //
-// Why: WMMA's TF32 fragments load one float per instruction (12 shared loads per 4 tensor-core
-// instructions), and ncu showed the old pass bound by that issue rate, not by the tensor cores.
-// Here a lane's fragments come from 16-byte loads. The trick is the k order: an mma of k = 8
+// Why mma.sync and not WMMA: WMMA's TF32 fragments load one float per instruction (12 shared
+// loads per 4 tensor-core instructions), and ncu showed a WMMA pass bound by that issue rate,
+// not by the tensor cores; on the H100 this pass replaced it at 1.15x its speed at d = 960
+// (bench/RESULTS.md). Here a lane's fragments come from 16-byte loads. The trick is the k order: an mma of k = 8
 // pairs A's columns (t, t + 4) with B's rows (t, t + 4), lane t % 4 holding both. Any
 // one-to-one map from (k step, k index) to dimensions gives the same dot product as long as A
 // and B use the same map, so two k steps (16 dimensions) map lane t to the four consecutive
@@ -36,7 +36,7 @@ __device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
 __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                          uint32_t b1) {
   // The operands are fp32 bit patterns: the tensor cores read their top 19 bits (truncation),
-  // which candidate_margin bounds, as it does for the WMMA pass.
+  // which candidate_margin bounds.
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"

@@ -51,10 +51,9 @@ struct RefineArgs {
 };
 
 // The first pass: pessimistic keys into args.cand, each list's largest row norm into
-// list_norm (zeroed by the caller). args.tile_off counts tensor_tiles per list. wmma: the WMMA
-// form of the pass instead of the mma.sync one (the same keys up to summation order; A/B runs).
+// list_norm (zeroed by the caller). args.tile_off counts tensor_tiles per list.
 template <class T>
-void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool wmma, const TileArgs<T>& args,
+void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm);
 
 
