@@ -12,8 +12,10 @@
 #include "check.hpp"
 #include "device_buffer.hpp"
 #include "launch.cuh"
+#include "ordered_key.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.hpp"
+#include "select.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -48,15 +50,25 @@ __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int6
   }
 }
 
-__global__ void count_pairs_kernel(const int32_t* probes, int64_t npairs, int32_t* count) {
-  for (int64_t i = global_thread(); i < npairs; i += thread_stride()) atomicAdd(&count[probes[i]], 1);
+// Pairs (q, p) with probe rank p in [lo, hi) only: the pruned pass groups its first probes
+// apart from the rest.
+__device__ __forceinline__ bool in_probe_range(int64_t i, int64_t nprobe, int64_t lo, int64_t hi) {
+  const int64_t p = i % nprobe;
+  return p >= lo && p < hi;
+}
+
+__global__ void count_pairs_kernel(const int32_t* probes, int64_t npairs, int64_t nprobe, int64_t lo, int64_t hi,
+                                   int32_t* count) {
+  for (int64_t i = global_thread(); i < npairs; i += thread_stride())
+    if (in_probe_range(i, nprobe, lo, hi)) atomicAdd(&count[probes[i]], 1);
 }
 
 // Pair i goes into its list's group. The order inside a group does not matter: every pair
 // writes to its own place in the candidate rows.
-__global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int32_t* cursor, int32_t* grouped) {
+__global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int64_t nprobe, int64_t lo, int64_t hi,
+                                   int32_t* cursor, int32_t* grouped) {
   for (int64_t i = global_thread(); i < npairs; i += thread_stride())
-    grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
+    if (in_probe_range(i, nprobe, lo, hi)) grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
 }
 
 // Work units per list: the SIMT scan's (tile_q queries x kUnitTiles vector tiles), or the
@@ -78,48 +90,101 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
   }
 }
 
-// IVFGPU_SCAN=simt or =tensor pins the kernel of resident scans (A/B runs, and tests that compare
-// the two in one process: read at every scan); unset, the dispatch below decides.
-enum class ScanKernel { Auto, Simt, Tensor };
+// IVFGPU_SCAN pins the kernel of resident scans (A/B runs, and tests that compare them in one
+// process: read at every scan): =simt; =tensor (pruned where k allows, else keys); =keys (the
+// tensor pass that writes every candidate's key). Unset, the dispatch below decides.
+enum class ScanKernel { Auto, Simt, Tensor, TensorKeys, TensorPruned };
 ScanKernel scan_kernel_override() {
   const char* e = std::getenv("IVFGPU_SCAN");
   if (e == nullptr) return ScanKernel::Auto;
   if (std::strcmp(e, "simt") == 0) return ScanKernel::Simt;
   if (std::strcmp(e, "tensor") == 0) return ScanKernel::Tensor;
+  if (std::strcmp(e, "keys") == 0) return ScanKernel::TensorKeys;
   return ScanKernel::Auto;
+}
+
+// Where a pruned pass's appended rows keep their optimistic costs (past it they are re-scored
+// without that test): a few hundred rows per query is the common case (bench/RESULTS.md).
+constexpr int64_t kPruneOptCap = 512;
+
+// The length of each query's first segment (its first probe's list).
+__global__ void first_probe_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t* len) {
+  for (int64_t q = global_thread(); q < nq; q += thread_stride())
+    len[q] = cand_off[q * (nprobe + 1) + 1] - cand_off[q * (nprobe + 1)];
+}
+
+// A pruned pass's starting state from the exact top-k of each query's first probe: those rows
+// are its first entries (their exact costs stand in for optimistic ones), and with k of them
+// the k-th cost is the bound; with fewer there is none yet (all ones: past every cost). Rows
+// the scan excluded (the padding key) are not entries.
+__global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, const int32_t* sel_count, int64_t nq,
+                                  int64_t k, bool larger, float pad, scan_detail::PruneState pr) {
+  for (int64_t q = global_thread(); q < nq; q += thread_stride()) {
+    int32_t n = 0;
+    float last = 0.0f;
+    for (int64_t i = 0; i < sel_count[q]; ++i) {
+      const float key = sel_key[q * k + i];
+      if (key == pad) break;  // sorted: the rest are padding too
+      last = larger ? -key : key;
+      pr.pos[q * pr.stride + n] = sel_pos[q * k + i];
+      if (n < pr.opt_cap) pr.opt[q * pr.opt_cap + n] = last;
+      ++n;
+    }
+    pr.found[q] = n;
+    pr.bound[q] = n == k ? to_ordered(last) : 0xffffffffu;
+  }
 }
 
 }  // namespace
 
-ScanGroups group_scan_pairs(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
+namespace {
+
+// The query tile follows the expected number of queries per probed list.
+int query_tile(const ScanProblem& p, int64_t probes_per_query) {
+  const double per_list = static_cast<double>(p.nq * probes_per_query) / static_cast<double>(p.lists.nlist);
+  return per_list >= 24.0 ? 64 : 16;
+}
+
+// The pairs with probe rank in [lo, hi), grouped by list.
+ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t lo,
+                             int64_t hi) {
   const int64_t npairs = p.nq * p.nprobe;
   const int64_t nlist = p.lists.nlist;
-  candidate_offsets_kernel<<<static_cast<unsigned>(std::min<int64_t>(p.nq, kMaxGridBlocks)), kThreads, 0, stream>>>(
-      p.probes, p.nq, p.nprobe, p.lists.size, p.cand);
-  IVF_CUDA_CHECK_LAUNCH();
-
   ScanGroups g;
-  // Dispatch: the query tile follows the expected number of queries per probed list.
-  const double per_list = static_cast<double>(npairs) / static_cast<double>(nlist);
-  g.tile_q = per_list >= 24.0 ? 64 : 16;
+  g.tile_q = query_tile(p, hi - lo);
   g.pair_count = DeviceBuffer<int32_t>(ctx, nlist, stream);
   g.pair_begin = DeviceBuffer<int32_t>(ctx, nlist, stream);
-  g.grouped = DeviceBuffer<int32_t>(ctx, npairs, stream);
+  g.grouped = DeviceBuffer<int32_t>(ctx, std::max<int64_t>(1, p.nq * (hi - lo)), stream);
   DeviceBuffer<int32_t> cursor(ctx, nlist, stream);
   std::size_t bytes = 0;
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, g.pair_count.data(), g.pair_begin.data(),
                                                static_cast<int>(nlist), stream));
   DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(g.pair_count.data(), 0, g.pair_count.bytes(), stream));
-  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, g.pair_count.data());
+  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi,
+                                                                g.pair_count.data());
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, g.pair_count.data(), g.pair_begin.data(),
                                                static_cast<int>(nlist), stream));
   IVF_CUDA_CHECK(
       cudaMemcpyAsync(cursor.data(), g.pair_begin.data(), g.pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
-  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, cursor.data(), g.grouped.data());
+  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi, cursor.data(),
+                                                                g.grouped.data());
   IVF_CUDA_CHECK_LAUNCH();
   return g;
+}
+
+void write_candidate_offsets(cudaStream_t stream, const ScanProblem& p) {
+  candidate_offsets_kernel<<<static_cast<unsigned>(std::min<int64_t>(p.nq, kMaxGridBlocks)), kThreads, 0, stream>>>(
+      p.probes, p.nq, p.nprobe, p.lists.size, p.cand);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+ScanGroups group_scan_pairs(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
+  write_candidate_offsets(stream, p);
+  return group_probe_range(ctx, stream, p, 0, p.nprobe);
 }
 
 int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q) {
@@ -159,15 +224,20 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 }
 
 // The one place that picks the resident scan's kernel. Tensor cores need a full 64-query tile
-// per list on average (fewer queries per list are the SIMT kernel's 16-query tiles), enough
-// dimensions to outweigh the refinement, and a small k (every one of the k best is re-scored
-// exactly). Measured on the H100, 1M rows, nlist 1024, 10,000 queries (bench/RESULTS.md):
-// at d = 960 the tensor path is 1.5-1.7x faster for k 10 and 100 and 0.7x at k = 1000; at
-// d = 128 the SIMT kernel is 1.1-1.2x faster. Crossover (linear in d between the two): ~160.
-ScanKernel choose_scan_kernel(const ScanProblem& p, const ScanGroups& g) {
+// per list on average (fewer queries per list are the SIMT kernel's 16-query tiles). For
+// k <= 32 the pruned pass keeps candidates on chip; past that the keys pass writes every key
+// and pays for two selections and a refinement, so it needs enough dimensions and k <= 256.
+// Measured on the H100, 1M rows, nlist 1024, 10,000 queries, k 10 (bench/RESULTS.md): the
+// pruned pass against SIMT 1.28x / 1.46x at d = 128 (nprobe 16 / 64), 2.2x / 2.6x at d = 960;
+// the keys pass 1.5-1.7x at d = 960 for k 10 and 100, 0.7x at k = 1000, 0.96x at d = 128.
+ScanKernel choose_scan_kernel(const ScanProblem& p) {
+  const bool prunable = p.k <= scan_detail::kPruneMaxK;
   const ScanKernel pinned = scan_kernel_override();
+  if (pinned == ScanKernel::Tensor) return prunable ? ScanKernel::TensorPruned : ScanKernel::TensorKeys;
   if (pinned != ScanKernel::Auto) return pinned;
-  return g.tile_q == 64 && p.lists.dim >= 192 && p.k <= 256 ? ScanKernel::Tensor : ScanKernel::Simt;
+  if (query_tile(p, p.nprobe) != 64) return ScanKernel::Simt;
+  if (prunable && p.lists.dim >= 128) return ScanKernel::TensorPruned;
+  return p.lists.dim >= 192 && p.k <= 256 ? ScanKernel::TensorKeys : ScanKernel::Simt;
 }
 
 }  // namespace
@@ -177,11 +247,13 @@ void scan_segments(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
   if (nseg > 0) scan_pass(ctx, stream, p, groups, segments, nseg, tile_off);
 }
 
-ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
+namespace {
+
+// Exclusive prefix (nlist + 1 entries) of the work units per list of groups g: the SIMT
+// scan's (g.tile_q query tiles x kUnitTiles vector tiles) or the tensor pass's 64 x 64 tiles.
+DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p,
+                                   const ScanGroups& g, bool tensor) {
   const int64_t nlist = p.lists.nlist;
-  ScanGroups g = group_scan_pairs(ctx, stream, p);
-  const ScanKernel kernel = choose_scan_kernel(p, g);
-  const bool tensor = kernel != ScanKernel::Simt;
   DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
   std::size_t bytes = 0;
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, tiles.data(), tile_off.data(),
@@ -192,20 +264,98 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));
+  return tile_off;
+}
+
+// The pruned tensor pass. Its bounds start from each query's first probe (the nearest list,
+// where most of its k best usually are), scanned exactly by the SIMT kernel: the k best of it
+// are the query's first entries and their k-th cost its first bound. The tensor pass over the
+// other probes then appends only rows that can still beat a bound that is already tight; a
+// bound that starts empty falls only as fast as single 64-row tiles hold k better rows, and on
+// the 1M x 128 mixture that let ~2,700 rows per query through (bench/RESULTS.md).
+void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, ScanOutcome& out) {
+  const int64_t nq = p.nq, k = p.k;
+  const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
+  const ScanGroups first = group_probe_range(ctx, stream, p, 0, 1);
+  scan_pass(ctx, stream, p, first, nullptr, 0, unit_offsets(ctx, stream, p, first, false).data());
+
+  DeviceBuffer<int64_t> first_len(ctx, n, stream);
+  first_probe_lengths_kernel<<<grid_for(nq), kThreads, 0, stream>>>(p.cand.offsets, nq, p.nprobe, first_len.data());
+  IVF_CUDA_CHECK_LAUNCH();
+  DeviceBuffer<int32_t> sel_pos(ctx, n * static_cast<std::size_t>(k), stream), sel_count(ctx, n, stream);
+  DeviceBuffer<float> sel_key(ctx, n * static_cast<std::size_t>(k), stream);
+  SelectInput in;
+  in.keys = p.cand.dist;
+  in.stride = p.cand.stride;
+  in.lens = first_len.data();
+  in.max_len = p.lists.largest_prefix != nullptr ? p.lists.largest_prefix[1] : p.cand.stride;
+  const bool larger = p.metric != Metric::L2;
+  select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
+
+  out.pruned = true;
+  out.opt_cap = std::max<int64_t>(kPruneOptCap, k);
+  out.bound = DeviceBuffer<uint32_t>(ctx, n, stream);
+  out.found = DeviceBuffer<int32_t>(ctx, n, stream);
+  out.opt = DeviceBuffer<float>(ctx, n * static_cast<std::size_t>(out.opt_cap), stream);
+  const scan_detail::PruneState prune{out.bound.data(), out.found.data(), reinterpret_cast<int32_t*>(p.cand.dist),
+                                      out.opt.data(),   p.cand.stride,    out.opt_cap,
+                                      static_cast<int>(k)};
+  // The selection has read the first segments: the entries may now overwrite them.
+  seed_prune_kernel<<<grid_for(nq), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq, k,
+                                                           larger, p.excluded, prune);
+  IVF_CUDA_CHECK_LAUNCH();
+  out.list_norm = DeviceBuffer<float>(ctx, static_cast<std::size_t>(p.lists.nlist), stream);
+  if (p.nprobe < 2) return;
+  IVF_CUDA_CHECK(cudaMemsetAsync(out.list_norm.data(), 0, out.list_norm.bytes(), stream));
+  const ScanGroups rest = group_probe_range(ctx, stream, p, 1, p.nprobe);
+  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, true);
+  dispatch_element_type(p.lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scan_detail::launch_tensor_scan<T>(ctx, stream, larger, tile_args<T>(p, rest, nullptr, 0, tile_off.data()),
+                                       out.list_norm.data(), &prune);
+  });
+}
+
+}  // namespace
+
+ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
+  const ScanKernel kernel = choose_scan_kernel(p);
   ScanOutcome out;
+  if (kernel == ScanKernel::TensorPruned) {
+    write_candidate_offsets(stream, p);
+    pruned_scan(ctx, stream, p, out);
+    return out;
+  }
+  const ScanGroups g = group_scan_pairs(ctx, stream, p);
+  const bool tensor = kernel != ScanKernel::Simt;
+  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, g, tensor);
   if (!tensor) {
     scan_pass(ctx, stream, p, g, nullptr, 0, tile_off.data());
     return out;
   }
   out.needs_refine = true;
-  out.list_norm = DeviceBuffer<float>(ctx, static_cast<std::size_t>(nlist), stream);
+  out.list_norm = DeviceBuffer<float>(ctx, static_cast<std::size_t>(p.lists.nlist), stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(out.list_norm.data(), 0, out.list_norm.bytes(), stream));
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     scan_detail::launch_tensor_scan<T>(ctx, stream, p.metric != Metric::L2,
-                                       tile_args<T>(p, g, nullptr, 0, tile_off.data()), out.list_norm.data());
+                                       tile_args<T>(p, g, nullptr, 0, tile_off.data()), out.list_norm.data(), nullptr);
   });
   return out;
+}
+
+void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanOutcome& outcome,
+                   const int64_t* const* list_ids, int64_t* out_ids, float* out_dists) {
+  const scan_detail::PruneState prune{outcome.bound.data(), outcome.found.data(), reinterpret_cast<int32_t*>(p.cand.dist),
+                                      outcome.opt.data(),   p.cand.stride,        outcome.opt_cap,
+                                      static_cast<int>(p.k)};
+  dispatch_element_type(p.lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const scan_detail::SettleArgs<T> args{p.queries,   p.nq,     p.lists.dim, p.nprobe, p.k,     p.probes,
+                                          p.lists.rows<T>(), p.lists.start, p.cand, prune, p.lists.ids,
+                                          list_ids,    p.excluded, out_ids,  out_dists};
+    scan_detail::launch_settle<T>(ctx, stream, p.metric != Metric::L2, integer_arithmetic(p), args);
+  });
 }
 
 void refine_candidates(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanOutcome& outcome,

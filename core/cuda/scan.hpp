@@ -39,11 +39,18 @@ struct ScanProblem {
   int64_t k = 0;  // the search's k (the scan kernel's choice depends on it)
 };
 
-// What the stage left in the candidate rows: exact distances, or (the tensor-core pass,
-// scan_tensor.cuh) pessimistic keys that refine_candidates settles after a first top-k.
+// What the stage left: exact distances in the candidate rows; or (the tensor-core pass,
+// scan_tensor.cuh) pessimistic keys there that refine_candidates settles after a first top-k;
+// or (its pruned form, for small k) per-query bounds and lists of rows that can still enter,
+// which settle_pruned turns into the answer with no candidate-row selection at all.
 struct ScanOutcome {
   bool needs_refine = false;
+  bool pruned = false;
   DeviceBuffer<float> list_norm;  // nlist: each probed list's largest row norm (tensor pass)
+  DeviceBuffer<uint32_t> bound;   // nq (pruned)
+  DeviceBuffer<int32_t> found;    // nq (pruned)
+  DeviceBuffer<float> opt;        // nq * opt_cap (pruned)
+  int64_t opt_cap = 0;
 };
 
 // Runs the whole stage on `stream`, scratch from ctx's pool. No host synchronisation. The
@@ -55,6 +62,12 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
 // over the rows then gives the SIMT scan's results.
 void refine_candidates(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanOutcome& outcome,
                        const float* sel_key, const int32_t* sel_count, int64_t k);
+
+// After a pruned pass: the k best of each query (ids through the store's slots, or list_ids
+// when non-null) into out_ids / out_dists, exactly as the SIMT scan, a top-k and the
+// finaliser would give them (padding past the candidates).
+void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanOutcome& outcome,
+                   const int64_t* const* list_ids, int64_t* out_ids, float* out_dists);
 
 // The stage in parts, for lists that are not all in one device array (the host tier streams
 // some of them through a staging ring): group the pairs once, then scan segments in passes.

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "element_traits.cuh"
+#include "scan_prune.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.cuh"
 
@@ -78,8 +79,15 @@ __device__ __forceinline__ void mma_stage_slice1(float (*s)[kMmaTile][kMmaSlab],
 // Eight warps: warp w multiplies query rows 32 * (w / 4) .. + 32 by tile rows 16 * (w % 4) .. + 16
 // (2 x 2 mma tiles of 16 x 8). The next slice is loaded into registers while this one is
 // multiplied. Each lane writes its own accumulators' keys (no shared staging of the dots).
-template <class T, bool IP>
-__global__ void __launch_bounds__(kThreads, 2) list_mma_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm) {
+//
+// PRUNE: the epilogue keeps the tile on chip instead (scan_prune.cuh): the pessimistic costs go
+// to shared memory, and each warp settles eight query rows of the tile against their bounds.
+template <class T, bool IP, bool PRUNE>
+__global__ void __launch_bounds__(kThreads, 2)
+    list_mma_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm, PruneState pr) {
+  // Pitch 72: a warp's 8-byte stores of its accumulators (8 rows x 4 column pairs) hit 32 banks.
+  constexpr int kCostPitch = 72;
+  __shared__ __align__(16) float costs[PRUNE ? kMmaTile : 1][kCostPitch];
   __shared__ __align__(16) float qs[2][kMmaTile][kMmaSlab];
   __shared__ __align__(16) float xs[2][kMmaTile][kMmaSlab];
   __shared__ float qn2[kMmaTile], xn2[kMmaTile], qlen[kMmaTile], xlen[kMmaTile];
@@ -205,6 +213,42 @@ __global__ void __launch_bounds__(kThreads, 2) list_mma_kernel(TileArgs<T> a, Ma
       if (v < vcount) atomic_max_nonneg(list_norm + l, xlen[v]);
     }
     __syncthreads();
+    if constexpr (PRUNE) {
+      // Accumulator i of mma tile (mi, ni): query row wq + 16 mi + g (+ 8 for i >= 2), tile row
+      // wv + 8 ni + 2 (lane % 4) + (i & 1).
+      if (active) {
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = wq + 16 * mi + g + 8 * h;
+            if (r >= pcount) continue;
+            const float qsq = qn2[r], ql = qlen[r];
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni) {
+              const int c = wv + 8 * ni + t4 / 2;
+              float v[2];
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const float dot = acc[mi][ni][2 * h + e];
+                const float m = candidate_margin(mg, ql, xlen[c + e]);
+                // The pessimistic cost: smaller is better for both metrics.
+                v[e] = keep[c + e] ? (IP ? m - dot : (qsq + xn2[c + e] - 2.0f * dot) + m)
+                                   : __int_as_float(0x7f800000);
+              }
+              *reinterpret_cast<float2*>(&costs[r][c]) = make_float2(v[0], v[1]);
+            }
+          }
+      }
+      __syncthreads();
+      for (int r = warp; r < pcount; r += kThreads / 32) {
+        const float ql = qlen[r];
+        const int64_t q = q_row[r];
+        prune_tile_row(pr, q, out_base[r] - q * pr.stride, costs[r][lane], costs[r][lane + 32], keep[lane],
+                       keep[lane + 32], candidate_margin(mg, ql, xlen[lane]), candidate_margin(mg, ql, xlen[lane + 32]));
+      }
+      continue;
+    }
     if (!active) continue;
     // Accumulator i of mma tile (mi, ni): query row wq + 16 mi + g (+ 8 for i >= 2), tile row
     // wv + 8 ni + 2 (lane % 4) + (i & 1).

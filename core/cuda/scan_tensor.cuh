@@ -28,11 +28,13 @@ namespace ivfgpu::cuda::scan_detail {
 
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                        float* list_norm) {
-  const auto kernel = ip ? list_mma_kernel<T, true> : list_mma_kernel<T, false>;
+                        float* list_norm, const PruneState* prune) {
+  const auto kernel = prune != nullptr ? (ip ? list_mma_kernel<T, true, true> : list_mma_kernel<T, false, true>)
+                                       : (ip ? list_mma_kernel<T, true, false> : list_mma_kernel<T, false, false>);
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kThreads, 0, stream>>>(args, margin_terms(!ip, args.dim), list_norm);
+  kernel<<<grid, kThreads, 0, stream>>>(args, margin_terms(!ip, args.dim), list_norm,
+                                        prune != nullptr ? *prune : PruneState{});
   IVF_CUDA_CHECK_LAUNCH();
 }
 
@@ -86,28 +88,7 @@ __global__ void __launch_bounds__(kThreads) refine_kernel(RefineArgs<T> a) {
       int64_t probe, row;
       a.cand.locate(q, pos, probe, row);
       const int64_t l = a.probes[q * a.nprobe + probe];
-      const T* xr = a.vectors + (a.list_start[l] + row) * a.dim;
-      if constexpr (INT) {
-        long long total = 0;
-        for (int64_t j = 0; j < a.dim; ++j) {
-          const long long qi = __float2ll_rn(query[j]);
-          const long long xi = __float2ll_rn(DeviceElement<T>::load1(xr + j));
-          total += IP ? qi * xi : (qi - xi) * (qi - xi);
-        }
-        keys[pos] = __ll2float_rn(total);
-      } else {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < a.dim; ++j) {
-          const float xv = DeviceElement<T>::load1(xr + j);
-          if constexpr (IP) {
-            acc = fmaf(query[j], xv, acc);
-          } else {
-            const float diff = query[j] - xv;
-            acc = fmaf(diff, diff, acc);
-          }
-        }
-        keys[pos] = acc;
-      }
+      keys[pos] = exact_row_distance<T, IP, INT>(query, a.vectors + (a.list_start[l] + row) * a.dim, a.dim);
     }
   }
 }

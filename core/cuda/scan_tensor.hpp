@@ -50,11 +50,46 @@ struct RefineArgs {
   float excluded;
 };
 
-// The first pass: pessimistic keys into args.cand, each list's largest row norm into
-// list_norm (zeroed by the caller). args.tile_off counts tensor_tiles per list.
+// The pruned pass (k <= kPruneMaxK): instead of a key for every candidate, each query keeps a
+// bound on its exact k-th best cost and a list of the rows that can still beat it
+// (scan_prune.cuh says how and why nothing of the k best is lost).
+constexpr int kPruneMaxK = 32;
+struct PruneState {
+  uint32_t* bound = nullptr;  // nq: an ordered cost (to_ordered) the exact k-th cannot be worse than
+  int32_t* found = nullptr;   // nq: rows appended (zeroed by the caller)
+  int32_t* pos = nullptr;     // nq * stride: their candidate positions (the candidate rows' memory)
+  float* opt = nullptr;       // nq * opt_cap: the first opt_cap rows' optimistic costs
+  int64_t stride = 0, opt_cap = 0;
+  int k = 0;
+};
+
+// The first pass: pessimistic keys into args.cand (prune == nullptr), or the pruned state;
+// each list's largest row norm into list_norm (zeroed by the caller). args.tile_off counts
+// tensor_tiles per list.
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                        float* list_norm);
+                        float* list_norm, const PruneState* prune);
+
+// What settles a pruned pass into the answer: the k best of each query's appended rows by
+// exact distance, their ids and distances (padding past the candidates), as the SIMT scan and
+// its finaliser would give them.
+template <class T>
+struct SettleArgs {
+  const float* queries;  // nq * dim (device, f32)
+  int64_t nq, dim, nprobe, k;
+  const int32_t* probes;
+  const T* vectors;
+  const int64_t* list_start;
+  CandidateRows cand;  // the layout (positions -> probe, row)
+  PruneState prune;
+  const int64_t* ids;               // by slot, or
+  const int64_t* const* list_ids;   // per list (non-null: used instead)
+  float pad;
+  int64_t* out_ids;
+  float* out_dists;
+};
+template <class T>
+void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const SettleArgs<T>& args);
 
 
 // The refinement of the first pass's candidates (after a top-k of them): exact distances for

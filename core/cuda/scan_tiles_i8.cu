@@ -5,7 +5,8 @@
 
 namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<int8_t>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<int8_t>&);
-template void launch_tensor_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
-                                         float*);
+template void launch_tensor_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&, float*,
+                                         const PruneState*);
+template void launch_settle<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<int8_t>&);
 template void launch_refine<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<int8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

@@ -169,8 +169,13 @@ void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, 
     index.scanner->scan(ctx, stream, sp);
   else
     scanned = scan_lists(ctx, stream, sp);
-  // D: the k best candidates of each query, then their ids. A tensor-core scan's keys are
-  // bounds: the first top-k tells which rows to re-score exactly, the second is the answer.
+  // D: the k best candidates of each query, then their ids. A pruned tensor-core pass settles
+  // its own short lists. A tensor-core scan's keys are bounds: the first top-k tells which
+  // rows to re-score exactly, the second is the answer.
+  if (scanned.pruned) {
+    settle_pruned(ctx, stream, sp, scanned, index.list_ids, out_ids, out_dists);
+    return;
+  }
   SelectInput din;
   din.keys = s.cand.data();
   din.stride = plan.bound;

@@ -38,12 +38,19 @@ Searched search_with(const char* kernel, const ivf_index* idx, const void* q, iv
   return s;
 }
 
-// Both kernels on the same batch (queries of qtype at q); returns "" or the first difference.
+// The tensor forms against the SIMT scan on the same batch (queries of qtype at q): "tensor"
+// (the pruned pass for k <= 32, else keys) and, for k <= 32, "keys" too (the pass that writes
+// every key), so both forms are checked at small k. Returns "" or the first difference.
 std::string compare_raw(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim, int64_t k,
                         int64_t nprobe, const ivf_filter* filter = nullptr) {
   const Searched simt = search_with("simt", idx, q, qtype, nq, dim, k, nprobe, filter);
-  const Searched tensor = search_with("tensor", idx, q, qtype, nq, dim, k, nprobe, filter);
-  return same_results(tensor.ids, tensor.dists, simt.ids, simt.dists, nq, k);
+  for (const char* kernel : {"tensor", "keys"}) {
+    if (k > 32 && std::string(kernel) == "keys") break;
+    const Searched tensor = search_with(kernel, idx, q, qtype, nq, dim, k, nprobe, filter);
+    const std::string diff = same_results(tensor.ids, tensor.dists, simt.ids, simt.dists, nq, k);
+    if (!diff.empty()) return std::string(kernel) + ": " + diff;
+  }
+  return "";
 }
 std::string compare(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
                     int64_t nprobe, const ivf_filter* filter = nullptr) {
@@ -89,8 +96,32 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnNearDuplicates) {
   for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
     IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
     ASSERT_TRUE(idx);
-    for (int64_t k : {int64_t{10}, int64_t{100}, int64_t{1000}})
+    for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{100}, int64_t{1000}})
       for (int64_t nprobe : {int64_t{2}, nlist})
+        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "") << "metric " << metric << " k " << k << " nprobe " << nprobe;
+  }
+}
+
+// Every row of a list ties every other: two points, 3,000 copies each. The pruned pass then
+// cannot leave anything out (each query appends every row it scans, past the rows whose
+// optimistic costs are kept), and the answer is decided by candidate position alone.
+TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 64, nlist = 2, nq = 500;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> point(2 * dim);
+  for (float& v : point) v = g(rng);
+  std::vector<float> x;
+  for (int64_t i = 0; i < 6000; ++i) x.insert(x.end(), point.begin() + (i % 2) * dim, point.begin() + (i % 2 + 1) * dim);
+  std::vector<float> q;
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t j = 0; j < dim; ++j) q.push_back(point[(i % 2) * dim + j] + 0.1f * g(rng));
+  for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+    IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
+    ASSERT_TRUE(idx);
+    for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}})
+      for (int64_t nprobe : {int64_t{1}, nlist})
         EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "") << "metric " << metric << " k " << k << " nprobe " << nprobe;
   }
 }
@@ -111,7 +142,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
         }
         IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
         ASSERT_TRUE(idx);
-        for (int64_t k : {int64_t{1}, int64_t{50}})
+        for (int64_t k : {int64_t{1}, int64_t{32}, int64_t{50}})
           EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 8), "")
               << "type " << t << " dim " << dim << " metric " << metric << " k " << k;
       }

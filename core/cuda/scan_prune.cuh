@@ -1,0 +1,222 @@
+// The pruned form of the tensor-core pass (scan_tensor.hpp, PruneState): its per-tile
+// epilogue, which keeps candidates on chip, and the settling kernel that turns what survives
+// into the answer. Included only by scan_mma.cuh and scan_tensor.cuh. docs/tensor-scan.md
+// gives the argument; in short:
+//
+// Costs: a distance, or a negated similarity, so smaller is better for every metric. For each
+// (query, row) the tile has a pessimistic cost (never better than the exact one) and an
+// optimistic one (never worse: the pessimistic moved back by twice the margin).
+//
+// Bound: bound[q] holds, as an ordered key, a cost that the query's exact k-th best cannot be
+// worse than. A tile with at least k rows whose pessimistic costs beat the bound lowers it to
+// the k-th of them: those k rows' exact costs are no worse. It only ever falls.
+//
+// Append: a row goes to the query's list only if its optimistic cost reaches the bound as the
+// tile sees it. A row left out is worse than a bound that only falls, so it cannot be among
+// the k best. Every row of the exact k best is therefore appended, wherever its tile ran.
+// The list lives in the query's candidate row (one position per row at most, so it never
+// overflows); the first opt_cap entries also keep their optimistic costs.
+//
+// Settle: one warp per query re-scores, with the SIMT scan's arithmetic, the appended rows that
+// can still enter (optimistic cost within the final bound and the k-th exact cost found so far)
+// and keeps the k best by (exact cost, candidate position): the SIMT scan's order, ties included.
+#pragma once
+
+#include <cstdint>
+
+#include "element_traits.cuh"
+#include "ordered_key.cuh"
+#include "scan_tensor.hpp"
+#include "scan_tiles.hpp"
+
+namespace ivfgpu::cuda::scan_detail {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// The distance between a query and a stored row exactly as the SIMT scan computes it: a
+// sequential fp32 sum in dimension order, or (INT: integer rows against integer queries) the
+// exact integer sum rounded once to float.
+template <class T, bool IP, bool INT>
+__device__ __forceinline__ float exact_row_distance(const float* query, const T* xr, int64_t dim) {
+  if constexpr (INT) {
+    long long total = 0;
+    for (int64_t j = 0; j < dim; ++j) {
+      const long long qi = __float2ll_rn(query[j]);
+      const long long xi = __float2ll_rn(DeviceElement<T>::load1(xr + j));
+      total += IP ? qi * xi : (qi - xi) * (qi - xi);
+    }
+    return __ll2float_rn(total);
+  } else {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < dim; ++j) {
+      const float xv = DeviceElement<T>::load1(xr + j);
+      if constexpr (IP) {
+        acc = fmaf(query[j], xv, acc);
+      } else {
+        const float diff = query[j] - xv;
+        acc = fmaf(diff, diff, acc);
+      }
+    }
+    return acc;
+  }
+}
+
+// The k-th smallest (k >= 1) of the warp's 64 ordered keys, two per lane: a radix selection,
+// one bit per step, counting with ballots.
+__device__ __forceinline__ uint32_t warp_kth_of_64(uint32_t o0, uint32_t o1, int k) {
+  uint32_t prefix = 0, mask = 0;
+  for (int bit = 31; bit >= 0; --bit) {
+    const uint32_t b = 1u << bit;
+    const bool z0 = (o0 & mask) == prefix && (o0 & b) == 0;
+    const bool z1 = (o1 & mask) == prefix && (o1 & b) == 0;
+    const int zeros = __popc(__ballot_sync(kFullMask, z0)) + __popc(__ballot_sync(kFullMask, z1));
+    if (zeros < k) {
+      k -= zeros;
+      prefix |= b;
+    }
+    mask |= b;
+  }
+  return prefix;
+}
+
+// One query row of a finished 64 x 64 tile, by one warp: lane holds tile rows lane and
+// lane + 32 (pessimistic costs c0, c1; +inf for rows past the tile or excluded; ok0, ok1 say
+// which are real). pos0: the candidate position of tile row 0; m0, m1: the rows' margins.
+__device__ __forceinline__ void prune_tile_row(const PruneState& pr, int64_t q, int64_t pos0, float c0, float c1,
+                                               bool ok0, bool ok1, float m0, float m1) {
+  const int lane = threadIdx.x % 32;
+  const uint32_t o0 = to_ordered(c0), o1 = to_ordered(c1);
+  // Other blocks lower the bound through L2 atomics: read it there, not from a stale L1 line.
+  uint32_t u = __ldcg(pr.bound + q);
+  const int below = __popc(__ballot_sync(kFullMask, o0 < u)) + __popc(__ballot_sync(kFullMask, o1 < u));
+  if (below >= pr.k) {  // this tile alone holds k rows better than the bound: lower it
+    u = warp_kth_of_64(o0, o1, pr.k);
+    if (lane == 0) atomicMin(pr.bound + q, u);
+  }
+  // An unset bound (all ones) reads as NaN: nothing compares greater, every real row goes in.
+  const float uf = from_ordered(u);
+  const float opt0 = c0 - 2.0f * m0, opt1 = c1 - 2.0f * m1;
+  const bool in0 = ok0 && !(opt0 > uf), in1 = ok1 && !(opt1 > uf);
+  const unsigned b0 = __ballot_sync(kFullMask, in0), b1 = __ballot_sync(kFullMask, in1);
+  const int n = __popc(b0) + __popc(b1);
+  if (n == 0) return;
+  int base = 0;
+  if (lane == 0) base = atomicAdd(pr.found + q, n);
+  base = __shfl_sync(kFullMask, base, 0);
+  const unsigned before = (1u << lane) - 1u;
+  int32_t* pos = pr.pos + q * pr.stride;
+  float* opt = pr.opt + q * pr.opt_cap;
+  if (in0) {
+    const int i = base + __popc(b0 & before);
+    pos[i] = static_cast<int32_t>(pos0 + lane);
+    if (i < pr.opt_cap) opt[i] = opt0;
+  }
+  if (in1) {
+    const int i = base + __popc(b0) + __popc(b1 & before);
+    pos[i] = static_cast<int32_t>(pos0 + lane + 32);
+    if (i < pr.opt_cap) opt[i] = opt1;
+  }
+}
+
+// Sorts the warp's 32 keys ascending across lanes (bitonic network).
+__device__ __forceinline__ uint64_t warp_sort32(uint64_t key) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int size = 2; size <= 32; size *= 2)
+#pragma unroll
+    for (int j = size / 2; j > 0; j /= 2) {
+      const uint64_t other = __shfl_xor_sync(kFullMask, key, j);
+      const bool ascending = (lane & size) == 0;  // size 32: the whole warp ascending
+      const bool lower = (lane & j) == 0;
+      key = (lower == ascending) ? (key < other ? key : other) : (key > other ? key : other);
+    }
+  return key;
+}
+
+// best (sorted ascending across lanes) becomes the 32 smallest of best and fresh (any order).
+__device__ __forceinline__ uint64_t warp_merge32(uint64_t best, uint64_t fresh) {
+  const int lane = threadIdx.x % 32;
+  fresh = warp_sort32(fresh);
+  const uint64_t rev = __shfl_sync(kFullMask, fresh, 31 - lane);
+  uint64_t key = best < rev ? best : rev;  // the 32 smallest, as a bitonic sequence
+#pragma unroll
+  for (int j = 16; j > 0; j /= 2) {
+    const uint64_t other = __shfl_xor_sync(kFullMask, key, j);
+    key = (lane & j) == 0 ? (key < other ? key : other) : (key > other ? key : other);
+  }
+  return key;
+}
+
+template <class T, bool IP, bool INT>
+__global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
+  constexpr uint64_t kNone = ~uint64_t{0};
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / 32);
+  for (int64_t q = blockIdx.x * (kThreads / 32) + threadIdx.x / 32; q < a.nq; q += warps) {
+    const float* query = a.queries + q * a.dim;
+    const float bound = from_ordered(__ldcg(a.prune.bound + q));
+    const int n = __ldcg(a.prune.found + q);
+    const int32_t* pos = a.prune.pos + q * a.prune.stride;
+    const float* opt = a.prune.opt + q * a.prune.opt_cap;
+    uint64_t best = kNone;  // lane j: the (j+1)-th best (cost, position) so far
+    for (int b = 0; b < n; b += 32) {
+      const uint64_t kth = __shfl_sync(kFullMask, best, static_cast<int>(a.k) - 1);
+      const float kth_cost = kth == kNone ? __int_as_float(0x7fffffff) : from_ordered(static_cast<uint32_t>(kth >> 32));
+      const int i = b + lane;
+      uint64_t key = kNone;
+      if (i < n) {
+        // Past opt_cap the optimistic cost was not kept: re-score.
+        const float o = i < a.prune.opt_cap ? __ldcg(opt + i) : -__int_as_float(0x7f800000);
+        if (!(o > bound) && !(o > kth_cost)) {
+          const int32_t p = __ldcg(pos + i);
+          int64_t probe, row;
+          a.cand.locate(q, p, probe, row);
+          const int64_t l = a.probes[q * a.nprobe + probe];
+          const float d = exact_row_distance<T, IP, INT>(query, a.vectors + (a.list_start[l] + row) * a.dim, a.dim);
+          key = (static_cast<uint64_t>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(p);
+        }
+      }
+      if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
+    }
+    if (lane < a.k) {
+      const int64_t e = q * a.k + lane;
+      float d = a.pad;
+      if (best != kNone) {
+        const float cost = from_ordered(static_cast<uint32_t>(best >> 32));
+        d = IP ? -cost : cost;
+      }
+      // Past the candidates, or a distance the finaliser would print as padding.
+      if (best == kNone || d == a.pad) {
+        a.out_ids[e] = -1;
+        a.out_dists[e] = a.pad;
+      } else {
+        int64_t probe, row;
+        a.cand.locate(q, static_cast<int64_t>(best & 0xffffffffu), probe, row);
+        const int64_t l = a.probes[q * a.nprobe + probe];
+        a.out_ids[e] = a.list_ids != nullptr ? a.list_ids[l][row] : a.ids[a.list_start[l] + row];
+        a.out_dists[e] = d;
+      }
+    }
+  }
+}
+
+template <class T>
+void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const SettleArgs<T>& args) {
+  auto go = [&](auto kernel) {
+    const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
+    const int64_t want = (args.nq + kThreads / 32 - 1) / (kThreads / 32);
+    const int64_t grid = std::min<int64_t>(want, static_cast<int64_t>(std::max(1, per_sm)) * ctx.limits().sm_count);
+    kernel<<<static_cast<unsigned>(std::max<int64_t>(1, grid)), kThreads, 0, stream>>>(args);
+  };
+  if constexpr (DeviceElement<T>::kInteger) {
+    if (integer) {
+      ip ? go(settle_kernel<T, true, true>) : go(settle_kernel<T, false, true>);
+      IVF_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
+  ip ? go(settle_kernel<T, true, false>) : go(settle_kernel<T, false, false>);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ivfgpu::cuda::scan_detail
