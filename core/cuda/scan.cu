@@ -228,15 +228,16 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // k <= 32 the pruned pass keeps candidates on chip; past that the keys pass writes every key
 // and pays for two selections and a refinement, so it needs enough dimensions and k <= 256.
 // Measured on the H100, 1M rows, nlist 1024, 10,000 queries, k 10 (bench/RESULTS.md): the
-// pruned pass against SIMT 1.28x / 1.46x at d = 128 (nprobe 16 / 64), 2.2x / 2.6x at d = 960;
-// the keys pass 1.5-1.7x at d = 960 for k 10 and 100, 0.7x at k = 1000, 0.96x at d = 128.
+// pruned pass against SIMT 1.5x / 1.9x at d = 64 (nprobe 16 / 64), 1.6x / 1.9x at d = 128,
+// 2.3x / 2.7x at d = 960 (below d = 64 not measured: SIMT); the keys pass 1.5-1.7x at d = 960
+// for k 10 and 100, 0.7x at k = 1000, 0.9x at d = 128.
 ScanKernel choose_scan_kernel(const ScanProblem& p) {
   const bool prunable = p.k <= scan_detail::kPruneMaxK;
   const ScanKernel pinned = scan_kernel_override();
   if (pinned == ScanKernel::Tensor) return prunable ? ScanKernel::TensorPruned : ScanKernel::TensorKeys;
   if (pinned != ScanKernel::Auto) return pinned;
   if (query_tile(p, p.nprobe) != 64) return ScanKernel::Simt;
-  if (prunable && p.lists.dim >= 128) return ScanKernel::TensorPruned;
+  if (prunable && p.lists.dim >= 64) return ScanKernel::TensorPruned;
   return p.lists.dim >= 192 && p.k <= 256 ? ScanKernel::TensorKeys : ScanKernel::Simt;
 }
 

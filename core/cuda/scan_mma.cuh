@@ -25,9 +25,12 @@
 
 namespace ivfgpu::cuda::scan_detail {
 
-constexpr int kMmaTile = 64;  // queries and rows per tile (tensor_tiles counts 64 x 64)
+constexpr int kMmaTile = 64;  // queries and rows per tile
 constexpr int kMmaSlice = 32; // dimensions staged per step
 constexpr int kMmaSlab = 16;  // dimensions per shared slab: two k steps of the mma
+// Row tiles per work unit: the unit's set-up (finding its list, its queries' places) is paid
+// once for all of them, and each tile's first slice loads during the previous one's epilogue.
+constexpr int kMmaUnitTiles = 4;
 
 // Float keys of non-negative floats compare like their bits: atomicMax on the bits.
 __device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
@@ -94,6 +97,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ int64_t out_base[kMmaTile];
   __shared__ int64_t q_row[kMmaTile];
   __shared__ bool keep[kMmaTile];
+  // PRUNE: each query row's bound (as this block knows it) and per-tile thresholds.
+  __shared__ uint32_t qbound[PRUNE ? kMmaTile : 1];
+  __shared__ PruneRows<PRUNE ? kMmaTile : 1> rows_pr;
+  __shared__ float xmax_part[2];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
@@ -101,178 +108,211 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
     const int64_t l = unit_of(a.tile_off, a.nlist, t), size = a.list_size[l];
     const int64_t nvt = (size + kMmaTile - 1) / kMmaTile;
+    const int64_t nunits = (nvt + kMmaUnitTiles - 1) / kMmaUnitTiles;
     const int64_t local = t - a.tile_off[l];
-    const int64_t qt = local / nvt, v0 = (local % nvt) * kMmaTile;
+    const int64_t qt = local / nunits, vt_begin = (local % nunits) * kMmaUnitTiles;
+    const int64_t vt_end = vt_begin + kMmaUnitTiles < nvt ? vt_begin + kMmaUnitTiles : nvt;
     const int64_t prem = a.pair_count[l] - qt * kMmaTile;
     const int pcount = static_cast<int>(prem < kMmaTile ? prem : kMmaTile);
-    const int vcount = static_cast<int>(size - v0 < kMmaTile ? size - v0 : kMmaTile);
-    const T* x = a.vectors + (a.list_start[l] + v0) * a.dim;
-    __syncthreads();  // the previous tile is done with the shared arrays
-    load_query_tile<kMmaTile>(a, l, qt, pcount, v0, q_row, out_base);
-    if (tid >= kMmaTile && tid < 2 * kMmaTile) {
-      const int v = tid - kMmaTile;
-      bool ok = v < vcount;
-      if (ok && a.removed != nullptr) {
-        const int64_t slot = a.list_start[l] + v0 + v;
-        if ((a.removed[slot >> 6] >> (slot & 63)) & 1u) ok = false;
-      }
-      if (ok && a.filter != 0) ok = a.filter_set.contains(a.ids[a.list_start[l] + v0 + v]) == (a.filter == 1);
-      keep[v] = ok;
-    }
-    __syncthreads();
+    const T* rows = a.vectors + a.list_start[l] * a.dim;
+    __syncthreads();  // the previous unit is done with the shared arrays
+    load_query_tile<kMmaTile>(a, l, qt, pcount, 0, q_row, out_base);
+    // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
+    if (PRUNE && tid < pcount) qbound[tid] = __ldcg(pr.bound + q_row[tid]);
     const auto q_ptr = [&](int r) -> const float* {
       const int64_t q = q_row[r];
       return q >= 0 ? a.queries + q * a.dim : nullptr;
     };
-    const auto x_ptr = [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; };
     const bool active = wq < pcount;  // a warp whose query rows are all past the tile's last
-    float acc[2][2][4];
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
-    float qnorm = 0.0f, xnorm = 0.0f;
     float4 qv[2], xv[2];
-    if (a.vec4) {
-      mma_load_slice<float>(qv, q_ptr, 0, a.dim);
-      mma_load_slice<T>(xv, x_ptr, 0, a.dim);
-    }
-    for (int64_t d0 = 0; d0 < a.dim; d0 += kMmaSlice) {
-      if (a.vec4) {
-        mma_store_slice(qs, qv, qnorm);
-        mma_store_slice(xs, xv, xnorm);
-      } else {
-        mma_stage_slice1<float>(qs, q_ptr, d0, a.dim);
-        mma_stage_slice1<T>(xs, x_ptr, d0, a.dim);
-      }
-      __syncthreads();
-      if (a.vec4 && d0 + kMmaSlice < a.dim) {  // the next slice travels while this one is multiplied
-        mma_load_slice<float>(qv, q_ptr, d0 + kMmaSlice, a.dim);
-        mma_load_slice<T>(xv, x_ptr, d0 + kMmaSlice, a.dim);
-      }
-      if (!a.vec4 && tid < 2 * kMmaTile) {  // thread tid's row: query row tid, or tile row tid - 64
-        const int r = tid % kMmaTile;
-        float (*s)[kMmaTile][kMmaSlab] = tid < kMmaTile ? qs : xs;
-        float sum = 0.0f;
-        for (int i = 0; i < kMmaSlice; ++i) {
-          const int j = (i + r) % kMmaSlice;  // rotated: neighbouring rows read other banks
-          const float v = s[j / kMmaSlab][r][j % kMmaSlab];
-          sum = fmaf(v, v, sum);
+    bool preloaded = false;  // the first slice of this row tile came with the previous tile's last
+    for (int64_t vt = vt_begin; vt < vt_end; ++vt) {
+      const int64_t v0 = vt * kMmaTile;
+      const int vcount = static_cast<int>(size - v0 < kMmaTile ? size - v0 : kMmaTile);
+      const auto x_ptr = [&](int r) -> const T* { return r < vcount ? rows + (v0 + r) * a.dim : nullptr; };
+      // The next row tile's rows, for the prefetch of its first slice.
+      const int next_count = static_cast<int>(size - v0 - kMmaTile < kMmaTile ? size - v0 - kMmaTile : kMmaTile);
+      const auto next_ptr = [&](int r) -> const T* {
+        return r < next_count ? rows + (v0 + kMmaTile + r) * a.dim : nullptr;
+      };
+      __syncthreads();  // the previous row tile is done with the shared arrays; q_row is visible
+      if (tid >= kMmaTile && tid < 2 * kMmaTile) {
+        const int v = tid - kMmaTile;
+        bool ok = v < vcount;
+        if (ok && a.removed != nullptr) {
+          const int64_t slot = a.list_start[l] + v0 + v;
+          if ((a.removed[slot >> 6] >> (slot & 63)) & 1u) ok = false;
         }
-        qnorm += sum;
+        if (ok && a.filter != 0) ok = a.filter_set.contains(a.ids[a.list_start[l] + v0 + v]) == (a.filter == 1);
+        keep[v] = ok;  // read only in the epilogue, after the slices' barriers
       }
-      if (active) {
+      float acc[2][2][4];
 #pragma unroll
-        for (int slab = 0; slab < 2; ++slab) {
-          float4 alo[2], ahi[2], b[2];
-#pragma unroll
-          for (int mi = 0; mi < 2; ++mi) {
-            alo[mi] = *reinterpret_cast<const float4*>(&qs[slab][wq + 16 * mi + g][t4]);
-            ahi[mi] = *reinterpret_cast<const float4*>(&qs[slab][wq + 16 * mi + g + 8][t4]);
-          }
-#pragma unroll
-          for (int ni = 0; ni < 2; ++ni) b[ni] = *reinterpret_cast<const float4*>(&xs[slab][wv + 8 * ni + g][t4]);
-#pragma unroll
-          for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni) {
-              // k step 0: dimensions 4t (k = t) and 4t + 1 (k = t + 4); step 1: 4t + 2, 4t + 3.
-              mma_tf32(acc[mi][ni], __float_as_uint(alo[mi].x), __float_as_uint(ahi[mi].x),
-                       __float_as_uint(alo[mi].y), __float_as_uint(ahi[mi].y), __float_as_uint(b[ni].x),
-                       __float_as_uint(b[ni].y));
-              mma_tf32(acc[mi][ni], __float_as_uint(alo[mi].z), __float_as_uint(ahi[mi].z),
-                       __float_as_uint(alo[mi].w), __float_as_uint(ahi[mi].w), __float_as_uint(b[ni].z),
-                       __float_as_uint(b[ni].w));
-            }
-        }
-      }
-      __syncthreads();
-    }
-    if (a.vec4) {  // the four lanes of a row hold its partial norms
-      qnorm += __shfl_xor_sync(0xffffffffu, qnorm, 1);
-      qnorm += __shfl_xor_sync(0xffffffffu, qnorm, 2);
-      xnorm += __shfl_xor_sync(0xffffffffu, xnorm, 1);
-      xnorm += __shfl_xor_sync(0xffffffffu, xnorm, 2);
-      if (tid % 4 == 0) {
-        qn2[tid / 4] = qnorm;
-        xn2[tid / 4] = xnorm;
-      }
-    } else if (tid < kMmaTile) {
-      qn2[tid] = qnorm;
-    } else if (tid < 2 * kMmaTile) {
-      xn2[tid - kMmaTile] = qnorm;
-    }
-    __syncthreads();
-    if (tid < kMmaTile) {
-      qlen[tid] = sqrtf(qn2[tid]);
-    } else if (tid < 2 * kMmaTile) {
-      const int v = tid - kMmaTile;
-      xlen[v] = sqrtf(xn2[v]);
-      if (v < vcount) atomic_max_nonneg(list_norm + l, xlen[v]);
-    }
-    __syncthreads();
-    if constexpr (PRUNE) {
-      // Accumulator i of mma tile (mi, ni): query row wq + 16 mi + g (+ 8 for i >= 2), tile row
-      // wv + 8 ni + 2 (lane % 4) + (i & 1).
-      if (active) {
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = wq + 16 * mi + g + 8 * h;
-            if (r >= pcount) continue;
-            const float qsq = qn2[r], ql = qlen[r];
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni) {
-              const int c = wv + 8 * ni + t4 / 2;
-              float v[2];
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const float dot = acc[mi][ni][2 * h + e];
-                const float m = candidate_margin(mg, ql, xlen[c + e]);
-                // The pessimistic cost: smaller is better for both metrics.
-                v[e] = keep[c + e] ? (IP ? m - dot : (qsq + xn2[c + e] - 2.0f * dot) + m)
-                                   : __int_as_float(0x7f800000);
-              }
-              *reinterpret_cast<float2*>(&costs[r][c]) = make_float2(v[0], v[1]);
-            }
-          }
-      }
-      __syncthreads();
-      for (int r = warp; r < pcount; r += kThreads / 32) {
-        const float ql = qlen[r];
-        const int64_t q = q_row[r];
-        prune_tile_row(pr, q, out_base[r] - q * pr.stride, costs[r][lane], costs[r][lane + 32], keep[lane],
-                       keep[lane + 32], candidate_margin(mg, ql, xlen[lane]), candidate_margin(mg, ql, xlen[lane + 32]));
-      }
-      continue;
-    }
-    if (!active) continue;
-    // Accumulator i of mma tile (mi, ni): query row wq + 16 mi + g (+ 8 for i >= 2), tile row
-    // wv + 8 ni + 2 (lane % 4) + (i & 1).
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = wq + 16 * mi + g + 8 * h;
-        if (r >= pcount) continue;
-        const float qsq = qn2[r], ql = qlen[r];
-        float* out = a.cand.dist + out_base[r];
+      for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
         for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int c = wv + 8 * ni + t4 / 2 + e;
-            if (c >= vcount) continue;
-            const float dot = acc[mi][ni][2 * h + e];
-            const float m = candidate_margin(mg, ql, xlen[c]);
-            // The pessimistic key: a distance no smaller, a similarity no larger, than the exact one.
-            const float key = IP ? dot - m : (qsq + xn2[c] - 2.0f * dot) + m;
-            out[c] = keep[c] ? key : a.excluded;
-          }
+          for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
+      float qnorm = 0.0f, xnorm = 0.0f;
+      if (a.vec4 && !preloaded) {
+        mma_load_slice<float>(qv, q_ptr, 0, a.dim);
+        mma_load_slice<T>(xv, x_ptr, 0, a.dim);
       }
+      preloaded = false;
+      for (int64_t d0 = 0; d0 < a.dim; d0 += kMmaSlice) {
+        if (a.vec4) {
+          mma_store_slice(qs, qv, qnorm);
+          mma_store_slice(xs, xv, xnorm);
+        } else {
+          mma_stage_slice1<float>(qs, q_ptr, d0, a.dim);
+          mma_stage_slice1<T>(xs, x_ptr, d0, a.dim);
+        }
+        __syncthreads();
+        if (a.vec4) {  // the next slice travels while this one is multiplied
+          if (d0 + kMmaSlice < a.dim) {
+            mma_load_slice<float>(qv, q_ptr, d0 + kMmaSlice, a.dim);
+            mma_load_slice<T>(xv, x_ptr, d0 + kMmaSlice, a.dim);
+          } else if (vt + 1 < vt_end) {  // ... or the next row tile's first, over the epilogue
+            mma_load_slice<float>(qv, q_ptr, 0, a.dim);
+            mma_load_slice<T>(xv, next_ptr, 0, a.dim);
+            preloaded = true;
+          }
+        }
+        if (!a.vec4 && tid < 2 * kMmaTile) {  // thread tid's row: query row tid, or tile row tid - 64
+          const int r = tid % kMmaTile;
+          float (*s)[kMmaTile][kMmaSlab] = tid < kMmaTile ? qs : xs;
+          float sum = 0.0f;
+          for (int i = 0; i < kMmaSlice; ++i) {
+            const int j = (i + r) % kMmaSlice;  // rotated: neighbouring rows read other banks
+            const float v = s[j / kMmaSlab][r][j % kMmaSlab];
+            sum = fmaf(v, v, sum);
+          }
+          qnorm += sum;
+        }
+        if (active) {
+#pragma unroll
+          for (int slab = 0; slab < 2; ++slab) {
+            float4 alo[2], ahi[2], b[2];
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi) {
+              alo[mi] = *reinterpret_cast<const float4*>(&qs[slab][wq + 16 * mi + g][t4]);
+              ahi[mi] = *reinterpret_cast<const float4*>(&qs[slab][wq + 16 * mi + g + 8][t4]);
+            }
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni) b[ni] = *reinterpret_cast<const float4*>(&xs[slab][wv + 8 * ni + g][t4]);
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+              for (int ni = 0; ni < 2; ++ni) {
+                // k step 0: dimensions 4t (k = t) and 4t + 1 (k = t + 4); step 1: 4t + 2, 4t + 3.
+                mma_tf32(acc[mi][ni], __float_as_uint(alo[mi].x), __float_as_uint(ahi[mi].x),
+                         __float_as_uint(alo[mi].y), __float_as_uint(ahi[mi].y), __float_as_uint(b[ni].x),
+                         __float_as_uint(b[ni].y));
+                mma_tf32(acc[mi][ni], __float_as_uint(alo[mi].z), __float_as_uint(ahi[mi].z),
+                         __float_as_uint(alo[mi].w), __float_as_uint(ahi[mi].w), __float_as_uint(b[ni].z),
+                         __float_as_uint(b[ni].w));
+              }
+          }
+        }
+        __syncthreads();
+      }
+      if (a.vec4) {  // the four lanes of a row hold its partial norms
+        qnorm += __shfl_xor_sync(0xffffffffu, qnorm, 1);
+        qnorm += __shfl_xor_sync(0xffffffffu, qnorm, 2);
+        xnorm += __shfl_xor_sync(0xffffffffu, xnorm, 1);
+        xnorm += __shfl_xor_sync(0xffffffffu, xnorm, 2);
+        if (tid % 4 == 0) {
+          qn2[tid / 4] = qnorm;
+          xn2[tid / 4] = xnorm;
+        }
+      } else if (tid < kMmaTile) {
+        qn2[tid] = qnorm;
+      } else if (tid < 2 * kMmaTile) {
+        xn2[tid - kMmaTile] = qnorm;
+      }
+      __syncthreads();
+      if (tid < kMmaTile) {
+        qlen[tid] = sqrtf(qn2[tid]);
+      } else if (tid < 2 * kMmaTile) {  // warps 2 and 3, whole
+        const int v = tid - kMmaTile;
+        const float xl = sqrtf(xn2[v]);
+        xlen[v] = xl;
+        if constexpr (PRUNE) {
+          // The tile's largest row norm: one margin per query row then covers all its rows.
+          float mx = v < vcount ? xl : 0.0f;
+          for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, o));
+          if (lane == 0) xmax_part[v / 32] = mx;
+        } else if (v < vcount) {
+          atomic_max_nonneg(list_norm + l, xl);  // only the keys pass's refinement reads these
+        }
+      }
+      if constexpr (PRUNE) {
+        __syncthreads();
+        if (tid < pcount) prune_row_thresholds(mg, qlen[tid], fmaxf(xmax_part[0], xmax_part[1]), qbound[tid], rows_pr, tid);
+        __syncthreads();
+        // Accumulator i of mma tile (mi, ni): query row wq + 16 mi + g (+ 8 for i >= 2), tile row
+        // wv + 8 ni + 2 (lane % 4) + (i & 1).
+        if (active) {
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = wq + 16 * mi + g + 8 * h;
+              if (r >= pcount) continue;
+              const float qsq = IP ? 0.0f : qn2[r], m = rows_pr.margin[r];
+              const float take = rows_pr.take[r], lower = rows_pr.lower[r];
+              const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
+              int below = 0;
+#pragma unroll
+              for (int ni = 0; ni < 2; ++ni) {
+                const int c = wv + 8 * ni + t4 / 2;
+                float v[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  // The cost without its margin (smaller is better for both metrics).
+                  const float dot = acc[mi][ni][2 * h + e];
+                  const float base = IP ? -dot : fmaf(-2.0f, dot, qsq + xn2[c + e]);
+                  const bool ok = keep[c + e];
+                  if (ok && base <= take) append_row(pr, q, pos0 + c + e, __fsub_rd(base, m));
+                  below += (ok && base < lower) ? 1 : 0;
+                  v[e] = ok ? __fadd_ru(base, m) : __int_as_float(0x7f800000);  // the pessimistic cost
+                }
+                *reinterpret_cast<float2*>(&costs[r][c]) = make_float2(v[0], v[1]);
+              }
+              if (below > 0) atomicAdd(&rows_pr.below[r], below);
+            }
+        }
+        __syncthreads();
+        for (int r = warp; r < pcount; r += kThreads / 32)
+          if (rows_pr.below[r] >= pr.k) lower_row_bound(pr, q_row[r], costs[r][lane], costs[r][lane + 32], qbound[r]);
+        continue;
+      }
+      __syncthreads();
+      if (!active) continue;
+      // Accumulator i of mma tile (mi, ni): query row wq + 16 mi + g (+ 8 for i >= 2), tile row
+      // wv + 8 ni + 2 (lane % 4) + (i & 1).
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wq + 16 * mi + g + 8 * h;
+          if (r >= pcount) continue;
+          const float qsq = qn2[r], ql = qlen[r];
+          float* out = a.cand.dist + out_base[r] + v0;
+#pragma unroll
+          for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int c = wv + 8 * ni + t4 / 2 + e;
+              if (c >= vcount) continue;
+              const float dot = acc[mi][ni][2 * h + e];
+              const float m = candidate_margin(mg, ql, xlen[c]);
+              // The pessimistic key: a distance no smaller, a similarity no larger, than the exact one.
+              const float key = IP ? dot - m : (qsq + xn2[c] - 2.0f * dot) + m;
+              out[c] = keep[c] ? key : a.excluded;
+            }
+        }
+    }
   }
 }
 

@@ -8,11 +8,12 @@
 // optimistic one (never worse: the pessimistic moved back by twice the margin).
 //
 // Bound: bound[q] holds, as an ordered key, a cost that the query's exact k-th best cannot be
-// worse than. A tile with at least k rows whose pessimistic costs beat the bound lowers it to
-// the k-th of them: those k rows' exact costs are no worse. It only ever falls.
+// worse than. It starts from the exact k best of the query's first probe (scan.cu). A tile with
+// at least k rows whose pessimistic costs beat it lowers it to the k-th of them: those k rows'
+// exact costs are no worse. It only ever falls.
 //
 // Append: a row goes to the query's list only if its optimistic cost reaches the bound as the
-// tile sees it. A row left out is worse than a bound that only falls, so it cannot be among
+// tile sees it (read when its block took the tile's queries, lowered by the block itself since). A row left out is worse than a bound that only falls, so it cannot be among
 // the k best. Every row of the exact k best is therefore appended, wherever its tile ran.
 // The list lives in the query's candidate row (one position per row at most, so it never
 // overflows); the first opt_cap entries also keep their optimistic costs.
@@ -79,42 +80,45 @@ __device__ __forceinline__ uint32_t warp_kth_of_64(uint32_t o0, uint32_t o1, int
   return prefix;
 }
 
-// One query row of a finished 64 x 64 tile, by one warp: lane holds tile rows lane and
-// lane + 32 (pessimistic costs c0, c1; +inf for rows past the tile or excluded; ok0, ok1 say
-// which are real). pos0: the candidate position of tile row 0; m0, m1: the rows' margins.
-__device__ __forceinline__ void prune_tile_row(const PruneState& pr, int64_t q, int64_t pos0, float c0, float c1,
-                                               bool ok0, bool ok1, float m0, float m1) {
-  const int lane = threadIdx.x % 32;
-  const uint32_t o0 = to_ordered(c0), o1 = to_ordered(c1);
-  // Other blocks lower the bound through L2 atomics: read it there, not from a stale L1 line.
-  uint32_t u = __ldcg(pr.bound + q);
-  const int below = __popc(__ballot_sync(kFullMask, o0 < u)) + __popc(__ballot_sync(kFullMask, o1 < u));
-  if (below >= pr.k) {  // this tile alone holds k rows better than the bound: lower it
-    u = warp_kth_of_64(o0, o1, pr.k);
-    if (lane == 0) atomicMin(pr.bound + q, u);
-  }
-  // An unset bound (all ones) reads as NaN: nothing compares greater, every real row goes in.
+// Per query row of a tile: its margin (from the tile's largest row norm, so it covers every
+// row of the tile) and the two thresholds on the cost without margin, `base`: a row is
+// appended when its optimistic cost base - margin can reach the bound u (base <= take), and
+// counts toward lowering it when its pessimistic cost base + margin beats u (base < lower).
+// Rounded outward, so the float comparisons never decide against the real ones.
+template <int N>
+struct PruneRows {
+  float margin[N], take[N], lower[N];
+  int below[N];
+};
+
+constexpr uint32_t kNoBound = 0xffffffffu;  // an ordered key past every cost
+
+template <int N>
+__device__ __forceinline__ void prune_row_thresholds(const MarginTerms& mg, float qlen, float xmax, uint32_t u,
+                                                     PruneRows<N>& rows, int r) {
+  const float m = candidate_margin(mg, qlen, xmax), inf = __int_as_float(0x7f800000);
   const float uf = from_ordered(u);
-  const float opt0 = c0 - 2.0f * m0, opt1 = c1 - 2.0f * m1;
-  const bool in0 = ok0 && !(opt0 > uf), in1 = ok1 && !(opt1 > uf);
-  const unsigned b0 = __ballot_sync(kFullMask, in0), b1 = __ballot_sync(kFullMask, in1);
-  const int n = __popc(b0) + __popc(b1);
-  if (n == 0) return;
-  int base = 0;
-  if (lane == 0) base = atomicAdd(pr.found + q, n);
-  base = __shfl_sync(kFullMask, base, 0);
-  const unsigned before = (1u << lane) - 1u;
-  int32_t* pos = pr.pos + q * pr.stride;
-  float* opt = pr.opt + q * pr.opt_cap;
-  if (in0) {
-    const int i = base + __popc(b0 & before);
-    pos[i] = static_cast<int32_t>(pos0 + lane);
-    if (i < pr.opt_cap) opt[i] = opt0;
-  }
-  if (in1) {
-    const int i = base + __popc(b0) + __popc(b1 & before);
-    pos[i] = static_cast<int32_t>(pos0 + lane + 32);
-    if (i < pr.opt_cap) opt[i] = opt1;
+  rows.margin[r] = m;
+  rows.take[r] = u == kNoBound ? inf : __fadd_ru(uf, m);
+  rows.lower[r] = u == kNoBound ? inf : __fsub_rd(uf, m);
+  rows.below[r] = 0;
+}
+
+// A row that can still enter: its candidate position, and its optimistic cost while there is room.
+__device__ __forceinline__ void append_row(const PruneState& pr, int64_t q, int64_t pos, float opt) {
+  const int i = atomicAdd(pr.found + q, 1);
+  pr.pos[q * pr.stride + i] = static_cast<int32_t>(pos);
+  if (i < pr.opt_cap) pr.opt[q * pr.opt_cap + i] = opt;
+}
+
+// A tile row holding at least k rows better than the bound, by one warp: lane holds the
+// pessimistic costs of tile rows lane and lane + 32 (+inf where there is none). The k-th of
+// them becomes the bound, in global memory and in the block's copy.
+__device__ __forceinline__ void lower_row_bound(const PruneState& pr, int64_t q, float c0, float c1, uint32_t& local) {
+  const uint32_t kth = warp_kth_of_64(to_ordered(c0), to_ordered(c1), pr.k);
+  if (threadIdx.x % 32 == 0) {
+    atomicMin(pr.bound + q, kth);
+    if (kth < local) local = kth;
   }
 }
 

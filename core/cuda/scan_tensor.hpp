@@ -32,8 +32,11 @@ __host__ __device__ inline float candidate_margin(const MarginTerms& m, float qn
   return m.a * qn * xn + m.b * (qn + xn) * (qn + xn);
 }
 
-// Tiles of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows.
-__host__ __device__ inline int64_t tensor_tiles(int64_t pairs, int64_t rows) { return ((pairs + 63) / 64) * ((rows + 63) / 64); }
+// Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows`
+// rows: 64-query tiles x groups of four 64-row tiles (kMmaUnitTiles, scan_mma.cuh).
+__host__ __device__ inline int64_t tensor_tiles(int64_t pairs, int64_t rows) {
+  return ((pairs + 63) / 64) * ((((rows + 63) / 64) + 3) / 4);
+}
 
 template <class T>
 struct RefineArgs {
