@@ -103,9 +103,11 @@ ScanKernel scan_kernel_override() {
   return ScanKernel::Auto;
 }
 
-// Where a pruned pass's appended rows keep their optimistic costs (past it they are re-scored
-// without that test): a few hundred rows per query is the common case (bench/RESULTS.md).
-constexpr int64_t kPruneOptCap = 512;
+// Entries of a pruned pass per query. On the 1M x 128 mixture (k 10, bench/RESULTS.md) ~11
+// rows per query are appended on average, 13-19 at the 99th percentile and up to ~2,400 at
+// the most; past the cap (ties within the margin everywhere) the settling scans the query in
+// full, which costs ~100x its entries' work.
+constexpr int64_t kPruneCap = 4096;
 
 // The length of each query's first segment (its first probe's list).
 __global__ void first_probe_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t* len) {
@@ -126,8 +128,8 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
       const float key = sel_key[q * k + i];
       if (key == pad) break;  // sorted: the rest are padding too
       last = larger ? -key : key;
-      pr.pos[q * pr.stride + n] = sel_pos[q * k + i];
-      if (n < pr.opt_cap) pr.opt[q * pr.opt_cap + n] = last;
+      pr.pos[q * pr.cap + n] = sel_pos[q * k + i];  // k <= cap
+      pr.opt[q * pr.cap + n] = last;
       ++n;
     }
     pr.found[q] = n;
@@ -140,8 +142,8 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
 namespace {
 
 // The query tile follows the expected number of queries per probed list.
-int query_tile(const ScanProblem& p, int64_t probes_per_query) {
-  const double per_list = static_cast<double>(p.nq * probes_per_query) / static_cast<double>(p.lists.nlist);
+int query_tile(int64_t nq, int64_t probes_per_query, int64_t nlist) {
+  const double per_list = static_cast<double>(nq * probes_per_query) / static_cast<double>(nlist);
   return per_list >= 24.0 ? 64 : 16;
 }
 
@@ -151,7 +153,7 @@ ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, cons
   const int64_t npairs = p.nq * p.nprobe;
   const int64_t nlist = p.lists.nlist;
   ScanGroups g;
-  g.tile_q = query_tile(p, hi - lo);
+  g.tile_q = query_tile(p.nq, hi - lo, nlist);
   g.pair_count = DeviceBuffer<int32_t>(ctx, nlist, stream);
   g.pair_begin = DeviceBuffer<int32_t>(ctx, nlist, stream);
   g.grouped = DeviceBuffer<int32_t>(ctx, std::max<int64_t>(1, p.nq * (hi - lo)), stream);
@@ -231,14 +233,14 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // pruned pass against SIMT 1.5x / 1.9x at d = 64 (nprobe 16 / 64), 1.6x / 1.9x at d = 128,
 // 2.3x / 2.7x at d = 960 (below d = 64 not measured: SIMT); the keys pass 1.5-1.7x at d = 960
 // for k 10 and 100, 0.7x at k = 1000, 0.9x at d = 128.
-ScanKernel choose_scan_kernel(const ScanProblem& p) {
-  const bool prunable = p.k <= scan_detail::kPruneMaxK;
+ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int64_t k) {
+  const bool prunable = k <= scan_detail::kPruneMaxK;
   const ScanKernel pinned = scan_kernel_override();
   if (pinned == ScanKernel::Tensor) return prunable ? ScanKernel::TensorPruned : ScanKernel::TensorKeys;
   if (pinned != ScanKernel::Auto) return pinned;
-  if (query_tile(p, p.nprobe) != 64) return ScanKernel::Simt;
-  if (prunable && p.lists.dim >= 64) return ScanKernel::TensorPruned;
-  return p.lists.dim >= 192 && p.k <= 256 ? ScanKernel::TensorKeys : ScanKernel::Simt;
+  if (query_tile(nq, nprobe, nlist) != 64) return ScanKernel::Simt;
+  if (prunable && dim >= 64) return ScanKernel::TensorPruned;
+  return dim >= 192 && k <= 256 ? ScanKernel::TensorKeys : ScanKernel::Simt;
 }
 
 }  // namespace
@@ -269,16 +271,23 @@ DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream
 }
 
 // The pruned tensor pass. Its bounds start from each query's first probe (the nearest list,
-// where most of its k best usually are), scanned exactly by the SIMT kernel: the k best of it
-// are the query's first entries and their k-th cost its first bound. The tensor pass over the
-// other probes then appends only rows that can still beat a bound that is already tight; a
-// bound that starts empty falls only as fast as single 64-row tiles hold k better rows, and on
-// the 1M x 128 mixture that let ~2,700 rows per query through (bench/RESULTS.md).
+// where most of its k best usually are), scanned exactly by the SIMT kernel into a buffer of
+// its own: the k best of it are the query's first entries and their k-th cost its first
+// bound. The tensor pass over the other probes then appends only rows that can still beat a
+// bound that is already tight; a bound that starts empty falls only as fast as single 64-row
+// tiles hold k better rows, and on the 1M x 128 mixture that let ~2,700 rows per query
+// through (bench/RESULTS.md). Nothing is written to the candidate rows (p.cand.dist may be
+// null); their offsets give the positions that order ties.
 void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, ScanOutcome& out) {
   const int64_t nq = p.nq, k = p.k;
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
-  const ScanGroups first = group_probe_range(ctx, stream, p, 0, 1);
-  scan_pass(ctx, stream, p, first, nullptr, 0, unit_offsets(ctx, stream, p, first, false).data());
+  const int64_t largest = std::max<int64_t>(1, p.lists.largest_prefix[1]);
+  DeviceBuffer<float> first_dist(ctx, n * static_cast<std::size_t>(largest), stream);
+  ScanProblem first_probe = p;
+  first_probe.cand.dist = first_dist.data();
+  first_probe.cand.stride = largest;  // a first segment starts at offset 0
+  const ScanGroups first = group_probe_range(ctx, stream, first_probe, 0, 1);
+  scan_pass(ctx, stream, first_probe, first, nullptr, 0, unit_offsets(ctx, stream, p, first, false).data());
 
   DeviceBuffer<int64_t> first_len(ctx, n, stream);
   first_probe_lengths_kernel<<<grid_for(nq), kThreads, 0, stream>>>(p.cand.offsets, nq, p.nprobe, first_len.data());
@@ -286,28 +295,25 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   DeviceBuffer<int32_t> sel_pos(ctx, n * static_cast<std::size_t>(k), stream), sel_count(ctx, n, stream);
   DeviceBuffer<float> sel_key(ctx, n * static_cast<std::size_t>(k), stream);
   SelectInput in;
-  in.keys = p.cand.dist;
-  in.stride = p.cand.stride;
+  in.keys = first_dist.data();
+  in.stride = largest;
   in.lens = first_len.data();
-  in.max_len = p.lists.largest_prefix != nullptr ? p.lists.largest_prefix[1] : p.cand.stride;
+  in.max_len = largest;
   const bool larger = p.metric != Metric::L2;
   select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
 
   out.pruned = true;
-  out.opt_cap = std::max<int64_t>(kPruneOptCap, k);
+  out.cap = std::max<int64_t>(kPruneCap, k);
   out.bound = DeviceBuffer<uint32_t>(ctx, n, stream);
   out.found = DeviceBuffer<int32_t>(ctx, n, stream);
-  out.opt = DeviceBuffer<float>(ctx, n * static_cast<std::size_t>(out.opt_cap), stream);
-  const scan_detail::PruneState prune{out.bound.data(), out.found.data(), reinterpret_cast<int32_t*>(p.cand.dist),
-                                      out.opt.data(),   p.cand.stride,    out.opt_cap,
-                                      static_cast<int>(k)};
-  // The selection has read the first segments: the entries may now overwrite them.
+  out.pos = DeviceBuffer<int32_t>(ctx, n * static_cast<std::size_t>(out.cap), stream);
+  out.opt = DeviceBuffer<float>(ctx, n * static_cast<std::size_t>(out.cap), stream);
+  const scan_detail::PruneState prune = out.prune_state(p);
   seed_prune_kernel<<<grid_for(nq), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq, k,
                                                            larger, p.excluded, prune);
   IVF_CUDA_CHECK_LAUNCH();
-  out.list_norm = DeviceBuffer<float>(ctx, static_cast<std::size_t>(p.lists.nlist), stream);
   if (p.nprobe < 2) return;
-  IVF_CUDA_CHECK(cudaMemsetAsync(out.list_norm.data(), 0, out.list_norm.bytes(), stream));
+  out.list_norm = DeviceBuffer<float>(ctx, static_cast<std::size_t>(p.lists.nlist), stream);  // unused when pruned
   const ScanGroups rest = group_probe_range(ctx, stream, p, 1, p.nprobe);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, true);
   dispatch_element_type(p.lists.type, [&](auto tag) {
@@ -319,8 +325,24 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
 
 }  // namespace
 
+bool scan_is_pruned(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int64_t k) {
+  return choose_scan_kernel(nq, nprobe, nlist, dim, k) == ScanKernel::TensorPruned;
+}
+
+int64_t pruned_scan_words_per_query(int64_t largest_list, int64_t k) {
+  return std::max<int64_t>(1, largest_list) + 2 * std::max<int64_t>(kPruneCap, k) + 2 * k + 4;
+}
+
+scan_detail::PruneState ScanOutcome::prune_state(const ScanProblem& p) const {
+  return scan_detail::PruneState{bound.data(), found.data(), pos.data(), opt.data(), cap, p.cand.stride,
+                                 static_cast<int>(p.k)};
+}
+
 ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
-  const ScanKernel kernel = choose_scan_kernel(p);
+  // Without candidate rows only the pruned pass can run (the caller asked scan_is_pruned).
+  const ScanKernel kernel = p.cand.dist == nullptr
+                                ? ScanKernel::TensorPruned
+                                : choose_scan_kernel(p.nq, p.nprobe, p.lists.nlist, p.lists.dim, p.k);
   ScanOutcome out;
   if (kernel == ScanKernel::TensorPruned) {
     write_candidate_offsets(stream, p);
@@ -347,14 +369,28 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
 
 void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanOutcome& outcome,
                    const int64_t* const* list_ids, int64_t* out_ids, float* out_dists) {
-  const scan_detail::PruneState prune{outcome.bound.data(), outcome.found.data(), reinterpret_cast<int32_t*>(p.cand.dist),
-                                      outcome.opt.data(),   p.cand.stride,        outcome.opt_cap,
-                                      static_cast<int>(p.k)};
+  const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const scan_detail::SettleArgs<T> args{p.queries,   p.nq,     p.lists.dim, p.nprobe, p.k,     p.probes,
-                                          p.lists.rows<T>(), p.lists.start, p.cand, prune, p.lists.ids,
-                                          list_ids,    p.excluded, out_ids,  out_dists};
+    const scan_detail::SettleArgs<T> args{p.queries,
+                                          p.nq,
+                                          p.lists.dim,
+                                          p.nprobe,
+                                          p.k,
+                                          p.probes,
+                                          p.lists.rows<T>(),
+                                          p.lists.start,
+                                          p.cand,
+                                          outcome.prune_state(p),
+                                          p.lists.ids,
+                                          list_ids,
+                                          p.excluded,
+                                          out_ids,
+                                          out_dists,
+                                          p.lists.size,
+                                          p.lists.removed,
+                                          filter,
+                                          p.filter_set};
     scan_detail::launch_settle<T>(ctx, stream, p.metric != Metric::L2, integer_arithmetic(p), args);
   });
 }

@@ -43,19 +43,32 @@ struct ScanProblem {
 // scan_tensor.cuh) pessimistic keys there that refine_candidates settles after a first top-k;
 // or (its pruned form, for small k) per-query bounds and lists of rows that can still enter,
 // which settle_pruned turns into the answer with no candidate-row selection at all.
+namespace scan_detail {
+struct PruneState;
+}
 struct ScanOutcome {
   bool needs_refine = false;
   bool pruned = false;
   DeviceBuffer<float> list_norm;  // nlist: each probed list's largest row norm (tensor pass)
-  DeviceBuffer<uint32_t> bound;   // nq (pruned)
-  DeviceBuffer<int32_t> found;    // nq (pruned)
-  DeviceBuffer<float> opt;        // nq * opt_cap (pruned)
-  int64_t opt_cap = 0;
+  // The pruned pass's state (scan_tensor.hpp, PruneState): per query a bound, a count and up
+  // to cap entries (candidate position, optimistic cost).
+  DeviceBuffer<uint32_t> bound;
+  DeviceBuffer<int32_t> found, pos;
+  DeviceBuffer<float> opt;
+  int64_t cap = 0;
+  scan_detail::PruneState prune_state(const ScanProblem& p) const;
 };
 
 // Runs the whole stage on `stream`, scratch from ctx's pool. No host synchronisation. The
 // kernel (SIMT or tensor cores) is chosen inside, in one place.
 ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p);
+
+// Whether scan_lists takes the pruned tensor pass for a call of nq queries of this shape. It
+// writes no candidate rows: a caller that asked may leave ScanProblem::cand.dist null (only
+// the offsets and lengths are used), and scan_lists then takes that pass for every chunk.
+bool scan_is_pruned(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int64_t k);
+// The pruned pass's device scratch per query, in 4-byte words (for chunk sizing).
+int64_t pruned_scan_words_per_query(int64_t largest_list, int64_t k);
 
 // After a top-k (sel_key, sel_count: nq * k, nq) of a tensor-core pass's candidates: exact
 // distances for the rows that can be among the k best, padding for the rest. A second top-k

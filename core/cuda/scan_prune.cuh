@@ -15,12 +15,13 @@
 // Append: a row goes to the query's list only if its optimistic cost reaches the bound as the
 // tile sees it (read when its block took the tile's queries, lowered by the block itself since). A row left out is worse than a bound that only falls, so it cannot be among
 // the k best. Every row of the exact k best is therefore appended, wherever its tile ran.
-// The list lives in the query's candidate row (one position per row at most, so it never
-// overflows); the first opt_cap entries also keep their optimistic costs.
+// The list holds cap entries (position, optimistic cost); a query whose rows overflow it (ties
+// within the margin everywhere) is flagged by its count.
 //
 // Settle: one warp per query re-scores, with the SIMT scan's arithmetic, the appended rows that
 // can still enter (optimistic cost within the final bound and the k-th exact cost found so far)
 // and keeps the k best by (exact cost, candidate position): the SIMT scan's order, ties included.
+// An overflowed query is scanned in full, exactly, by a block of its own instead.
 #pragma once
 
 #include <cstdint>
@@ -104,11 +105,12 @@ __device__ __forceinline__ void prune_row_thresholds(const MarginTerms& mg, floa
   rows.below[r] = 0;
 }
 
-// A row that can still enter: its candidate position, and its optimistic cost while there is room.
+// A row that can still enter: its candidate position and optimistic cost.
 __device__ __forceinline__ void append_row(const PruneState& pr, int64_t q, int64_t pos, float opt) {
   const int i = atomicAdd(pr.found + q, 1);
-  pr.pos[q * pr.stride + i] = static_cast<int32_t>(pos);
-  if (i < pr.opt_cap) pr.opt[q * pr.opt_cap + i] = opt;
+  if (i >= pr.cap) return;  // overflowed: the settling scans this query in full
+  pr.pos[q * pr.cap + i] = static_cast<int32_t>(pos);
+  pr.opt[q * pr.cap + i] = opt;
 }
 
 // A tile row holding at least k rows better than the bound, by one warp: lane holds the
@@ -151,6 +153,39 @@ __device__ __forceinline__ uint64_t warp_merge32(uint64_t best, uint64_t fresh) 
   return key;
 }
 
+// The (cost, position) key of a candidate row by the SIMT scan's arithmetic.
+template <class T, bool IP, bool INT>
+__device__ __forceinline__ uint64_t exact_key(const SettleArgs<T>& a, const float* query, int64_t l, int64_t row,
+                                              int64_t pos) {
+  const float d = exact_row_distance<T, IP, INT>(query, a.vectors + (a.list_start[l] + row) * a.dim, a.dim);
+  return (static_cast<uint64_t>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(pos);
+}
+
+// Query q's answer from its 32 best keys (lane j: the (j+1)-th), as the finaliser writes it:
+// padding past the candidates and for distances equal to the padding value.
+template <class T, bool IP>
+__device__ __forceinline__ void write_settled(const SettleArgs<T>& a, int64_t q, uint64_t best) {
+  constexpr uint64_t kNone = ~uint64_t{0};
+  const int lane = threadIdx.x % 32;
+  if (lane >= a.k) return;
+  const int64_t e = q * a.k + lane;
+  float d = a.pad;
+  if (best != kNone) {
+    const float cost = from_ordered(static_cast<uint32_t>(best >> 32));
+    d = IP ? -cost : cost;
+  }
+  if (best == kNone || d == a.pad) {
+    a.out_ids[e] = -1;
+    a.out_dists[e] = a.pad;
+    return;
+  }
+  int64_t probe, row;
+  a.cand.locate(q, static_cast<int64_t>(best & 0xffffffffu), probe, row);
+  const int64_t l = a.probes[q * a.nprobe + probe];
+  a.out_ids[e] = a.list_ids != nullptr ? a.list_ids[l][row] : a.ids[a.list_start[l] + row];
+  a.out_dists[e] = d;
+}
+
 template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
   constexpr uint64_t kNone = ~uint64_t{0};
@@ -160,67 +195,93 @@ __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
     const float* query = a.queries + q * a.dim;
     const float bound = from_ordered(__ldcg(a.prune.bound + q));
     const int n = __ldcg(a.prune.found + q);
-    const int32_t* pos = a.prune.pos + q * a.prune.stride;
-    const float* opt = a.prune.opt + q * a.prune.opt_cap;
+    if (n > a.prune.cap) continue;  // overflowed: settle_overflow_kernel's
     uint64_t best = kNone;  // lane j: the (j+1)-th best (cost, position) so far
+    const int32_t* pos = a.prune.pos + q * a.prune.cap;
+    const float* opt = a.prune.opt + q * a.prune.cap;
     for (int b = 0; b < n; b += 32) {
       const uint64_t kth = __shfl_sync(kFullMask, best, static_cast<int>(a.k) - 1);
-      const float kth_cost = kth == kNone ? __int_as_float(0x7fffffff) : from_ordered(static_cast<uint32_t>(kth >> 32));
+      const float kth_cost =
+          kth == kNone ? __int_as_float(0x7fffffff) : from_ordered(static_cast<uint32_t>(kth >> 32));
       const int i = b + lane;
       uint64_t key = kNone;
       if (i < n) {
-        // Past opt_cap the optimistic cost was not kept: re-score.
-        const float o = i < a.prune.opt_cap ? __ldcg(opt + i) : -__int_as_float(0x7f800000);
+        const float o = __ldcg(opt + i);
+        // Only a row whose optimistic cost reaches the bound and the k-th so far can enter.
         if (!(o > bound) && !(o > kth_cost)) {
           const int32_t p = __ldcg(pos + i);
           int64_t probe, row;
           a.cand.locate(q, p, probe, row);
-          const int64_t l = a.probes[q * a.nprobe + probe];
-          const float d = exact_row_distance<T, IP, INT>(query, a.vectors + (a.list_start[l] + row) * a.dim, a.dim);
-          key = (static_cast<uint64_t>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(p);
+          key = exact_key<T, IP, INT>(a, query, a.probes[q * a.nprobe + probe], row, p);
         }
       }
       if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
     }
-    if (lane < a.k) {
-      const int64_t e = q * a.k + lane;
-      float d = a.pad;
-      if (best != kNone) {
-        const float cost = from_ordered(static_cast<uint32_t>(best >> 32));
-        d = IP ? -cost : cost;
-      }
-      // Past the candidates, or a distance the finaliser would print as padding.
-      if (best == kNone || d == a.pad) {
-        a.out_ids[e] = -1;
-        a.out_dists[e] = a.pad;
-      } else {
-        int64_t probe, row;
-        a.cand.locate(q, static_cast<int64_t>(best & 0xffffffffu), probe, row);
-        const int64_t l = a.probes[q * a.nprobe + probe];
-        a.out_ids[e] = a.list_ids != nullptr ? a.list_ids[l][row] : a.ids[a.list_start[l] + row];
-        a.out_dists[e] = d;
+    write_settled<T, IP>(a, q, best);
+  }
+}
+
+// The overflowed queries of a pruned pass, a block each: every candidate row exactly, as the
+// SIMT scan computes it (excluded rows left out); each warp keeps the 32 best of its share and
+// warp 0 merges the eight.
+template <class T, bool IP, bool INT>
+__global__ void __launch_bounds__(kThreads) settle_overflow_kernel(SettleArgs<T> a) {
+  constexpr uint64_t kNone = ~uint64_t{0};
+  __shared__ uint64_t part[kThreads / 32][32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int64_t q = blockIdx.x; q < a.nq; q += gridDim.x) {
+    if (__ldcg(a.prune.found + q) <= a.prune.cap) continue;  // settled by settle_kernel
+    const float* query = a.queries + q * a.dim;
+    uint64_t best = kNone;
+    for (int64_t p = 0; p < a.nprobe; ++p) {
+      const int64_t l = a.probes[q * a.nprobe + p];
+      if (l < 0) continue;
+      const int64_t size = a.list_size[l], off = a.cand.offsets[q * (a.nprobe + 1) + p];
+      for (int64_t r0 = warp * 32; r0 < size; r0 += kThreads) {
+        const int64_t row = r0 + lane;
+        uint64_t key = kNone;
+        if (row < size) {
+          const int64_t slot = a.list_start[l] + row;
+          bool ok = a.removed == nullptr || ((a.removed[slot >> 6] >> (slot & 63)) & 1u) == 0;
+          if (ok && a.filter != 0) ok = a.filter_set.contains(a.ids[slot]) == (a.filter == 1);
+          if (ok) key = exact_key<T, IP, INT>(a, query, l, row, off + row);
+        }
+        if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
       }
     }
+    part[warp][lane] = best;
+    __syncthreads();
+    if (warp == 0) {
+      for (int w = 1; w < kThreads / 32; ++w) best = warp_merge32(best, part[w][lane]);
+      write_settled<T, IP>(a, q, best);
+    }
+    __syncthreads();
   }
 }
 
 template <class T>
 void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const SettleArgs<T>& args) {
-  auto go = [&](auto kernel) {
-    const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
-    const int64_t want = (args.nq + kThreads / 32 - 1) / (kThreads / 32);
-    const int64_t grid = std::min<int64_t>(want, static_cast<int64_t>(std::max(1, per_sm)) * ctx.limits().sm_count);
-    kernel<<<static_cast<unsigned>(std::max<int64_t>(1, grid)), kThreads, 0, stream>>>(args);
+  // A warp per query for the settled ones, then a block per overflowed one (the rest return).
+  auto go = [&](auto settle, auto overflow) {
+    const int64_t resident = static_cast<int64_t>(std::max(1, ctx.blocks_per_sm(reinterpret_cast<const void*>(settle),
+                                                                                kThreads, 0))) *
+                             ctx.limits().sm_count;
+    const int64_t warps_grid = std::min<int64_t>((args.nq + kThreads / 32 - 1) / (kThreads / 32), resident);
+    settle<<<static_cast<unsigned>(std::max<int64_t>(1, warps_grid)), kThreads, 0, stream>>>(args);
+    IVF_CUDA_CHECK_LAUNCH();
+    overflow<<<static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(args.nq, resident))), kThreads, 0,
+               stream>>>(args);
+    IVF_CUDA_CHECK_LAUNCH();
   };
   if constexpr (DeviceElement<T>::kInteger) {
     if (integer) {
-      ip ? go(settle_kernel<T, true, true>) : go(settle_kernel<T, false, true>);
-      IVF_CUDA_CHECK_LAUNCH();
+      ip ? go(settle_kernel<T, true, true>, settle_overflow_kernel<T, true, true>)
+         : go(settle_kernel<T, false, true>, settle_overflow_kernel<T, false, true>);
       return;
     }
   }
-  ip ? go(settle_kernel<T, true, false>) : go(settle_kernel<T, false, false>);
-  IVF_CUDA_CHECK_LAUNCH();
+  ip ? go(settle_kernel<T, true, false>, settle_overflow_kernel<T, true, false>)
+     : go(settle_kernel<T, false, false>, settle_overflow_kernel<T, false, false>);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

@@ -59,10 +59,11 @@ struct RefineArgs {
 constexpr int kPruneMaxK = 32;
 struct PruneState {
   uint32_t* bound = nullptr;  // nq: an ordered cost (to_ordered) the exact k-th cannot be worse than
-  int32_t* found = nullptr;   // nq: rows appended (zeroed by the caller)
-  int32_t* pos = nullptr;     // nq * stride: their candidate positions (the candidate rows' memory)
-  float* opt = nullptr;       // nq * opt_cap: the first opt_cap rows' optimistic costs
-  int64_t stride = 0, opt_cap = 0;
+  int32_t* found = nullptr;   // nq: rows appended (past cap: the query overflowed)
+  int32_t* pos = nullptr;     // nq * cap: their candidate positions
+  float* opt = nullptr;       // nq * cap: their optimistic costs
+  int64_t cap = 0;
+  int64_t stride = 0;  // the candidate rows' stride: turns the scan's slots into positions
   int k = 0;
 };
 
@@ -90,6 +91,12 @@ struct SettleArgs {
   float pad;
   int64_t* out_ids;
   float* out_dists;
+  // What a query that overflowed its entries scans again in full: the lists and the rows the
+  // scan excludes (removed slots, a filter on ids by slot).
+  const int64_t* list_size;
+  const uint64_t* removed;
+  int filter;  // 0 none, 1 allow, 2 deny
+  IdSetView filter_set;
 };
 template <class T>
 void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const SettleArgs<T>& args);

@@ -80,11 +80,15 @@ SearchPlan plan_search(const SearchIndexView& index, const SearchRequest& req) {
   p.bound = index.lists.largest_prefix[p.nprobe];
   if (p.bound >= (int64_t{1} << 31))
     fail(Errc::Unsupported, "search: a query's probed lists hold 2^31 or more vectors; lower nprobe");
+  // The host tier's scanner streams segments into candidate rows: never pruned.
+  p.pruned = !p.empty && index.scanner == nullptr && scan_is_pruned(req.n(), p.nprobe, p.nlist, p.dim, p.k);
+  p.scan_words = p.pruned ? pruned_scan_words_per_query(index.lists.largest_prefix[1], p.k) : p.bound;
   return p;
 }
 
 int64_t initial_chunk(const DeviceContext& ctx, const SearchIndexView& index, const SearchPlan& p, int64_t n) {
-  const int64_t bound = p.bound, nlist = p.nlist, k = p.k, nprobe = p.nprobe, dim = p.dim;
+  // bound: the scan's words per query (candidate rows, or the pruned pass's scratch).
+  const int64_t bound = p.scan_words, nlist = p.nlist, k = p.k, nprobe = p.nprobe, dim = p.dim;
   // Candidate rows of a chunk: up to 1/16 of the device's memory, at most 4 GiB (1G floats),
   // so that big batches keep many queries per list tile.
   const int64_t cand_budget = std::max<int64_t>(
@@ -113,7 +117,7 @@ ChunkScratch::ChunkScratch(const DeviceContext& ctx, const SearchPlan& p, int64_
   probe_count = DeviceBuffer<int32_t>(ctx, n(rows), stream);
   cand_off = DeviceBuffer<int64_t>(ctx, n(rows * (p.nprobe + 1)), stream);
   cand_len = DeviceBuffer<int64_t>(ctx, n(rows), stream);
-  cand = DeviceBuffer<float>(ctx, n(rows * p.bound), stream);
+  if (!p.pruned) cand = DeviceBuffer<float>(ctx, n(rows * p.bound), stream);
   sel_pos = DeviceBuffer<int32_t>(ctx, n(rows * p.k), stream);
   sel_key = DeviceBuffer<float>(ctx, n(rows * p.k), stream);
   sel_count = DeviceBuffer<int32_t>(ctx, n(rows), stream);

@@ -26,6 +26,10 @@ struct SearchPlan {
   bool normalize = false;    // cosine: queries normalised on the device
   int64_t bound = 0;         // the longest candidate row any query can have
   bool empty = false;        // no live row: every result is padding
+  // The scan keeps candidates on chip (scan_is_pruned): no candidate rows are allocated, and
+  // a chunk's scratch per query is scan_words instead of bound.
+  bool pruned = false;
+  int64_t scan_words = 0;
 };
 
 // Fails (Errc::Unsupported) when a query's probed lists could hold 2^31 vectors.

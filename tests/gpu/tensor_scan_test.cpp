@@ -102,9 +102,10 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnNearDuplicates) {
   }
 }
 
-// Every row of a list ties every other: two points, 3,000 copies each. The pruned pass then
-// cannot leave anything out (each query appends every row it scans, past the rows whose
-// optimistic costs are kept), and the answer is decided by candidate position alone.
+// Every row of a list ties every other: two points, 8,000 copies each. The pruned pass then
+// cannot leave anything out: each query appends every row it scans, more than its 4,096
+// entries hold, and is settled by a full exact scan; the answer is decided by candidate
+// position.
 TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
   IVFTEST_REQUIRE_GPU();
   const int64_t dim = 64, nlist = 2, nq = 500;
@@ -113,7 +114,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
   std::vector<float> point(2 * dim);
   for (float& v : point) v = g(rng);
   std::vector<float> x;
-  for (int64_t i = 0; i < 6000; ++i) x.insert(x.end(), point.begin() + (i % 2) * dim, point.begin() + (i % 2 + 1) * dim);
+  for (int64_t i = 0; i < 16000; ++i) x.insert(x.end(), point.begin() + (i % 2) * dim, point.begin() + (i % 2 + 1) * dim);
   std::vector<float> q;
   for (int64_t i = 0; i < nq; ++i)
     for (int64_t j = 0; j < dim; ++j) q.push_back(point[(i % 2) * dim + j] + 0.1f * g(rng));
@@ -123,6 +124,18 @@ TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
     for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}})
       for (int64_t nprobe : {int64_t{1}, nlist})
         EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "") << "metric " << metric << " k " << k << " nprobe " << nprobe;
+    // The full scan of an overflowed query leaves out what the scan excludes: removed rows
+    // (every third) and a deny filter (every fifth id).
+    std::vector<int64_t> gone, denied;
+    for (int64_t i = 0; i < 16000; i += 3) gone.push_back(i);
+    for (int64_t i = 1; i < 16000; i += 5) denied.push_back(i);
+    int64_t removed = 0;
+    ASSERT_EQ(ivf_remove(idx.get(), nullptr, gone.data(), static_cast<int64_t>(gone.size()), &removed), IVF_OK)
+        << ivf_last_error_message();
+    ivf_filter* f = nullptr;
+    ASSERT_EQ(ivf_filter_create(&f, denied.data(), static_cast<int64_t>(denied.size()), IVF_FILTER_DENY), IVF_OK);
+    EXPECT_EQ(compare(idx.get(), q, nq, dim, 32, nlist, f), "") << "metric " << metric << ", removals and a filter";
+    ivf_filter_free(f);
   }
 }
 
