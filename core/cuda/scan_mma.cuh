@@ -49,23 +49,30 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
 }
 
 // Thread tid stages row tid / 4, dimensions slab * 16 + (tid % 4) * 4 .. + 3 of the slice, for
-// slab 0 and 1: its two float4 belong to one row, so its partial norm is that row's.
-template <class R, class RowPtr>
-__device__ __forceinline__ void mma_load_slice(float4 (&v)[2], RowPtr row_ptr, int64_t d0, int64_t dim) {
-  const int r = threadIdx.x / 4, c = (threadIdx.x % 4) * 4;
-  const R* p = row_ptr(r);
+// slab 0 and 1: its two float4 belong to one row, so its partial norm is that row's. Its row
+// pointer (nullptr: no row) is resolved once per tile, already offset to its four columns.
+template <class R>
+__device__ __forceinline__ const R* mma_thread_row(const R* row) {
+  return row == nullptr ? nullptr : row + (threadIdx.x % 4) * 4;
+}
+template <class R>
+__device__ __forceinline__ void mma_load_slice(float4 (&v)[2], const R* p, int d0, int dim) {
+  const int c = (threadIdx.x % 4) * 4;
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    const int64_t j = d0 + s * kMmaSlab + c;
-    v[s] = (p != nullptr && j < dim) ? DeviceElement<R>::load4(p + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+    const int j = d0 + s * kMmaSlab;
+    v[s] = (p != nullptr && j + c < dim) ? DeviceElement<R>::load4(p + j) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
-__device__ __forceinline__ void mma_store_slice(float (*s)[kMmaTile][kMmaSlab], const float4 (&v)[2], float& norm) {
+// norm: whether to add the staged values' squares to `sum` (a unit's query norms are summed
+// on its first row tile only).
+__device__ __forceinline__ void mma_store_slice(float (*s)[kMmaTile][kMmaSlab], const float4 (&v)[2], float& sum,
+                                                bool norm) {
   const int r = threadIdx.x / 4, c = (threadIdx.x % 4) * 4;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     *reinterpret_cast<float4*>(&s[i][r][c]) = v[i];
-    norm = fmaf(v[i].x, v[i].x, fmaf(v[i].y, v[i].y, fmaf(v[i].z, v[i].z, fmaf(v[i].w, v[i].w, norm))));
+    if (norm) sum = fmaf(v[i].x, v[i].x, fmaf(v[i].y, v[i].y, fmaf(v[i].z, v[i].z, fmaf(v[i].w, v[i].w, sum))));
   }
 }
 // Element-wise staging (dimensions not a multiple of four, or unaligned rows).
@@ -154,27 +161,31 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
       float qnorm = 0.0f, xnorm = 0.0f;
+      const bool first_tile = vt == vt_begin;
+      const int dim = static_cast<int>(a.dim);
+      const float* my_q = mma_thread_row(q_ptr(tid / 4));
+      const T* my_x = mma_thread_row(x_ptr(tid / 4));
       if (a.vec4 && !preloaded) {
-        mma_load_slice<float>(qv, q_ptr, 0, a.dim);
-        mma_load_slice<T>(xv, x_ptr, 0, a.dim);
+        mma_load_slice(qv, my_q, 0, dim);
+        mma_load_slice(xv, my_x, 0, dim);
       }
       preloaded = false;
-      for (int64_t d0 = 0; d0 < a.dim; d0 += kMmaSlice) {
+      for (int d0 = 0; d0 < dim; d0 += kMmaSlice) {
         if (a.vec4) {
-          mma_store_slice(qs, qv, qnorm);
-          mma_store_slice(xs, xv, xnorm);
+          mma_store_slice(qs, qv, qnorm, first_tile);
+          mma_store_slice(xs, xv, xnorm, true);
         } else {
           mma_stage_slice1<float>(qs, q_ptr, d0, a.dim);
           mma_stage_slice1<T>(xs, x_ptr, d0, a.dim);
         }
         __syncthreads();
         if (a.vec4) {  // the next slice travels while this one is multiplied
-          if (d0 + kMmaSlice < a.dim) {
-            mma_load_slice<float>(qv, q_ptr, d0 + kMmaSlice, a.dim);
-            mma_load_slice<T>(xv, x_ptr, d0 + kMmaSlice, a.dim);
+          if (d0 + kMmaSlice < dim) {
+            mma_load_slice(qv, my_q, d0 + kMmaSlice, dim);
+            mma_load_slice(xv, my_x, d0 + kMmaSlice, dim);
           } else if (vt + 1 < vt_end) {  // ... or the next row tile's first, over the epilogue
-            mma_load_slice<float>(qv, q_ptr, 0, a.dim);
-            mma_load_slice<T>(xv, next_ptr, 0, a.dim);
+            mma_load_slice(qv, my_q, 0, dim);
+            mma_load_slice(xv, mma_thread_row(next_ptr(tid / 4)), 0, dim);
             preloaded = true;
           }
         }
@@ -222,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         xnorm += __shfl_xor_sync(0xffffffffu, xnorm, 1);
         xnorm += __shfl_xor_sync(0xffffffffu, xnorm, 2);
         if (tid % 4 == 0) {
-          qn2[tid / 4] = qnorm;
+          if (first_tile) qn2[tid / 4] = qnorm;  // the same queries on the unit's later tiles
           xn2[tid / 4] = xnorm;
         }
       } else if (tid < kMmaTile) {
