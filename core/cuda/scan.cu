@@ -209,7 +209,7 @@ scan_detail::TileArgs<T> tile_args(const ScanProblem& p, const ScanGroups& g, co
   return scan_detail::TileArgs<T>{segments, nseg, p.queries, p.lists.dim, p.lists.nlist, p.nprobe, p.lists.rows<T>(),
                                   p.lists.start, p.lists.size, g.grouped.data(), g.pair_begin.data(),
                                   g.pair_count.data(), tile_off, p.cand, vec4, removed != nullptr || filter != 0,
-                                  removed, p.lists.ids, filter, p.filter_set, p.excluded};
+                                  removed, p.lists.ids, filter, p.filter_set, p.excluded, p.centroids};
 }
 
 bool integer_arithmetic(const ScanProblem& p) { return p.integer_queries && is_integer(p.lists.type); }

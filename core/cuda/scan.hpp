@@ -37,6 +37,9 @@ struct ScanProblem {
   // integers): distances to integer rows are then exact integer sums.
   bool integer_queries = false;
   int64_t k = 0;  // the search's k (the scan kernel's choice depends on it)
+  // nlist * dim (device): the lists' centroids. The pruned pass's L2 arithmetic runs on
+  // vectors minus their list's centroid, where its error bound is far tighter (optional).
+  const float* centroids = nullptr;
 };
 
 // What the stage left: exact distances in the candidate rows; or (the tensor-core pass,

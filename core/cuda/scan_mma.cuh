@@ -31,6 +31,8 @@ constexpr int kMmaSlab = 16;  // dimensions per shared slab: two k steps of the 
 // Row tiles per work unit: the unit's set-up (finding its list, its queries' places) is paid
 // once for all of them, and each tile's first slice loads during the previous one's epilogue.
 constexpr int kMmaUnitTiles = 4;
+// The pruned L2 pass centres on the list's centroid up to this many dimensions (shared memory).
+constexpr int kMmaMaxCentredDim = 1024;
 
 // Float keys of non-negative floats compare like their bits: atomicMax on the bits.
 __device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
@@ -76,13 +78,28 @@ __device__ __forceinline__ void mma_store_slice(float (*s)[kMmaTile][kMmaSlab], 
   }
 }
 // Element-wise staging (dimensions not a multiple of four, or unaligned rows).
+// centre: the list's centroid staged in shared memory (moved off every value), or nullptr.
 template <class R, class RowPtr>
 __device__ __forceinline__ void mma_stage_slice1(float (*s)[kMmaTile][kMmaSlab], RowPtr row_ptr, int64_t d0,
-                                                 int64_t dim) {
+                                                 int64_t dim, const float* centre) {
   for (int e = threadIdx.x; e < kMmaTile * kMmaSlice; e += kThreads) {
     const int r = e / kMmaSlice, j = e % kMmaSlice;
     const R* p = row_ptr(r);
-    s[j / kMmaSlab][r][j % kMmaSlab] = (p != nullptr && d0 + j < dim) ? DeviceElement<R>::load1(p + d0 + j) : 0.0f;
+    float v = 0.0f;
+    if (p != nullptr && d0 + j < dim) {
+      v = DeviceElement<R>::load1(p + d0 + j);
+      if (centre != nullptr) v -= centre[d0 + j];
+    }
+    s[j / kMmaSlab][r][j % kMmaSlab] = v;
+  }
+}
+// The same for this thread's two staged float4 (mma_load_slice's columns).
+__device__ __forceinline__ void mma_centre(float4 (&v)[2], const float* centre, int d0) {
+  const int c = (threadIdx.x % 4) * 4;
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const float4 m = *reinterpret_cast<const float4*>(centre + d0 + s * kMmaSlab + c);
+    v[s] = make_float4(v[s].x - m.x, v[s].y - m.y, v[s].z - m.z, v[s].w - m.w);
   }
 }
 
@@ -108,6 +125,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ uint32_t qbound[PRUNE ? kMmaTile : 1];
   __shared__ PruneRows<PRUNE ? kMmaTile : 1> rows_pr;
   __shared__ float xmax_part[2];
+  // PRUNE, L2: the unit's list centroid, moved off queries and rows alike (distances do not
+  // change; norms, and with them the error bound, shrink to the cluster's scale).
+  constexpr bool kCentre = PRUNE && !IP;
+  __shared__ __align__(16) float centre_s[kCentre ? kMmaMaxCentredDim : 4];
+  const bool centred = kCentre && a.centroids != nullptr && a.dim <= kMmaMaxCentredDim;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
@@ -126,6 +148,11 @@ __global__ void __launch_bounds__(kThreads, 2)
     load_query_tile<kMmaTile>(a, l, qt, pcount, 0, q_row, out_base);
     // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
     if (PRUNE && tid < pcount) qbound[tid] = __ldcg(pr.bound + q_row[tid]);
+    if (centred) {  // zero past dim: the padded dimensions stay zero
+      const int64_t padded = (a.dim + kMmaSlice - 1) / kMmaSlice * kMmaSlice;
+      for (int64_t j = tid; j < padded; j += kThreads) centre_s[j] = j < a.dim ? a.centroids[l * a.dim + j] : 0.0f;
+    }
+    const float* centre = centred ? centre_s : nullptr;
     const auto q_ptr = [&](int r) -> const float* {
       const int64_t q = q_row[r];
       return q >= 0 ? a.queries + q * a.dim : nullptr;
@@ -172,11 +199,15 @@ __global__ void __launch_bounds__(kThreads, 2)
       preloaded = false;
       for (int d0 = 0; d0 < dim; d0 += kMmaSlice) {
         if (a.vec4) {
+          if (centre != nullptr) {
+            mma_centre(qv, centre, d0);
+            mma_centre(xv, centre, d0);
+          }
           mma_store_slice(qs, qv, qnorm, first_tile);
           mma_store_slice(xs, xv, xnorm, true);
         } else {
-          mma_stage_slice1<float>(qs, q_ptr, d0, a.dim);
-          mma_stage_slice1<T>(xs, x_ptr, d0, a.dim);
+          mma_stage_slice1<float>(qs, q_ptr, d0, a.dim, centre);
+          mma_stage_slice1<T>(xs, x_ptr, d0, a.dim, centre);
         }
         __syncthreads();
         if (a.vec4) {  // the next slice travels while this one is multiplied

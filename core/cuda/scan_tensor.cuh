@@ -33,7 +33,9 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
                                        : (ip ? list_mma_kernel<T, true, false> : list_mma_kernel<T, false, false>);
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kThreads, 0, stream>>>(args, margin_terms(!ip, args.dim), list_norm,
+  // The kernel's own condition for centring (list_mma_kernel), which its margin must know.
+  const bool centred = prune != nullptr && !ip && args.centroids != nullptr && args.dim <= kMmaMaxCentredDim;
+  kernel<<<grid, kThreads, 0, stream>>>(args, margin_terms(!ip, args.dim, centred), list_norm,
                                         prune != nullptr ? *prune : PruneState{});
   IVF_CUDA_CHECK_LAUNCH();
 }

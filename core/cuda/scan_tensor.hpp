@@ -21,12 +21,17 @@ namespace ivfgpu::cuda::scan_detail {
 struct MarginTerms {
   float a = 0.0f, b = 0.0f;
 };
-__host__ __device__ inline MarginTerms margin_terms(bool l2, int64_t dim) {
+//
+// centered (L2 only): both vectors are first moved by the same centroid c, in fp32, and the
+// norms are those of q - c and x - c. Each coordinate difference then carries one more
+// rounding, u (|q_j - c_j| + |x_j - c_j|), which moves the squared distance by at most about
+// 2u (|q - c| + |x - c|)^2: 3u more in b.
+__host__ __device__ inline MarginTerms margin_terms(bool l2, int64_t dim, bool centered = false) {
   const float u = 5.9604645e-08f;  // 2^-24
   const float rounding = static_cast<float>(dim + 4) * u;
   const float dot = 2.0f * 9.765625e-04f + rounding;
   if (!l2) return MarginTerms{2.0f * (dot + rounding), 0.0f};
-  return MarginTerms{4.0f * dot, 6.0f * rounding};
+  return MarginTerms{4.0f * dot, 6.0f * rounding + (centered ? 3.0f * u : 0.0f)};
 }
 __host__ __device__ inline float candidate_margin(const MarginTerms& m, float qn, float xn) {
   return m.a * qn * xn + m.b * (qn + xn) * (qn + xn);

@@ -41,6 +41,7 @@ struct TileArgs {
   int filter;                 // 0 none, 1 allow, 2 deny
   IdSetView filter_set;
   float excluded;
+  const float* centroids;  // nlist * dim, or nullptr (the pruned tensor pass centres L2 on them)
 };
 
 // tile_q: 16 or 64 queries per tile. integer: integer rows against integer-valued queries,

@@ -164,6 +164,7 @@ void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, 
   sp.excluded = plan.pad;
   sp.integer_queries = is_integer(plan.qtype) && plan.qtype == lists.type;
   sp.k = k;
+  sp.centroids = index.centroids;
   if (req.filter != nullptr && index.filter_set != nullptr) {
     sp.filter = req.filter->allow() ? ScanProblem::Filter::Allow : ScanProblem::Filter::Deny;
     sp.filter_set = *index.filter_set;
