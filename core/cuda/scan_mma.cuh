@@ -103,6 +103,20 @@ __device__ __forceinline__ void mma_centre(float4 (&v)[2], const float* centre, 
   }
 }
 
+// f(mi, h, r) for each query row r < pcount that the warp's accumulators hold: accumulator i of
+// mma tile (mi, ni) is query row wq + 16 mi + g (+ 8 for i >= 2, h = 1), tile row
+// wv + 8 ni + 2 (lane % 4) + (i & 1).
+template <class F>
+__device__ __forceinline__ void for_each_accumulator_row(int wq, int g, int pcount, F&& f) {
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wq + 16 * mi + g + 8 * h;
+      if (r < pcount) f(mi, h, r);
+    }
+}
+
 // Eight warps: warp w multiplies query rows 32 * (w / 4) .. + 32 by tile rows 16 * (w % 4) .. + 16
 // (2 x 2 mma tiles of 16 x 8). The next slice is loaded into registers while this one is
 // multiplied. Each lane writes its own accumulators' keys (no shared staging of the dots).
@@ -292,37 +306,30 @@ __global__ void __launch_bounds__(kThreads, 2)
         __syncthreads();
         if (tid < pcount) prune_row_thresholds(mg, qlen[tid], fmaxf(xmax_part[0], xmax_part[1]), qbound[tid], rows_pr, tid);
         __syncthreads();
-        // Accumulator i of mma tile (mi, ni): query row wq + 16 mi + g (+ 8 for i >= 2), tile row
-        // wv + 8 ni + 2 (lane % 4) + (i & 1).
         if (active) {
+          for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+            const float qsq = IP ? 0.0f : qn2[r], m = rows_pr.margin[r];
+            const float take = rows_pr.take[r], lower = rows_pr.lower[r];
+            const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
+            int below = 0;
 #pragma unroll
-          for (int mi = 0; mi < 2; ++mi)
+            for (int ni = 0; ni < 2; ++ni) {
+              const int c = wv + 8 * ni + t4 / 2;
+              float v[2];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int r = wq + 16 * mi + g + 8 * h;
-              if (r >= pcount) continue;
-              const float qsq = IP ? 0.0f : qn2[r], m = rows_pr.margin[r];
-              const float take = rows_pr.take[r], lower = rows_pr.lower[r];
-              const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
-              int below = 0;
-#pragma unroll
-              for (int ni = 0; ni < 2; ++ni) {
-                const int c = wv + 8 * ni + t4 / 2;
-                float v[2];
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                  // The cost without its margin (smaller is better for both metrics).
-                  const float dot = acc[mi][ni][2 * h + e];
-                  const float base = IP ? -dot : fmaf(-2.0f, dot, qsq + xn2[c + e]);
-                  const bool ok = keep[c + e];
-                  if (ok && base <= take) append_row(pr, q, pos0 + c + e, __fsub_rd(base, m));
-                  below += (ok && base < lower) ? 1 : 0;
-                  v[e] = ok ? __fadd_ru(base, m) : __int_as_float(0x7f800000);  // the pessimistic cost
-                }
-                *reinterpret_cast<float2*>(&costs[r][c]) = make_float2(v[0], v[1]);
+              for (int e = 0; e < 2; ++e) {
+                // The cost without its margin (smaller is better for both metrics).
+                const float dot = acc[mi][ni][2 * h + e];
+                const float base = IP ? -dot : fmaf(-2.0f, dot, qsq + xn2[c + e]);
+                const bool ok = keep[c + e];
+                if (ok && base <= take) append_row(pr, q, pos0 + c + e, __fsub_rd(base, m));
+                below += (ok && base < lower) ? 1 : 0;
+                v[e] = ok ? __fadd_ru(base, m) : __int_as_float(0x7f800000);  // the pessimistic cost
               }
-              if (below > 0) atomicAdd(&rows_pr.below[r], below);
+              *reinterpret_cast<float2*>(&costs[r][c]) = make_float2(v[0], v[1]);
             }
+            if (below > 0) atomicAdd(&rows_pr.below[r], below);
+          });
         }
         __syncthreads();
         for (int r = warp; r < pcount; r += kThreads / 32)
@@ -331,29 +338,22 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       __syncthreads();
       if (!active) continue;
-      // Accumulator i of mma tile (mi, ni): query row wq + 16 mi + g (+ 8 for i >= 2), tile row
-      // wv + 8 ni + 2 (lane % 4) + (i & 1).
+      for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+        const float qsq = qn2[r], ql = qlen[r];
+        float* out = a.cand.dist + out_base[r] + v0;
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+        for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = wq + 16 * mi + g + 8 * h;
-          if (r >= pcount) continue;
-          const float qsq = qn2[r], ql = qlen[r];
-          float* out = a.cand.dist + out_base[r] + v0;
-#pragma unroll
-          for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int c = wv + 8 * ni + t4 / 2 + e;
-              if (c >= vcount) continue;
-              const float dot = acc[mi][ni][2 * h + e];
-              const float m = candidate_margin(mg, ql, xlen[c]);
-              // The pessimistic key: a distance no smaller, a similarity no larger, than the exact one.
-              const float key = IP ? dot - m : (qsq + xn2[c] - 2.0f * dot) + m;
-              out[c] = keep[c] ? key : a.excluded;
-            }
-        }
+          for (int e = 0; e < 2; ++e) {
+            const int c = wv + 8 * ni + t4 / 2 + e;
+            if (c >= vcount) continue;
+            const float dot = acc[mi][ni][2 * h + e];
+            const float m = candidate_margin(mg, ql, xlen[c]);
+            // The pessimistic key: a distance no smaller, a similarity no larger, than the exact one.
+            const float key = IP ? dot - m : (qsq + xn2[c] - 2.0f * dot) + m;
+            out[c] = keep[c] ? key : a.excluded;
+          }
+      });
     }
   }
 }

@@ -1,9 +1,12 @@
-// The tensor-core scan (TF32 first pass + exact refinement, core/cuda/scan_tensor.cuh) against the
-// exact SIMT scan, in one process and at one batch size (IVFGPU_SCAN pins the kernel per search,
-// so the coarse stage is the same call both times): the same results per
-// shared/docs/results-contract.md on 1M x 128 (all 10,000 queries, nprobe 16, k 10 and 100), on
-// constructed near-duplicates and exact duplicates (ties within the TF32 error everywhere), for
-// both metrics, every storage type and odd dimensions (element-wise staging).
+// The tensor-core scans (TF32 first pass, core/cuda/scan_mma.cuh: the pruned pass with on-chip
+// selection for k <= 32, scan_prune.cuh, and the keys pass with an exact refinement,
+// scan_tensor.cuh) against the exact SIMT scan, in one process and at one batch size
+// (IVFGPU_SCAN pins the kernel per search, so the coarse stage is the same call both times):
+// the same results per shared/docs/results-contract.md on 1M x 128 (all 10,000 queries,
+// nprobe 16, k 10 and 100, also as the dispatch chooses), on constructed near-duplicates and
+// exact duplicates (ties within the TF32 error everywhere; all-ties lists that overflow the
+// pruned pass's entries), for both metrics, every storage type and odd dimensions
+// (element-wise staging).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,8 +23,12 @@ using namespace ivftest;
 
 namespace {
 
+// kernel "auto": nothing pinned, the dispatch decides (on the million-row batch: the pruned pass
+// for k 10, SIMT for k 100).
 struct KernelPin {
-  explicit KernelPin(const char* kernel) { setenv("IVFGPU_SCAN", kernel, 1); }
+  explicit KernelPin(const char* kernel) {
+    if (std::string(kernel) != "auto") setenv("IVFGPU_SCAN", kernel, 1);
+  }
   ~KernelPin() { unsetenv("IVFGPU_SCAN"); }
 };
 
@@ -42,10 +49,11 @@ Searched search_with(const char* kernel, const ivf_index* idx, const void* q, iv
 // (the pruned pass for k <= 32, else keys) and, for k <= 32, "keys" too (the pass that writes
 // every key), so both forms are checked at small k. Returns "" or the first difference.
 std::string compare_raw(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim, int64_t k,
-                        int64_t nprobe, const ivf_filter* filter = nullptr) {
+                        int64_t nprobe, const ivf_filter* filter = nullptr, bool with_auto = false) {
   const Searched simt = search_with("simt", idx, q, qtype, nq, dim, k, nprobe, filter);
-  for (const char* kernel : {"tensor", "keys"}) {
-    if (k > 32 && std::string(kernel) == "keys") break;
+  for (const char* kernel : {"tensor", "keys", "auto"}) {
+    if (k > 32 && std::string(kernel) == "keys") continue;
+    if (!with_auto && std::string(kernel) == "auto") continue;
     const Searched tensor = search_with(kernel, idx, q, qtype, nq, dim, k, nprobe, filter);
     const std::string diff = same_results(tensor.ids, tensor.dists, simt.ids, simt.dists, nq, k);
     if (!diff.empty()) return std::string(kernel) + ": " + diff;
@@ -53,8 +61,8 @@ std::string compare_raw(const ivf_index* idx, const void* q, ivf_dtype qtype, in
   return "";
 }
 std::string compare(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
-                    int64_t nprobe, const ivf_filter* filter = nullptr) {
-  return compare_raw(idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe, filter);
+                    int64_t nprobe, const ivf_filter* filter = nullptr, bool with_auto = false) {
+  return compare_raw(idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe, filter, with_auto);
 }
 
 }  // namespace
@@ -66,7 +74,8 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnAMillionVectors) {
   const std::vector<float> q = clustered_vectors(nq, dim, 2048, 2);
   IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_F32, x);
   ASSERT_TRUE(idx);
-  for (int64_t k : {int64_t{10}, int64_t{100}}) EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 16), "") << "k " << k;
+  for (int64_t k : {int64_t{10}, int64_t{100}})
+    EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 16, nullptr, true), "") << "k " << k;
 }
 
 TEST(GpuTensorScan, EqualsTheSimtScanOnNearDuplicates) {
