@@ -304,7 +304,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       if constexpr (PRUNE) {
         __syncthreads();
-        if (tid < pcount) prune_row_thresholds(mg, qlen[tid], fmaxf(xmax_part[0], xmax_part[1]), qbound[tid], rows_pr, tid);
+        if (tid < pcount)
+          prune_row_thresholds(mg, qlen[tid], fmaxf(xmax_part[0], xmax_part[1]), qbound[tid], rows_pr, tid);
         __syncthreads();
         if (active) {
           for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {

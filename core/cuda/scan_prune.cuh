@@ -13,8 +13,9 @@
 // exact costs are no worse. It only ever falls.
 //
 // Append: a row goes to the query's list only if its optimistic cost reaches the bound as the
-// tile sees it (read when its block took the tile's queries, lowered by the block itself since). A row left out is worse than a bound that only falls, so it cannot be among
-// the k best. Every row of the exact k best is therefore appended, wherever its tile ran.
+// tile sees it (read when its block took the tile's queries, lowered by the block itself
+// since). A row left out is worse than a bound that only falls, so it cannot be among the k
+// best. Every row of the exact k best is therefore appended, wherever its tile ran.
 // The list holds cap entries (position, optimistic cost); a query whose rows overflow it (ties
 // within the margin everywhere) is flagged by its count.
 //

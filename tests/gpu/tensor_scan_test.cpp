@@ -123,7 +123,8 @@ TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
   std::vector<float> point(2 * dim);
   for (float& v : point) v = g(rng);
   std::vector<float> x;
-  for (int64_t i = 0; i < 16000; ++i) x.insert(x.end(), point.begin() + (i % 2) * dim, point.begin() + (i % 2 + 1) * dim);
+  for (int64_t i = 0; i < 16000; ++i)
+    x.insert(x.end(), point.begin() + (i % 2) * dim, point.begin() + (i % 2 + 1) * dim);
   std::vector<float> q;
   for (int64_t i = 0; i < nq; ++i)
     for (int64_t j = 0; j < dim; ++j) q.push_back(point[(i % 2) * dim + j] + 0.1f * g(rng));
@@ -132,7 +133,8 @@ TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
     ASSERT_TRUE(idx);
     for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}})
       for (int64_t nprobe : {int64_t{1}, nlist})
-        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "") << "metric " << metric << " k " << k << " nprobe " << nprobe;
+        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "")
+            << "metric " << metric << " k " << k << " nprobe " << nprobe;
     // The full scan of an overflowed query leaves out what the scan excludes: removed rows
     // (every third) and a deny filter (every fifth id).
     std::vector<int64_t> gone, denied;
