@@ -25,12 +25,8 @@
 
 namespace ivfgpu::cuda::scan_detail {
 
-constexpr int kMmaTile = 64;  // queries and rows per tile
 constexpr int kMmaSlice = 32; // dimensions staged per step
 constexpr int kMmaSlab = 16;  // dimensions per shared slab: two k steps of the mma
-// Row tiles per work unit: the unit's set-up (finding its list, its queries' places) is paid
-// once for all of them, and each tile's first slice loads during the previous one's epilogue.
-constexpr int kMmaUnitTiles = 4;
 // The pruned L2 pass centres on the list's centroid up to this many dimensions (shared memory).
 constexpr int kMmaMaxCentredDim = 1024;
 

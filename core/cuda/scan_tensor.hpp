@@ -37,10 +37,16 @@ __host__ __device__ inline float candidate_margin(const MarginTerms& m, float qn
   return m.a * qn * xn + m.b * (qn + xn) * (qn + xn);
 }
 
-// Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows`
-// rows: 64-query tiles x groups of four 64-row tiles (kMmaUnitTiles, scan_mma.cuh).
+// The tensor-core pass's tiles: kMmaTile queries x kMmaTile rows; a work unit is one query
+// tile x kMmaUnitTiles row tiles, so that its set-up (finding its list, its queries' places)
+// is paid once for all of them and each tile's first slice loads during the previous epilogue.
+constexpr int kMmaTile = 64;
+constexpr int kMmaUnitTiles = 4;
+
+// Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows.
 __host__ __device__ inline int64_t tensor_tiles(int64_t pairs, int64_t rows) {
-  return ((pairs + 63) / 64) * ((((rows + 63) / 64) + 3) / 4);
+  return ((pairs + kMmaTile - 1) / kMmaTile) *
+         ((((rows + kMmaTile - 1) / kMmaTile) + kMmaUnitTiles - 1) / kMmaUnitTiles);
 }
 
 template <class T>
