@@ -90,6 +90,9 @@ class Backend {
   virtual void trim() noexcept {}
   // Lowest k this backend refuses (0: any k).
   virtual int64_t max_k() const { return 0; }
+  // true: this search's host queries are checked by search() itself (SearchRequest::
+  // check_queries), later than Index::search would, so that the check overlaps device work.
+  virtual bool checks_queries_late(const SearchRequest&) const { return false; }
 };
 
 // Picks the backend for params (AUTO: CUDA device params.device when usable, else CPU).

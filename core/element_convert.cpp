@@ -149,4 +149,17 @@ int64_t first_unusable(const MatrixView& x, bool bounded, bool* non_finite, floa
   }
 }
 
+void reject_unusable_rows(const MatrixView& x, Metric metric, const char* what) {
+  if (!x.on_host()) return;  // device data: checked by the backend (NaN and Inf)
+  bool non_finite = false;
+  const int64_t row = first_unusable(x, metric != Metric::Cosine, &non_finite);
+  if (row < 0) return;
+  if (non_finite)
+    fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(row) +
+                                    " holds NaN or Inf (rejected: no distance is defined for it)");
+  fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(row) +
+                                  " has a squared norm beyond 4.25e37 (elements beyond about 6.5e18): its distances "
+                                  "could overflow float (rejected; the cosine metric accepts it)");
+}
+
 }  // namespace ivfgpu

@@ -30,5 +30,10 @@ int64_t first_non_finite(const MatrixView& x);
 // first_unusable_row (vector_ops.hpp) of host rows x of any type (integers: never; their norms
 // cannot reach the bound). f16 and bf16 rows are decoded a block of rows at a time.
 int64_t first_unusable(const MatrixView& x, bool bounded, bool* non_finite, float bound = kMaxSquaredNorm);
+// Refuses (Errc::InvalidArgument, naming the first such row) host rows no distance is defined
+// for: NaN or Inf anywhere, and under L2 and inner product a squared norm beyond
+// kMaxSquaredNorm, whose distances could overflow float (cosine rows are normalised first, in
+// double). Device rows pass: the backend checks them. `what` prefixes the message.
+void reject_unusable_rows(const MatrixView& x, Metric metric, const char* what);
 
 }  // namespace ivfgpu

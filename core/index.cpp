@@ -17,22 +17,6 @@ namespace ivfgpu {
 
 namespace {
 
-// Rows no distance is defined for are refused: NaN or Inf anywhere, and under L2 and inner
-// product a squared norm beyond kMaxSquaredNorm, whose distances could overflow float (cosine
-// rows are normalised first, in double).
-void reject_unusable_rows(const MatrixView& x, Metric metric, const char* what) {
-  if (!x.on_host()) return;  // device data: checked by the backend (NaN and Inf)
-  bool non_finite = false;
-  const int64_t row = first_unusable(x, metric != Metric::Cosine, &non_finite);
-  if (row < 0) return;
-  if (non_finite)
-    fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(row) +
-                                    " holds NaN or Inf (rejected: no distance is defined for it)");
-  fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(row) +
-                                  " has a squared norm beyond 4.25e37 (elements beyond about 6.5e18): its distances "
-                                  "could overflow float (rejected; the cosine metric accepts it)");
-}
-
 // Device-memory rows (and their ids) copied to the host for a backend that takes host rows only
 // (an index of several parts: its parts may sit on other devices). The host checks then apply.
 struct HostStaged {
@@ -257,8 +241,13 @@ void Index::search(SearchRequest req) const {
   if (req.memory == MemoryKind::Device && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "search: device memory needs an index on a CUDA backend");
   check_input_type(req.queries, storage(), "search");
-  reject_unusable_rows(req.queries, params_.metric, "search: query");
-  if (params_.dynamic_batching && req.batch_window_us > 0 && SearchBatcher::eligible(req)) {
+  const bool batched = params_.dynamic_batching && req.batch_window_us > 0 && SearchBatcher::eligible(req);
+  // A merged batch's members are checked one by one here: one bad caller fails alone.
+  if (!batched && backend_->checks_queries_late(req))
+    req.check_queries = true;
+  else
+    reject_unusable_rows(req.queries, params_.metric, "search: query");
+  if (batched) {
     // The merged search reads the state published when it runs: every member's call started
     // before that, so each still sees every mutation that returned before it began.
     batcher_.search(req, req.batch_window_us, dim_, [&](const SearchRequest& merged) { backend_->search(state(), merged); });

@@ -29,6 +29,10 @@ struct SearchRequest {
   void* stream = nullptr;     // caller's cudaStream_t, or nullptr (own stream, synchronous)
   const IdFilter* filter = nullptr;  // null: every live row may be returned
   int64_t batch_window_us = 0;       // dynamic batching (an index option): 0 = alone
+  // Host queries Index::search left to the backend to check (reject_unusable_rows, with the
+  // index's metric) before it writes any output: a large GPU batch checks them on the calling
+  // thread while its first chunk runs (Backend::checks_queries_late).
+  bool check_queries = false;
 
   int64_t n() const { return queries.rows; }
   bool asynchronous() const { return stream != nullptr && memory == MemoryKind::Device; }

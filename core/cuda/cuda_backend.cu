@@ -363,6 +363,8 @@ class CudaBackend final : public Backend {
 
   int64_t max_k() const override { return select_max_k(ctx_.limits()); }
 
+  bool checks_queries_late(const SearchRequest& req) const override { return run_search_checks_queries_late(req); }
+
  private:
   template <typename F>
   auto guarded(F&& f) const -> decltype(f()) {

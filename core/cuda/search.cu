@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "../element_convert.hpp"
 #include "../errors.hpp"
 #include "../progress.hpp"
 #include "assign.hpp"
@@ -198,10 +199,20 @@ void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, 
   IVF_CUDA_CHECK_LAUNCH();
 }
 
+bool run_search_checks_queries_late(const SearchRequest& req) {
+  return req.memory == MemoryKind::Host && req.n() > kSmallBatchMax;
+}
+
 void run_search(const DeviceContext& ctx, const SearchIndexView& index, const SearchRequest& req) {
   const SearchPlan plan = plan_search(index, req);
   const int64_t n = req.n(), k = plan.k;
   const bool host = req.memory == MemoryKind::Host;
+  // The caller's request is one run_search_checks_queries_late accepts, or its check is done.
+  bool check_pending = req.check_queries;
+  if (check_pending && !run_search_checks_queries_late(req)) {
+    reject_unusable_rows(req.queries, plan.metric, "search: query");
+    check_pending = false;
+  }
 
   // The caller's worker when it holds one (a budgeted search: one cuBLAS handle per search).
   std::optional<DeviceContext::Lease> own;
@@ -250,6 +261,17 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
     }
     IVF_CUDA_CHECK(cudaMemcpyAsync(q_in.data(), raw, row_in * rows, cudaMemcpyHostToDevice, stream));
     enqueue_chunk(ctx, lease, index, req, plan, scratch, q_in.data(), rows, ids_out.data(), dists_out.data());
+    if (check_pending) {
+      // Every query is checked now, while the first chunk runs, before any result is copied
+      // out: a refused call writes no output. The state's memory must outlive the queued work.
+      check_pending = false;
+      try {
+        reject_unusable_rows(req.queries, plan.metric, "search: query");
+      } catch (...) {
+        (void)cudaStreamSynchronize(stream);
+        throw;
+      }
+    }
     IVF_CUDA_CHECK(cudaMemcpyAsync(req.ids + q0 * k, ids_out.data(), sizeof(int64_t) * rows * k,
                                    cudaMemcpyDeviceToHost, stream));
     IVF_CUDA_CHECK(cudaMemcpyAsync(req.dists + q0 * k, dists_out.data(), sizeof(float) * rows * k,

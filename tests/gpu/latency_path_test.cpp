@@ -8,11 +8,13 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -412,6 +414,44 @@ TEST(GpuLatencyPath, HostBatchEqualsDeviceBatchAndResetRecaptures) {
   ASSERT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, 40000, dim, nullptr), IVF_OK);
   for (Path path : kLatencyPaths)
     EXPECT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, 3, dim, k, 4), "") << path_name(path);
+}
+
+// Host queries no distance is defined for are refused at every batch size, naming the first such
+// row, with the output buffers untouched: batches past the small-batch paths are checked while
+// their first chunk runs on the GPU (search.hpp, run_search_checks_queries_late), the small ones
+// before any work.
+TEST(GpuLatencyPath, BadHostQueriesAreRefusedWithoutWritingAtEveryBatchSize) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 40, k = 5, nmax = 5000;
+  const std::vector<float> x = clustered_vectors(20000, dim, 30, 71);
+  const std::vector<float> q = clustered_vectors(nmax, dim, 30, 72);
+  IndexPtr l2 = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+  IndexPtr cosine = cuda_index_of(dim, 64, IVF_METRIC_COSINE, IVF_DTYPE_F32, x);
+  ASSERT_TRUE(l2 && cosine);
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity(), huge = 1e19f;
+  for (int64_t nq : {int64_t{1}, int64_t{16}, int64_t{64}, int64_t{65}, int64_t{3000}, nmax}) {
+    for (float bad : {nan, -inf, huge}) {
+      // Two bad rows: the call names the first. A huge row is refused under L2 only.
+      std::vector<float> qb(q.begin(), q.begin() + nq * dim);
+      const int64_t first = nq / 2, second = nq - 1;
+      qb[second * dim + 3] = bad;
+      qb[first * dim + dim - 1] = bad;
+      std::vector<int64_t> ids(static_cast<std::size_t>(nq * k), -7);
+      std::vector<float> dists(ids.size(), -7.0f);
+      const ivf_status st = ivf_search(l2.get(), nullptr, qb.data(), IVF_DTYPE_F32, nq, dim, k, ids.data(), dists.data());
+      ASSERT_EQ(st, IVF_ERR_INVALID_ARGUMENT) << "nq " << nq << " value " << bad;
+      const std::string msg = ivf_last_error_message();
+      EXPECT_NE(msg.find("search: query row " + std::to_string(first) + " "), std::string::npos) << msg;
+      EXPECT_TRUE(std::all_of(ids.begin(), ids.end(), [](int64_t v) { return v == -7; })) << "nq " << nq;
+      EXPECT_TRUE(std::all_of(dists.begin(), dists.end(), [](float v) { return v == -7.0f; })) << "nq " << nq;
+      const ivf_status cst =
+          ivf_search(cosine.get(), nullptr, qb.data(), IVF_DTYPE_F32, nq, dim, k, ids.data(), dists.data());
+      EXPECT_EQ(cst, bad == huge ? IVF_OK : IVF_ERR_INVALID_ARGUMENT) << "cosine nq " << nq << ": " << ivf_last_error_message();
+    }
+    // The same queries, clean, still search (nothing was left behind by the refusals).
+    const Searched ok = search_raw(l2.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, 4);
+    for (int64_t id : ok.ids) ASSERT_GE(id, 0);
+  }
 }
 
 }  // namespace
