@@ -12,6 +12,7 @@
 #include "ordered_key.cuh"
 #include "search_stages.hpp"
 #include "small_batch.hpp"
+#include "warp_sort.cuh"
 
 namespace ivfgpu::cuda {
 
@@ -349,15 +350,23 @@ __device__ int keep_best(unsigned long long* buf, int count, int64_t k, uint32_t
   return count;
 }
 
-// A warp's k <= 32 best entries, sorted across its lanes (lane i holds the i-th), kept by
-// inserting each entry below the k-th: after the first few hundred candidates almost none is.
+// A warp's k <= 32 best entries, sorted across its lanes (lane i holds the i-th). A batch of
+// 32 candidates in which a few beat the k-th is inserted one by one; a batch in which many do
+// (the first ones, always) is sorted and merged in by bitonic networks (warp_sort.cuh), which
+// costs about what four single insertions do.
 struct WarpBest {
+  static constexpr int kSerialInserts = 4;
   unsigned long long mine = kNoEntry;  // this lane's entry of the sorted list
   unsigned long long kth = kNoEntry;   // the list's k-th entry (what a newcomer must beat)
 
   __device__ void offer(unsigned long long e, int k) {
     const int lane = threadIdx.x % 32;
     unsigned mask = __ballot_sync(0xffffffffu, e < kth);
+    if (__popc(mask) > kSerialInserts) {
+      mine = warp_merge32(mine, e < kth ? e : kNoEntry);
+      kth = __shfl_sync(0xffffffffu, mine, k - 1);
+      return;
+    }
     while (mask != 0) {
       const int src = __ffs(mask) - 1;
       mask &= mask - 1;
@@ -409,12 +418,16 @@ __global__ void __launch_bounds__(kMergeThreads) merge_topk_kernel(MergeArgs a) 
 #pragma unroll
       for (int u = 0; u < kMergeLoads; ++u) best.offer(e[u], static_cast<int>(k));
     }
-    buf[tid] = lane < k ? best.mine : kNoEntry;
-    __syncthreads();
-    if (warp != 0) return;
-    WarpBest all;
-    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) all.offer(buf[w * 32 + lane], static_cast<int>(k));
-    if (lane < k) write_result(a, q, lane, all.mine, base);
+    // The warps' sorted lists merge pairwise, halving the warps each round (a list's entries
+    // past k are dropped first: they are not among its k best).
+    unsigned long long mine = lane < k ? best.mine : kNoEntry;
+    for (int half = static_cast<int>(blockDim.x / 64); half >= 1; half /= 2) {
+      if (warp >= half && warp < 2 * half) buf[tid] = mine;
+      __syncthreads();
+      if (warp < half) mine = warp_merge_sorted32(mine, buf[(warp + half) * 32 + lane]);
+      __syncthreads();
+    }
+    if (warp == 0 && lane < k) write_result(a, q, lane, mine, base);
     return;
   }
 

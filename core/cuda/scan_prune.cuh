@@ -31,6 +31,7 @@
 #include "ordered_key.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.hpp"
+#include "warp_sort.cuh"
 
 namespace ivfgpu::cuda::scan_detail {
 
@@ -123,35 +124,6 @@ __device__ __forceinline__ void lower_row_bound(const PruneState& pr, int64_t q,
     atomicMin(pr.bound + q, kth);
     if (kth < local) local = kth;
   }
-}
-
-// Sorts the warp's 32 keys ascending across lanes (bitonic network).
-__device__ __forceinline__ uint64_t warp_sort32(uint64_t key) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int size = 2; size <= 32; size *= 2)
-#pragma unroll
-    for (int j = size / 2; j > 0; j /= 2) {
-      const uint64_t other = __shfl_xor_sync(kFullMask, key, j);
-      const bool ascending = (lane & size) == 0;  // size 32: the whole warp ascending
-      const bool lower = (lane & j) == 0;
-      key = (lower == ascending) ? (key < other ? key : other) : (key > other ? key : other);
-    }
-  return key;
-}
-
-// best (sorted ascending across lanes) becomes the 32 smallest of best and fresh (any order).
-__device__ __forceinline__ uint64_t warp_merge32(uint64_t best, uint64_t fresh) {
-  const int lane = threadIdx.x % 32;
-  fresh = warp_sort32(fresh);
-  const uint64_t rev = __shfl_sync(kFullMask, fresh, 31 - lane);
-  uint64_t key = best < rev ? best : rev;  // the 32 smallest, as a bitonic sequence
-#pragma unroll
-  for (int j = 16; j > 0; j /= 2) {
-    const uint64_t other = __shfl_xor_sync(kFullMask, key, j);
-    key = (lane & j) == 0 ? (key < other ? key : other) : (key > other ? key : other);
-  }
-  return key;
 }
 
 // The (cost, position) key of a candidate row by the SIMT scan's arithmetic.
