@@ -57,6 +57,19 @@ __device__ __forceinline__ int pow2_at_least(int n) {
   return m;
 }
 
+// The 32 smallest of keys[0, n) (shared memory, padded with kNoEntry to a whole number of
+// warps' batches: the callers' arrays are), sorted across warp 0's lanes. Warps take 32 keys at
+// a time; then their lists merge (block_merge_sorted32), reusing keys as its scratch once every
+// warp has read its batches. The caller has synchronised after writing keys.
+__device__ unsigned long long block_smallest32(unsigned long long* keys, int n) {
+  const int lane = threadIdx.x % 32;
+  unsigned long long mine = kNoEntry;
+  for (int b = static_cast<int>(threadIdx.x / 32) * 32; b < n; b += blockDim.x)
+    mine = warp_merge32(mine, keys[b + lane]);
+  __syncthreads();
+  return block_merge_sorted32(mine, keys);
+}
+
 // Programmatic dependent launch (Hopper): a kernel lets the next one launch as it starts, and
 // the next waits here, before its first read of what this one wrote, for it to finish and
 // flush. The launch latency of kernels 2 and 3 then overlaps the work of 1 and 2.
@@ -154,9 +167,15 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
     }
   }
   __syncthreads();
-  block_bitonic_sort(keys, slice);
   unsigned long long* best = a.slice_best + (q * a.slices + blockIdx.x) * a.per_slice;
-  for (int i = tid; i < a.per_slice; i += blockDim.x) best[i] = keys[i];
+  if (a.per_slice <= 32) {
+    // Warps take the slice 32 keys at a time, then their sorted lists merge (warp_sort.cuh).
+    const unsigned long long mine = block_smallest32(keys, slice);
+    if (tid < a.per_slice) best[tid] = mine;
+  } else {
+    block_bitonic_sort(keys, slice);
+    for (int i = tid; i < a.per_slice; i += blockDim.x) best[i] = keys[i];
+  }
 
   // The last block of this query merges (the writes above are made visible first).
   __threadfence();
@@ -167,9 +186,16 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
   __threadfence();
   const int total = a.slices * a.per_slice, m = pow2_at_least(total);
   const unsigned long long* all = a.slice_best + q * a.slices * a.per_slice;
-  for (int i = tid; i < m; i += blockDim.x) keys[i] = i < total ? __ldcg(all + i) : kNoEntry;
+  // Padded to a power of two for the sort, and to whole warps' batches for block_smallest32.
+  for (int i = tid; i < (m > 32 ? m : 32); i += blockDim.x) keys[i] = i < total ? __ldcg(all + i) : kNoEntry;
   __syncthreads();
-  block_bitonic_sort(keys, m);
+  if (a.nprobe <= 32) {
+    const unsigned long long mine = block_smallest32(keys, total);
+    if (tid < 32) keys[tid] = mine;  // the probes, best first, where the code below reads them
+    __syncthreads();
+  } else {
+    block_bitonic_sort(keys, m);
+  }
   // Probes (best first) and the exclusive prefix of their tile counts.
   using Scan = cub::BlockScan<int32_t, kCoarseThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
@@ -291,10 +317,19 @@ __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, unsigned lo
     const float d = INT ? __ll2float_rn(iacc) : acc;
     entry = (static_cast<unsigned long long>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(r);
   }
+  const int64_t slot = (q * a.max_tiles + t) * a.kk;
+  if (a.kk <= 32) {
+    // Each warp sorts its rows' entries in registers; the four lists merge in two rounds.
+    const unsigned long long best = block_merge_sorted32<unsigned long long>(warp_sort32(entry), keys);
+    if (tid < a.kk) {
+      a.cand_key[slot + tid] = best == kNoEntry ? kNoKey : static_cast<uint32_t>(best >> 32);
+      a.cand_pos[slot + tid] = first + static_cast<int64_t>(best & 0xffffffffu);
+    }
+    return;
+  }
   keys[r] = entry;
   __syncthreads();
   block_bitonic_sort(keys, kTileRows);
-  const int64_t slot = (q * a.max_tiles + t) * a.kk;
   for (int i = tid; i < a.kk; i += blockDim.x) {
     const unsigned long long e = keys[i];
     a.cand_key[slot + i] = e == kNoEntry ? kNoKey : static_cast<uint32_t>(e >> 32);
@@ -418,15 +453,9 @@ __global__ void __launch_bounds__(kMergeThreads) merge_topk_kernel(MergeArgs a) 
 #pragma unroll
       for (int u = 0; u < kMergeLoads; ++u) best.offer(e[u], static_cast<int>(k));
     }
-    // The warps' sorted lists merge pairwise, halving the warps each round (a list's entries
-    // past k are dropped first: they are not among its k best).
-    unsigned long long mine = lane < k ? best.mine : kNoEntry;
-    for (int half = static_cast<int>(blockDim.x / 64); half >= 1; half /= 2) {
-      if (warp >= half && warp < 2 * half) buf[tid] = mine;
-      __syncthreads();
-      if (warp < half) mine = warp_merge_sorted32(mine, buf[(warp + half) * 32 + lane]);
-      __syncthreads();
-    }
+    // The warps' lists merge (block_merge_sorted32); a list's entries past k are dropped
+    // first: they are not among its k best.
+    const unsigned long long mine = block_merge_sorted32(lane < k ? best.mine : kNoEntry, buf);
     if (warp == 0 && lane < k) write_result(a, q, lane, mine, base);
     return;
   }

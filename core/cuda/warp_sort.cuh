@@ -43,4 +43,23 @@ __device__ __forceinline__ uint64_t warp_merge32(uint64_t best, uint64_t fresh) 
   return warp_merge_sorted32(best, warp_sort32(fresh));
 }
 
+// Each warp of the block passes its sorted list; warp 0 gets back the 32 smallest of all of
+// them, sorted (the other warps: unspecified). The lists merge pairwise, halving the warps each
+// round: log2(warps) rounds of two barriers, where a shared-memory bitonic sort of the block's
+// keys takes one barrier per network stage (28 for 128 keys). blockDim.x: 32 times a power of
+// two. scratch: blockDim.x entries of shared memory that no thread is still reading. Every
+// thread of the block must call it.
+template <class Key>  // a 64-bit unsigned type: uint64_t or unsigned long long
+__device__ __forceinline__ Key block_merge_sorted32(Key mine, Key* scratch) {
+  static_assert(sizeof(Key) == 8, "64-bit keys");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int half = static_cast<int>(blockDim.x / 64); half >= 1; half /= 2) {
+    if (warp >= half && warp < 2 * half) scratch[threadIdx.x] = mine;
+    __syncthreads();
+    if (warp < half) mine = warp_merge_sorted32(mine, scratch[(warp + half) * 32 + lane]);
+    __syncthreads();
+  }
+  return mine;
+}
+
 }  // namespace ivfgpu::cuda
