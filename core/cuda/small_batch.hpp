@@ -42,8 +42,8 @@ constexpr int64_t kSmallBatchMax = 64;
 constexpr int64_t kSmallBatchMaxK = 1024;
 // Calls the fused kernels answer by default: at most this many queries and (query, probed
 // list) pairs (IVFGPU_FUSED_MAX_ROWS overrides; small_batch.cu says why).
-constexpr int64_t kFusedMaxRows = 16;
-constexpr int64_t kFusedMaxPairs = 64;
+constexpr int64_t kFusedMaxRows = 64;
+constexpr int64_t kFusedMaxPairs = 512;
 
 struct SmallGraphKey {
   uint64_t state = 0;
