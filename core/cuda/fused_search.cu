@@ -70,6 +70,16 @@ __device__ unsigned long long block_smallest32(unsigned long long* keys, int n) 
   return block_merge_sorted32(mine, keys);
 }
 
+// The same for the 64 smallest (keys padded to whole batches of 64; 2 * blockDim.x of them).
+__device__ WarpList64 block_smallest64(unsigned long long* keys, int n) {
+  const int lane = threadIdx.x % 32;
+  WarpList64 mine{kNoEntry, kNoEntry};
+  for (int b = static_cast<int>(threadIdx.x / 32) * 64; b < n; b += 2 * blockDim.x)
+    mine = warp_merge_sorted64(mine, warp_sort64(WarpList64{keys[b + lane], keys[b + 32 + lane]}));
+  __syncthreads();
+  return block_merge_sorted64(mine, keys);
+}
+
 // Programmatic dependent launch (Hopper): a kernel lets the next one launch as it starts, and
 // the next waits here, before its first read of what this one wrote, for it to finish and
 // flush. The launch latency of kernels 2 and 3 then overlaps the work of 1 and 2.
@@ -172,6 +182,12 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
     // Warps take the slice 32 keys at a time, then their sorted lists merge (warp_sort.cuh).
     const unsigned long long mine = block_smallest32(keys, slice);
     if (tid < a.per_slice) best[tid] = mine;
+  } else if (a.per_slice <= 64) {
+    const WarpList64 mine = block_smallest64(keys, slice);
+    if (tid < 32) {
+      if (tid < a.per_slice) best[tid] = mine.lo;
+      if (32 + tid < a.per_slice) best[32 + tid] = mine.hi;
+    }
   } else {
     block_bitonic_sort(keys, slice);
     for (int i = tid; i < a.per_slice; i += blockDim.x) best[i] = keys[i];
@@ -186,12 +202,19 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
   __threadfence();
   const int total = a.slices * a.per_slice, m = pow2_at_least(total);
   const unsigned long long* all = a.slice_best + q * a.slices * a.per_slice;
-  // Padded to a power of two for the sort, and to whole warps' batches for block_smallest32.
-  for (int i = tid; i < (m > 32 ? m : 32); i += blockDim.x) keys[i] = i < total ? __ldcg(all + i) : kNoEntry;
+  // Padded to a power of two for the sort, and to whole batches for block_smallest32/64.
+  for (int i = tid; i < (m > 64 ? m : 64); i += blockDim.x) keys[i] = i < total ? __ldcg(all + i) : kNoEntry;
   __syncthreads();
   if (a.nprobe <= 32) {
     const unsigned long long mine = block_smallest32(keys, total);
     if (tid < 32) keys[tid] = mine;  // the probes, best first, where the code below reads them
+    __syncthreads();
+  } else if (a.nprobe <= 64) {
+    const WarpList64 mine = block_smallest64(keys, total);
+    if (tid < 32) {
+      keys[tid] = mine.lo;
+      keys[32 + tid] = mine.hi;
+    }
     __syncthreads();
   } else {
     block_bitonic_sort(keys, m);

@@ -62,4 +62,75 @@ __device__ __forceinline__ Key block_merge_sorted32(Key mine, Key* scratch) {
   return mine;
 }
 
+// A sorted 64-entry list across a warp: lane i holds entries i (lo) and 32 + i (hi). The same
+// networks as above over 64 entries: the stage that pairs entry i with i + 32 compares a lane's
+// two registers, every other stage pairs lanes by a shuffle.
+struct WarpList64 {
+  uint64_t lo, hi;
+};
+
+// The compare-exchange of register r with lane ^ j: the smaller stays where keep_min.
+__device__ __forceinline__ uint64_t exchange_with_lane(uint64_t r, int j, bool keep_min) {
+  const uint64_t other = __shfl_xor_sync(0xffffffffu, r, j);
+  return keep_min ? (r < other ? r : other) : (r > other ? r : other);
+}
+
+__device__ __forceinline__ WarpList64 warp_sort64(WarpList64 v) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int size = 2; size <= 64; size *= 2)
+#pragma unroll
+    for (int j = size / 2; j > 0; j /= 2) {
+      if (j == 32) {  // size 64: entries lane and lane + 32, ascending
+        const uint64_t a = v.lo < v.hi ? v.lo : v.hi, b = v.lo < v.hi ? v.hi : v.lo;
+        v.lo = a;
+        v.hi = b;
+        continue;
+      }
+      const bool lower = (lane & j) == 0;
+      v.lo = exchange_with_lane(v.lo, j, lower == ((lane & size) == 0));
+      v.hi = exchange_with_lane(v.hi, j, lower == (((32 + lane) & size) == 0));
+    }
+  return v;
+}
+
+// best and fresh, both sorted: the 64 smallest of the two, sorted.
+__device__ __forceinline__ WarpList64 warp_merge_sorted64(WarpList64 best, WarpList64 fresh) {
+  const int lane = threadIdx.x % 32;
+  // Entry i of fresh reversed is fresh's 63 - i.
+  const uint64_t rev_lo = __shfl_sync(0xffffffffu, fresh.hi, 31 - lane);
+  const uint64_t rev_hi = __shfl_sync(0xffffffffu, fresh.lo, 31 - lane);
+  WarpList64 v{best.lo < rev_lo ? best.lo : rev_lo, best.hi < rev_hi ? best.hi : rev_hi};  // bitonic
+  const uint64_t a = v.lo < v.hi ? v.lo : v.hi, b = v.lo < v.hi ? v.hi : v.lo;
+  v.lo = a;
+  v.hi = b;
+#pragma unroll
+  for (int j = 16; j > 0; j /= 2) {
+    const bool lower = (lane & j) == 0;
+    v.lo = exchange_with_lane(v.lo, j, lower);
+    v.hi = exchange_with_lane(v.hi, j, lower);
+  }
+  return v;
+}
+
+// block_merge_sorted32 for 64-entry lists. scratch: 2 * blockDim.x entries.
+template <class Key>  // a 64-bit unsigned type: uint64_t or unsigned long long
+__device__ __forceinline__ WarpList64 block_merge_sorted64(WarpList64 mine, Key* scratch) {
+  static_assert(sizeof(Key) == 8, "64-bit keys");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int half = static_cast<int>(blockDim.x / 64); half >= 1; half /= 2) {
+    if (warp >= half && warp < 2 * half) {
+      scratch[threadIdx.x] = mine.lo;
+      scratch[blockDim.x + threadIdx.x] = mine.hi;
+    }
+    __syncthreads();
+    if (warp < half) {
+      const int at = (warp + half) * 32 + lane;
+      mine = warp_merge_sorted64(mine, WarpList64{scratch[at], scratch[blockDim.x + at]});
+    }
+    __syncthreads();
+  }
+  return mine;
+}
+
 }  // namespace ivfgpu::cuda

@@ -147,7 +147,7 @@ TEST(GpuLatencyPath, SameResultsAsTheDirectPathForEveryShape) {
   for (Path path : kLatencyPaths)
     for (int64_t nq : {1, 2, 3, 8, 17, 33, 64})
       for (int64_t k : {1, 10, 100, 1024})
-        for (int64_t nprobe : {1, 5, 32, 128})
+        for (int64_t nprobe : {1, 5, 32, 40, 64, 128})
           ASSERT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe), "")
               << path_name(path) << " nq " << nq << " k " << k << " nprobe " << nprobe;
 }
