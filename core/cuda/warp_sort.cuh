@@ -10,6 +10,12 @@
 
 namespace ivfgpu::cuda {
 
+// The compare-exchange of register r with lane ^ j: the smaller stays where keep_min.
+__device__ __forceinline__ uint64_t exchange_with_lane(uint64_t r, int j, bool keep_min) {
+  const uint64_t other = __shfl_xor_sync(0xffffffffu, r, j);
+  return keep_min ? (r < other ? r : other) : (r > other ? r : other);
+}
+
 // Sorts the warp's 32 keys ascending across lanes (bitonic network).
 __device__ __forceinline__ uint64_t warp_sort32(uint64_t key) {
   const int lane = threadIdx.x % 32;
@@ -17,10 +23,8 @@ __device__ __forceinline__ uint64_t warp_sort32(uint64_t key) {
   for (int size = 2; size <= 32; size *= 2)
 #pragma unroll
     for (int j = size / 2; j > 0; j /= 2) {
-      const uint64_t other = __shfl_xor_sync(0xffffffffu, key, j);
       const bool ascending = (lane & size) == 0;  // size 32: the whole warp ascending
-      const bool lower = (lane & j) == 0;
-      key = (lower == ascending) ? (key < other ? key : other) : (key > other ? key : other);
+      key = exchange_with_lane(key, j, ((lane & j) == 0) == ascending);
     }
   return key;
 }
@@ -31,10 +35,7 @@ __device__ __forceinline__ uint64_t warp_merge_sorted32(uint64_t best, uint64_t 
   const uint64_t rev = __shfl_sync(0xffffffffu, fresh, 31 - lane);
   uint64_t key = best < rev ? best : rev;  // the 32 smallest, as a bitonic sequence
 #pragma unroll
-  for (int j = 16; j > 0; j /= 2) {
-    const uint64_t other = __shfl_xor_sync(0xffffffffu, key, j);
-    key = (lane & j) == 0 ? (key < other ? key : other) : (key > other ? key : other);
-  }
+  for (int j = 16; j > 0; j /= 2) key = exchange_with_lane(key, j, (lane & j) == 0);
   return key;
 }
 
@@ -69,10 +70,11 @@ struct WarpList64 {
   uint64_t lo, hi;
 };
 
-// The compare-exchange of register r with lane ^ j: the smaller stays where keep_min.
-__device__ __forceinline__ uint64_t exchange_with_lane(uint64_t r, int j, bool keep_min) {
-  const uint64_t other = __shfl_xor_sync(0xffffffffu, r, j);
-  return keep_min ? (r < other ? r : other) : (r > other ? r : other);
+// The stage pairing entries i and i + 32: a lane's own two registers, ascending.
+__device__ __forceinline__ void order_registers(WarpList64& v) {
+  const uint64_t a = v.lo < v.hi ? v.lo : v.hi, b = v.lo < v.hi ? v.hi : v.lo;
+  v.lo = a;
+  v.hi = b;
 }
 
 __device__ __forceinline__ WarpList64 warp_sort64(WarpList64 v) {
@@ -82,9 +84,7 @@ __device__ __forceinline__ WarpList64 warp_sort64(WarpList64 v) {
 #pragma unroll
     for (int j = size / 2; j > 0; j /= 2) {
       if (j == 32) {  // size 64: entries lane and lane + 32, ascending
-        const uint64_t a = v.lo < v.hi ? v.lo : v.hi, b = v.lo < v.hi ? v.hi : v.lo;
-        v.lo = a;
-        v.hi = b;
+        order_registers(v);
         continue;
       }
       const bool lower = (lane & j) == 0;
@@ -101,9 +101,7 @@ __device__ __forceinline__ WarpList64 warp_merge_sorted64(WarpList64 best, WarpL
   const uint64_t rev_lo = __shfl_sync(0xffffffffu, fresh.hi, 31 - lane);
   const uint64_t rev_hi = __shfl_sync(0xffffffffu, fresh.lo, 31 - lane);
   WarpList64 v{best.lo < rev_lo ? best.lo : rev_lo, best.hi < rev_hi ? best.hi : rev_hi};  // bitonic
-  const uint64_t a = v.lo < v.hi ? v.lo : v.hi, b = v.lo < v.hi ? v.hi : v.lo;
-  v.lo = a;
-  v.hi = b;
+  order_registers(v);
 #pragma unroll
   for (int j = 16; j > 0; j /= 2) {
     const bool lower = (lane & j) == 0;
