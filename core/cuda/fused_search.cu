@@ -274,22 +274,28 @@ __device__ __forceinline__ float staged_value(float v) {
 // sums in dimension order exactly as the list-major scan does (one fma per dimension into one
 // fp32 total), so a query's distances are the same bits whichever path answers it. Integer
 // rows with integer queries: the exact integer, rounded once.
+// The query's probes as a block sees them in shared memory: tile offsets (np + 1) and each
+// probed list's first storage slot and size.
+struct ProbeExtents {
+  const int32_t* off;
+  const int64_t* start;
+  const int64_t* size;
+};
+
 template <class T, bool IP, bool INT>
-__device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, unsigned long long* keys,
-                          float (*xs)[kTileRows + 1], int64_t q, int64_t t) {
+__device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, const ProbeExtents& pe,
+                          unsigned long long* keys, float (*xs)[kTileRows + 1], int64_t q, int64_t t) {
   using E = DeviceElement<T>;
   const int tid = threadIdx.x;
   const int64_t np = a.nprobe, dim = a.dim;
-  const int32_t* off = a.tile_off + q * (np + 1);
   int64_t lo = 0, hi = np;  // off[lo] <= t < off[hi]
   while (hi - lo > 1) {
     const int64_t mid = (lo + hi) / 2;
-    if (off[mid] <= t) lo = mid; else hi = mid;
+    if (pe.off[mid] <= t) lo = mid; else hi = mid;
   }
-  const int64_t list = a.probes[q * np + lo];
-  const int64_t r0 = (t - off[lo]) * kTileRows;
-  const int64_t first = a.list_start[list] + r0;
-  const int64_t left = a.list_size[list] - r0;
+  const int64_t r0 = (t - pe.off[lo]) * kTileRows;
+  const int64_t first = pe.start[lo] + r0;
+  const int64_t left = pe.size[lo] - r0;
   const int count = static_cast<int>(left < kTileRows ? left : kTileRows);
   const int r = tid;
   bool ok = r < count;
@@ -297,19 +303,30 @@ __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, unsigned lo
   const T* rows = a.vectors + first * dim;
   float acc = 0.0f;
   long long iacc = 0;
+  // Aligned rows: each thread's share of the next chunk is loaded into registers while this
+  // one is summed, so a tile waits for memory once rather than once per chunk.
+  constexpr int kLoads = kTileRows * (kChunk / 4) / kScanThreads;
+  float4 pending[kLoads];
+  const auto load_chunk = [&](int64_t j0) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int e = tid + u * kScanThreads, rr = e / (kChunk / 4), jj = (e % (kChunk / 4)) * 4;
+      pending[u] = (rr < count && j0 + jj < dim) ? E::load4(rows + rr * dim + j0 + jj) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  if (a.vec4) load_chunk(0);
   for (int64_t j0 = 0; j0 < dim; j0 += kChunk) {
     __syncthreads();  // the previous chunk is consumed
     if (a.vec4) {
 #pragma unroll
-      for (int e = tid; e < kTileRows * (kChunk / 4); e += kScanThreads) {
-        const int rr = e / (kChunk / 4), jj = (e % (kChunk / 4)) * 4;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (rr < count && j0 + jj < dim) v = E::load4(rows + rr * dim + j0 + jj);
-        xs[jj][rr] = staged_value<INT>(v.x);
-        xs[jj + 1][rr] = staged_value<INT>(v.y);
-        xs[jj + 2][rr] = staged_value<INT>(v.z);
-        xs[jj + 3][rr] = staged_value<INT>(v.w);
+      for (int u = 0; u < kLoads; ++u) {
+        const int e = tid + u * kScanThreads, rr = e / (kChunk / 4), jj = (e % (kChunk / 4)) * 4;
+        xs[jj][rr] = staged_value<INT>(pending[u].x);
+        xs[jj + 1][rr] = staged_value<INT>(pending[u].y);
+        xs[jj + 2][rr] = staged_value<INT>(pending[u].z);
+        xs[jj + 3][rr] = staged_value<INT>(pending[u].w);
       }
+      if (j0 + kChunk < dim) load_chunk(j0 + kChunk);
     } else {
 #pragma unroll 4
       for (int e = tid; e < kTileRows * kChunk; e += kScanThreads) {
@@ -368,16 +385,29 @@ __global__ void __launch_bounds__(kScanThreads) tile_scan_kernel(TileScanArgs<T>
   __shared__ float qs[kFusedMaxDim];
   __shared__ unsigned long long keys[kTileRows];
   __shared__ float xs[kChunk][kTileRows + 1];
+  __shared__ int32_t off_s[kFusedMaxNprobe + 1];
+  __shared__ int64_t start_s[kFusedMaxNprobe], size_s[kFusedMaxNprobe];
   const int64_t q = blockIdx.y, np = a.nprobe, dim = a.dim;
   let_next_kernel_launch();
   wait_for_previous_kernel();
-  const int64_t tiles = a.tile_off[q * (np + 1) + np];
-  if (blockIdx.x >= tiles) return;
+  // The query's tile offsets and probed lists, read once per block in one round of loads: a
+  // tile's search over them in global memory was a chain of dependent loads.
+  for (int64_t i = threadIdx.x; i <= np; i += blockDim.x) {
+    off_s[i] = a.tile_off[q * (np + 1) + i];
+    if (i < np) {
+      const int32_t list = a.probes[q * np + i];
+      start_s[i] = a.list_start[list];
+      size_s[i] = a.list_size[list];
+    }
+  }
   const int64_t padded = (dim + kChunk - 1) / kChunk * kChunk;
   for (int64_t j = threadIdx.x; j < padded; j += blockDim.x) qs[j] = j < dim ? a.queries[q * dim + j] : 0.0f;
+  __syncthreads();
+  const int64_t tiles = off_s[np];
+  const ProbeExtents pe{off_s, start_s, size_s};
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    __syncthreads();  // the query is staged; the previous tile's keys are written out
-    scan_tile<T, IP, INT>(a, qs, keys, xs, q, t);
+    __syncthreads();  // the previous tile's keys are written out
+    scan_tile<T, IP, INT>(a, qs, pe, keys, xs, q, t);
   }
 }
 
