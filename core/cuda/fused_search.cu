@@ -299,7 +299,7 @@ __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, const Probe
   const int count = static_cast<int>(left < kTileRows ? left : kTileRows);
   const int r = tid;
   bool ok = r < count;
-  if (ok && a.removed != nullptr) ok = !((a.removed[(first + r) >> 6] >> ((first + r) & 63)) & 1u);
+  if (ok) ok = !slot_removed(a.removed, first + r);
   const T* rows = a.vectors + first * dim;
   float acc = 0.0f;
   long long iacc = 0;

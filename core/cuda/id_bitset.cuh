@@ -31,4 +31,19 @@ struct IdSetView {
   __device__ __forceinline__ bool contains(int64_t id) const { return dense ? bits.contains(id) : map.contains(id); }
 };
 
+// Whether storage slot `slot` is marked removed (removed: one bit per slot, or null: none).
+__device__ __forceinline__ bool slot_removed(const uint64_t* removed, int64_t slot) {
+  return removed != nullptr && ((removed[slot >> 6] >> (slot & 63)) & 1u);
+}
+
+// Whether the row in storage slot `slot` may be returned: not removed and, under a filter
+// (1: allow-list, 2: deny-list; 0: none), its id passes. id_of() reads the id only when a
+// filter asks for it. The one exclusion rule of every scan.
+template <class IdOf>
+__device__ __forceinline__ bool row_allowed(const uint64_t* removed, int filter, const IdSetView& set, int64_t slot,
+                                            IdOf&& id_of) {
+  if (slot_removed(removed, slot)) return false;
+  return filter == 0 || set.contains(id_of()) == (filter == 1);
+}
+
 }  // namespace ivfgpu::cuda

@@ -7,6 +7,7 @@
 
 #include "check.hpp"
 #include "element_traits.cuh"
+#include "id_bitset.cuh"
 #include "id_map_view.cuh"
 #include "launch.cuh"
 
@@ -48,7 +49,7 @@ __global__ void count_rows_kernel(IdMapView requests, const int64_t* ids, const 
   const int64_t first = start[l], end = first + size[l];
   for (int64_t s = first + blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; s < end;
        s += static_cast<int64_t>(gridDim.y) * blockDim.x) {
-    if (removed != nullptr && ((removed[s >> 6] >> (s & 63)) & 1u)) continue;
+    if (slot_removed(removed, s)) continue;
     int64_t at = -1;
     if (requests.find(ids[s], &at)) atomicAdd(&counts[at], 1ull);
   }

@@ -182,13 +182,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();  // the previous row tile is done with the shared arrays; q_row is visible
       if (tid >= kMmaTile && tid < 2 * kMmaTile) {
         const int v = tid - kMmaTile;
-        bool ok = v < vcount;
-        if (ok && a.removed != nullptr) {
-          const int64_t slot = a.list_start[l] + v0 + v;
-          if ((a.removed[slot >> 6] >> (slot & 63)) & 1u) ok = false;
-        }
-        if (ok && a.filter != 0) ok = a.filter_set.contains(a.ids[a.list_start[l] + v0 + v]) == (a.filter == 1);
-        keep[v] = ok;  // read only in the epilogue, after the slices' barriers
+        const int64_t slot = a.list_start[l] + v0 + v;
+        // read only in the epilogue, after the slices' barriers
+        keep[v] = v < vcount && row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
       }
       float acc[2][2][4];
 #pragma unroll

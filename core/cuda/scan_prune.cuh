@@ -215,9 +215,8 @@ __global__ void __launch_bounds__(kThreads) settle_overflow_kernel(SettleArgs<T>
         uint64_t key = kNone;
         if (row < size) {
           const int64_t slot = a.list_start[l] + row;
-          bool ok = a.removed == nullptr || ((a.removed[slot >> 6] >> (slot & 63)) & 1u) == 0;
-          if (ok && a.filter != 0) ok = a.filter_set.contains(a.ids[slot]) == (a.filter == 1);
-          if (ok) key = exact_key<T, IP, INT>(a, query, l, row, off + row);
+          if (row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; }))
+            key = exact_key<T, IP, INT>(a, query, l, row, off + row);
         }
         if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
       }

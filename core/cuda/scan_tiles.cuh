@@ -125,13 +125,8 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
       if (a.check_rows) {
         __syncthreads();  // the previous tile's results are written: keep[] may change
         if (tid < kTileV) {
-          bool ok = tid < vcount;
-          if (ok && a.removed != nullptr) {
-            const int64_t slot = a.list_start[l] + row0 + v0 + tid;
-            if ((a.removed[slot >> 6] >> (slot & 63)) & 1u) ok = false;
-          }
-          if (ok && a.filter != 0) ok = a.filter_set.contains(row_ids[v0 + tid]) == (a.filter == 1);
-          keep[tid] = ok;
+          keep[tid] = tid < vcount && row_allowed(a.removed, a.filter, a.filter_set, a.list_start[l] + row0 + v0 + tid,
+                                                  [&] { return row_ids[v0 + tid]; });
         }
       }
       // fp32 sums, or (INT) the exact integer sums of the finished blocks.
