@@ -126,6 +126,94 @@ TEST(VectorOps, NonFiniteRowsAndNormalisation) {
   EXPECT_EQ(normalized_copy(zero.data(), 1, 2), zero);
 }
 
+// first_unusable_row sums eight rows at once on x86; it must refuse exactly the rows a sum per
+// row in dimension order refuses, and name the first, for rows at the edge of the bound, NaN
+// and Inf anywhere, every dimension (the tail past a multiple of four) and every row count
+// (the rows past a multiple of eight).
+TEST(VectorOps, FirstUnusableRowEqualsAPerRowSumAtTheEdge) {
+  const auto reference = [](const float* x, int64_t n, int64_t dim, bool bounded, bool* non_finite) -> int64_t {
+    for (int64_t i = 0; i < n; ++i) {
+      float s = 0.0f;
+      bool finite = true;
+      for (int64_t j = 0; j < dim; ++j) {
+        const float v = x[i * dim + j];
+        const volatile float sq = v * v;  // rounded, never fused with the add
+        s += sq;
+        finite = finite && std::isfinite(v);
+      }
+      if (!(s <= kMaxSquaredNorm) && (!finite || bounded)) {
+        *non_finite = !finite;
+        return i;
+      }
+    }
+    return -1;
+  };
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  int64_t refused = 0;
+  for (int64_t dim : {1, 3, 4, 7, 8, 13, 128}) {
+    // Scaled so that a row's squared norm lands near the bound about half the time.
+    const float scale = std::sqrt(kMaxSquaredNorm / static_cast<float>(dim)) * 0.99f;
+    for (int trial = 0; trial < 300; ++trial) {
+      const int64_t n = 1 + trial % 23;
+      std::vector<float> x(static_cast<std::size_t>(n * dim));
+      for (auto& v : x) v = g(rng) * scale;
+      if (trial % 7 == 0) x[rng() % x.size()] = std::numeric_limits<float>::quiet_NaN();
+      if (trial % 11 == 0) x[rng() % x.size()] = -std::numeric_limits<float>::infinity();
+      for (bool bounded : {true, false}) {
+        bool got_nf = false, want_nf = false;
+        const int64_t got = first_unusable_row(x.data(), n, dim, bounded, &got_nf);
+        const int64_t want = reference(x.data(), n, dim, bounded, &want_nf);
+        ASSERT_EQ(got, want) << "dim " << dim << " n " << n << " trial " << trial << " bounded " << bounded;
+        if (want >= 0) {
+          EXPECT_EQ(got_nf, want_nf);
+          ++refused;
+        }
+      }
+    }
+  }
+  EXPECT_GT(refused, 500) << "the data must exercise refusals";
+  // Rows exactly at the edge: a scale found by bisection such that the per-row sum passes at
+  // `lo` and fails at `hi`, one float apart. Any other order of additions flips about half of
+  // these, so the fast path must add in the reference's order.
+  int64_t edges = 0;
+  for (int64_t dim : {3, 8, 13, 128}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> shape(static_cast<std::size_t>(dim));
+      for (auto& v : shape) v = g(rng);
+      const auto row_at = [&](float c) {
+        std::vector<float> r(shape.size());
+        for (std::size_t j = 0; j < r.size(); ++j) r[j] = shape[j] * c;
+        return r;
+      };
+      const auto passes = [&](float c) {
+        bool nf = false;
+        const std::vector<float> r = row_at(c);
+        return reference(r.data(), 1, dim, true, &nf) < 0;
+      };
+      float lo = 0.0f, hi = 1e20f;
+      while (std::nextafter(lo, hi) < hi) {
+        const float mid = lo + (hi - lo) / 2;
+        if (mid <= lo || mid >= hi) break;
+        (passes(mid) ? lo : hi) = mid;
+      }
+      if (!passes(lo) || passes(hi)) continue;
+      for (float c : {lo, hi}) {
+        // The edge row among 15 small rows, at a position that varies over the 8-row blocks.
+        std::vector<float> x(static_cast<std::size_t>(16 * dim), 0.5f);
+        const int64_t at = trial % 16;
+        const std::vector<float> r = row_at(c);
+        std::copy(r.begin(), r.end(), x.begin() + at * dim);
+        bool got_nf = false, want_nf = false;
+        ASSERT_EQ(first_unusable_row(x.data(), 16, dim, true, &got_nf), reference(x.data(), 16, dim, true, &want_nf))
+            << "dim " << dim << " trial " << trial << " scale " << c;
+      }
+      ++edges;
+    }
+  }
+  EXPECT_GT(edges, 100) << "the bisection must find edge rows";
+}
+
 // The f16 table the CPU scan decodes through holds, for every one of the 65,536 bit patterns,
 // exactly the value Half's own conversion gives (NaNs: the same bits), and a distance over f16
 // rows equals the one computed from the rows decoded one by one.
