@@ -268,12 +268,6 @@ __device__ __forceinline__ float staged_value(float v) {
   else return v;
 }
 
-// Tile t of query q: its rows' distances, sorted on chip, the best min(k, 128) written out.
-// The rows are staged through shared memory a chunk of dimensions at a time (coalesced reads,
-// transposed so each thread reads its own row without bank conflicts); then a thread per row
-// sums in dimension order exactly as the list-major scan does (one fma per dimension into one
-// fp32 total), so a query's distances are the same bits whichever path answers it. Integer
-// rows with integer queries: the exact integer, rounded once.
 // The query's probes as a block sees them in shared memory: tile offsets (np + 1) and each
 // probed list's first storage slot and size.
 struct ProbeExtents {
@@ -282,6 +276,12 @@ struct ProbeExtents {
   const int64_t* size;
 };
 
+// Tile t of query q: its rows' distances, sorted on chip, the best min(k, 128) written out.
+// The rows are staged through shared memory a chunk of dimensions at a time (coalesced reads,
+// transposed so each thread reads its own row without bank conflicts); then a thread per row
+// sums in dimension order exactly as the list-major scan does (one fma per dimension into one
+// fp32 total), so a query's distances are the same bits whichever path answers it. Integer
+// rows with integer queries: the exact integer, rounded once.
 template <class T, bool IP, bool INT>
 __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, const ProbeExtents& pe,
                           unsigned long long* keys, float (*xs)[kTileRows + 1], int64_t q, int64_t t) {
@@ -304,7 +304,7 @@ __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, const Probe
   float acc = 0.0f;
   long long iacc = 0;
   // Aligned rows: each thread's share of the next chunk is loaded into registers while this
-  // one is summed, so a tile waits for memory once rather than once per chunk.
+  // one is staged and summed, so the loads overlap the sums and barriers.
   constexpr int kLoads = kTileRows * (kChunk / 4) / kScanThreads;
   float4 pending[kLoads];
   const auto load_chunk = [&](int64_t j0) {
