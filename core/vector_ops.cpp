@@ -42,7 +42,8 @@ bool refused_row(const float* row, int64_t dim, bool bounded, bool* non_finite) 
 // rounded add per element (no fused multiply-add), so that every path refuses the same rows.
 // On x86 eight rows are summed at once: four-row blocks transposed so that each SIMD lane holds
 // one row and adds its elements in the same order. One row at a time was a chain of dependent
-// adds: 0.7 ms for 10,000 x 128 queries on the H100 machine's host, 3.3x this version here.
+// adds (0.7 ms for 10,000 x 128 queries on the H100 machine's host) and 3.3x slower than this
+// on the 2-core CI machine.
 int64_t first_unusable_row(const float* x, int64_t n, int64_t dim, bool bounded, bool* non_finite, float bound) {
   int64_t i = 0;
 #if defined(__SSE2__)

@@ -22,8 +22,9 @@ bool graphs_enabled() {
 // Whether n queries at nprobe go to the fused kernels. They scan query by query, so each probed
 // list is read once per query; the list-major scan reads it once per group of queries, which
 // wins once the (query, list) pairs pass about 512 (H100, 1M x 128, batches of 1 to 64 at
-// nprobe 1, 16 and 64 on both paths: bench/RESULTS.md "Serving"). IVFGPU_FUSED_MAX_ROWS=N (read at every call, so tests and the benchmark compare
-// paths in one process) sends every call of at most N queries there instead; 0 turns them off.
+// nprobe 1, 16 and 64 on both paths: bench/RESULTS.md "Serving, continued").
+// IVFGPU_FUSED_MAX_ROWS=N (read at every call, so tests and the benchmark compare paths in one
+// process) sends every call of at most N queries there instead; 0 turns them off.
 bool fused_takes(int64_t n, int64_t nprobe) {
   const char* e = std::getenv("IVFGPU_FUSED_MAX_ROWS");
   if (e != nullptr && *e != '\0') {

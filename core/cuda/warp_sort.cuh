@@ -1,7 +1,8 @@
-// Sorted 32-entry lists held across a warp's lanes (lane i holds the i-th smallest): a sort and
-// merges by bitonic networks, with no shared memory and no serial insertion. The pruned pass's
-// settling (scan_prune.cuh) and the fused small-batch merge (fused_search.cu) keep their k <= 32
-// best this way.
+// Sorted 32- and 64-entry lists held across a warp's lanes (lane i holds the i-th smallest; a
+// 64-entry list also the 32 + i-th): sorts and merges by bitonic networks, with no shared memory
+// and no serial insertion, and a pairwise merge of a block's warp lists. The pruned pass's
+// settling (scan_prune.cuh) and the fused small-batch kernels (fused_search.cu: probe selection,
+// tile scan, merge) keep their best few this way.
 #pragma once
 
 #include <cuda_runtime.h>
