@@ -45,6 +45,22 @@ __device__ __forceinline__ uint64_t warp_merge32(uint64_t best, uint64_t fresh) 
   return warp_merge_sorted32(best, warp_sort32(fresh));
 }
 
+// The pairwise merge of a block's warp lists behind block_merge_sorted32/64: each round the
+// upper half of the merging warps puts its list in scratch (put(scratch, i) for thread i) and
+// the lower half merges the partner's (merge(mine, scratch, partner thread)). blockDim.x: 32
+// times a power of two. Every thread of the block must call it.
+template <class List, class Key, class Put, class Merge>
+__device__ __forceinline__ List block_merge_tree(List mine, Key* scratch, Put&& put, Merge&& merge) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int half = static_cast<int>(blockDim.x / 64); half >= 1; half /= 2) {
+    if (warp >= half && warp < 2 * half) put(mine, scratch, static_cast<int>(threadIdx.x));
+    __syncthreads();
+    if (warp < half) mine = merge(mine, scratch, (warp + half) * 32 + lane);
+    __syncthreads();
+  }
+  return mine;
+}
+
 // Each warp of the block passes its sorted list; warp 0 gets back the 32 smallest of all of
 // them, sorted (the other warps: unspecified). The lists merge pairwise, halving the warps each
 // round: log2(warps) rounds of two barriers, where a shared-memory bitonic sort of the block's
@@ -54,14 +70,9 @@ __device__ __forceinline__ uint64_t warp_merge32(uint64_t best, uint64_t fresh) 
 template <class Key>  // a 64-bit unsigned type: uint64_t or unsigned long long
 __device__ __forceinline__ Key block_merge_sorted32(Key mine, Key* scratch) {
   static_assert(sizeof(Key) == 8, "64-bit keys");
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int half = static_cast<int>(blockDim.x / 64); half >= 1; half /= 2) {
-    if (warp >= half && warp < 2 * half) scratch[threadIdx.x] = mine;
-    __syncthreads();
-    if (warp < half) mine = warp_merge_sorted32(mine, scratch[(warp + half) * 32 + lane]);
-    __syncthreads();
-  }
-  return mine;
+  return block_merge_tree(
+      mine, scratch, [](Key v, Key* s, int i) { s[i] = v; },
+      [](Key v, Key* s, int at) -> Key { return warp_merge_sorted32(v, s[at]); });
 }
 
 // A sorted 64-entry list across a warp: lane i holds entries i (lo) and 32 + i (hi). The same
@@ -116,20 +127,13 @@ __device__ __forceinline__ WarpList64 warp_merge_sorted64(WarpList64 best, WarpL
 template <class Key>  // a 64-bit unsigned type: uint64_t or unsigned long long
 __device__ __forceinline__ WarpList64 block_merge_sorted64(WarpList64 mine, Key* scratch) {
   static_assert(sizeof(Key) == 8, "64-bit keys");
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int half = static_cast<int>(blockDim.x / 64); half >= 1; half /= 2) {
-    if (warp >= half && warp < 2 * half) {
-      scratch[threadIdx.x] = mine.lo;
-      scratch[blockDim.x + threadIdx.x] = mine.hi;
-    }
-    __syncthreads();
-    if (warp < half) {
-      const int at = (warp + half) * 32 + lane;
-      mine = warp_merge_sorted64(mine, WarpList64{scratch[at], scratch[blockDim.x + at]});
-    }
-    __syncthreads();
-  }
-  return mine;
+  return block_merge_tree(
+      mine, scratch,
+      [](const WarpList64& v, Key* s, int i) {
+        s[i] = v.lo;
+        s[blockDim.x + i] = v.hi;
+      },
+      [](const WarpList64& v, Key* s, int at) { return warp_merge_sorted64(v, WarpList64{s[at], s[blockDim.x + at]}); });
 }
 
 }  // namespace ivfgpu::cuda
