@@ -1,10 +1,10 @@
 // The latency path (core/cuda/small_batch.hpp) against the direct batch pipeline: the fused
-// small-batch kernels (fused_search.hpp, on by default up to 64 queries and 512 probes; IVFGPU_FUSED_MAX_ROWS
-// sets the limit, 0 turns them off) and searches of at most 64 queries replayed from a captured
-// CUDA graph (opt-in with IVFGPU_SEARCH_GRAPH=1); and a large host-memory batch against
-// device-memory queries. "The same results" is shared/docs/results-contract.md
-// (same_results). IVF_INFO_FUSED_SEARCHES and IVF_INFO_GRAPH_SEARCHES show that the path under
-// test really answered.
+// small-batch kernels (fused_search.hpp, on by default up to 64 queries and 512 probes;
+// IVFGPU_FUSED_MAX_ROWS sets the limit, 0 turns them off) and searches of at most 64 queries
+// replayed from a captured CUDA graph (opt-in with IVFGPU_SEARCH_GRAPH=1); and a large
+// host-memory batch against device-memory queries. "The same results" is
+// shared/docs/results-contract.md (same_results). IVF_INFO_FUSED_SEARCHES and
+// IVF_INFO_GRAPH_SEARCHES show that the path under test really answered.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
