@@ -4,16 +4,20 @@
 // Why mma.sync and not WMMA: WMMA's TF32 fragments load one float per instruction (12 shared
 // loads per 4 tensor-core instructions), and ncu showed a WMMA pass bound by that issue rate,
 // not by the tensor cores; on the H100 this pass replaced it at 1.15x its speed at d = 960
-// (bench/RESULTS.md). Here a lane's fragments come from 16-byte loads. The trick is the k order: an mma of k = 8
-// pairs A's columns (t, t + 4) with B's rows (t, t + 4), lane t % 4 holding both. Any
-// one-to-one map from (k step, k index) to dimensions gives the same dot product as long as A
-// and B use the same map, so two k steps (16 dimensions) map lane t to the four consecutive
-// dimensions 4t .. 4t + 3: one float4 per fragment row, stored in shared memory exactly as it
-// lies in the row (no permutation on the way in).
+// (bench/RESULTS.md).
+//
+// Fragments come from ldmatrix: an m8n8 .b16 matrix is eight 16-byte rows, and lane i receives
+// the 32-bit word (row i / 4, word i % 4). Read as fp32, that is exactly the TF32 fragment
+// layout (row g = lane / 4, column t = lane % 4), so one ldmatrix.x4 fills an A fragment's four
+// registers (rows g and g + 8, columns t and t + 4) and one fills a B fragment pair, with no
+// register moves between the load and the mma (a 16-byte shared load per row, as before, put
+// rows g and g + 8 in different register quads: four moves per mma).
 //
 // Shared layout: a 32-dimension slice of the tile is two slabs of 16 dimensions, each
-// [64 rows][16] floats. A quarter-warp's 16-byte loads then read rows g and g + 1 (64 bytes
-// each, 128 contiguous bytes): no bank conflict.
+// [64 rows][16] floats, with the four 16-byte chunks of row r stored in the order
+// chunk ^ ((r / 2) % 4) (slab_col). The eight rows that one ldmatrix phase reads at one chunk
+// then fall in eight different bank quads, and so do the two rows that a quarter-warp's
+// 16-byte staging stores write (a padded pitch of 20 floats served ldmatrix but not the stores).
 #pragma once
 
 #include <cstdint>
@@ -46,20 +50,39 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// The place of dimension j (< 16) of staged row r in its slab row (see the layout above).
+__device__ __forceinline__ int slab_col(int r, int j) { return ((((j >> 2) ^ (r >> 1)) & 3) << 2) | (j & 3); }
+
+// Four 8 x 4 fp32 matrices from shared memory (lane i gives the address of matrix i / 8's row
+// i % 8): register j holds matrix j's word (lane / 4, lane % 4).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t at) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at));
+}
+
 // Thread tid stages row tid / 4, dimensions slab * 16 + (tid % 4) * 4 .. + 3 of the slice, for
 // slab 0 and 1: its two float4 belong to one row, so its partial norm is that row's. Its row
-// pointer (nullptr: no row) is resolved once per tile, already offset to its four columns.
+// pointer is resolved once per tile, already offset to its four columns. A tile row past the
+// last (no query, no row) stages a copy of the tile's first row instead of zeros: its products
+// and norm are never read (the epilogue skips query rows past pcount and rows not kept), and the
+// loads then need no predicate.
 template <class R>
-__device__ __forceinline__ const R* mma_thread_row(const R* row) {
-  return row == nullptr ? nullptr : row + (threadIdx.x % 4) * 4;
+__device__ __forceinline__ const R* mma_thread_row(const R* row, const R* first) {
+  return (row != nullptr ? row : first) + (threadIdx.x % 4) * 4;
 }
 template <class R>
 __device__ __forceinline__ void mma_load_slice(float4 (&v)[2], const R* p, int d0, int dim) {
+  if (d0 + kMmaSlice <= dim) {  // a whole slice: no dimension past the row's end
+    v[0] = DeviceElement<R>::load4(p + d0);
+    v[1] = DeviceElement<R>::load4(p + d0 + kMmaSlab);
+    return;
+  }
   const int c = (threadIdx.x % 4) * 4;
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
     const int j = d0 + s * kMmaSlab;
-    v[s] = (p != nullptr && j + c < dim) ? DeviceElement<R>::load4(p + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+    v[s] = j + c < dim ? DeviceElement<R>::load4(p + j) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
 // norm: whether to add the staged values' squares to `sum` (a unit's query norms are summed
@@ -69,7 +92,7 @@ __device__ __forceinline__ void mma_store_slice(float (*s)[kMmaTile][kMmaSlab], 
   const int r = threadIdx.x / 4, c = (threadIdx.x % 4) * 4;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    *reinterpret_cast<float4*>(&s[i][r][c]) = v[i];
+    *reinterpret_cast<float4*>(&s[i][r][slab_col(r, c)]) = v[i];
     if (norm) sum = fmaf(v[i].x, v[i].x, fmaf(v[i].y, v[i].y, fmaf(v[i].z, v[i].z, fmaf(v[i].w, v[i].w, sum))));
   }
 }
@@ -86,7 +109,7 @@ __device__ __forceinline__ void mma_stage_slice1(float (*s)[kMmaTile][kMmaSlab],
       v = DeviceElement<R>::load1(p + d0 + j);
       if (centre != nullptr) v -= centre[d0 + j];
     }
-    s[j / kMmaSlab][r][j % kMmaSlab] = v;
+    s[j / kMmaSlab][r][slab_col(r, j % kMmaSlab)] = v;
   }
 }
 // The same for this thread's two staged float4 (mma_load_slice's columns).
@@ -122,11 +145,19 @@ __device__ __forceinline__ void for_each_accumulator_row(int wq, int g, int pcou
 template <class T, bool IP, bool PRUNE>
 __global__ void __launch_bounds__(kThreads, 2)
     list_mma_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm, PruneState pr) {
+  // Two buffers of a slice for the queries and two for the rows: slice i + 1 is staged while
+  // slice i is multiplied, so one barrier per slice suffices. PRUNE's epilogue costs share the
+  // memory: they are written after every warp's last products (a barrier between) and read
+  // before the next row tile stages (its first barrier between).
   // Pitch 72: a warp's 8-byte stores of its accumulators (8 rows x 4 column pairs) hit 32 banks.
   constexpr int kCostPitch = 72;
-  __shared__ __align__(16) float costs[PRUNE ? kMmaTile : 1][kCostPitch];
-  __shared__ __align__(16) float qs[2][kMmaTile][kMmaSlab];
-  __shared__ __align__(16) float xs[2][kMmaTile][kMmaSlab];
+  using Slice = float[2][kMmaTile][kMmaSlab];  // [slab][row][dimension, swizzled]
+  constexpr int kSliceFloats = 2 * kMmaTile * kMmaSlab, kStageFloats = 4 * kSliceFloats;
+  static_assert(kMmaTile * kCostPitch <= kStageFloats, "the costs fit the staging buffers");
+  __shared__ __align__(16) float stage_mem[kStageFloats];
+  Slice* const qs = reinterpret_cast<Slice*>(stage_mem);  // qs[buffer]
+  Slice* const xs = reinterpret_cast<Slice*>(stage_mem + 2 * kSliceFloats);
+  float(*const costs)[kCostPitch] = reinterpret_cast<float(*)[kCostPitch]>(stage_mem);
   __shared__ float qn2[kMmaTile], xn2[kMmaTile], qlen[kMmaTile], xlen[kMmaTile];
   __shared__ int64_t out_base[kMmaTile];
   __shared__ int64_t q_row[kMmaTile];
@@ -143,6 +174,20 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
+  // The lane's ldmatrix row addresses in buffer 0, slab 0 (slab 1 lies kSlabBytes on, buffer 1
+  // kBufferBytes). Fragment rows
+  // differ by multiples of 8, so slab_col's swizzle of them depends on the lane alone.
+  // A (mi, k step s): mma tile rows 0-7 / 8-15, columns 8s .. + 3 / 8s + 4 .. + 7, mi at + 16 rows.
+  // B (ni): tile rows 8 ni .. + 7, columns 0-3, 4-7 (step 0's b0, b1), 8-11, 12-15 (step 1's).
+  constexpr uint32_t kSlabBytes = kMmaTile * kMmaSlab * 4, kRowBytes = kMmaSlab * 4, kBufferBytes = 2 * kSlabBytes;
+  const int sw = (lane >> 1) & 3;
+  uint32_t a_at[2];
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+    a_at[s] = static_cast<uint32_t>(__cvta_generic_to_shared(&qs[0][0][wq + (lane & 7) + (lane & 8)][0])) +
+              (((2 * s + (lane >> 4)) ^ sw) * 16);
+  const uint32_t b_at =
+      static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0][wv + (lane & 7)][0])) + (((lane >> 3) ^ sw) * 16);
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
     const int64_t l = unit_of(a.tile_off, a.nlist, t), size = a.list_size[l];
@@ -196,73 +241,89 @@ __global__ void __launch_bounds__(kThreads, 2)
       float qnorm = 0.0f, xnorm = 0.0f;
       const bool first_tile = vt == vt_begin;
       const int dim = static_cast<int>(a.dim);
-      const float* my_q = mma_thread_row(q_ptr(tid / 4));
-      const T* my_x = mma_thread_row(x_ptr(tid / 4));
-      if (a.vec4 && !preloaded) {
-        mma_load_slice(qv, my_q, 0, dim);
-        mma_load_slice(xv, my_x, 0, dim);
-      }
-      preloaded = false;
-      for (int d0 = 0; d0 < dim; d0 += kMmaSlice) {
+      const float* my_q = mma_thread_row(q_ptr(tid / 4), q_ptr(0));
+      const T* my_x = mma_thread_row(x_ptr(tid / 4), x_ptr(0));
+      // Slice d0 into shared buffer b: from the registers (vec4), or element-wise.
+      const auto stage = [&](int d0, int b) {
         if (a.vec4) {
           if (centre != nullptr) {
             mma_centre(qv, centre, d0);
             mma_centre(xv, centre, d0);
           }
-          mma_store_slice(qs, qv, qnorm, first_tile);
-          mma_store_slice(xs, xv, xnorm, true);
+          mma_store_slice(qs[b], qv, qnorm, first_tile);
+          mma_store_slice(xs[b], xv, xnorm, true);
         } else {
-          mma_stage_slice1<float>(qs, q_ptr, d0, a.dim, centre);
-          mma_stage_slice1<T>(xs, x_ptr, d0, a.dim, centre);
+          mma_stage_slice1<float>(qs[b], q_ptr, d0, a.dim, centre);
+          mma_stage_slice1<T>(xs[b], x_ptr, d0, a.dim, centre);
         }
-        __syncthreads();
-        if (a.vec4) {  // the next slice travels while this one is multiplied
-          if (d0 + kMmaSlice < dim) {
-            mma_load_slice(qv, my_q, d0 + kMmaSlice, dim);
-            mma_load_slice(xv, my_x, d0 + kMmaSlice, dim);
-          } else if (vt + 1 < vt_end) {  // ... or the next row tile's first, over the epilogue
-            mma_load_slice(qv, my_q, 0, dim);
-            mma_load_slice(xv, mma_thread_row(next_ptr(tid / 4)), 0, dim);
-            preloaded = true;
-          }
+      };
+      // The registers' next slice (vec4): slice d0 of this tile, or past its end the next row
+      // tile's first, which then travels over the epilogue.
+      const auto prefetch = [&](int d0) {
+        if (!a.vec4) return;
+        if (d0 < dim) {
+          mma_load_slice(qv, my_q, d0, dim);
+          mma_load_slice(xv, my_x, d0, dim);
+        } else if (vt + 1 < vt_end) {
+          mma_load_slice(qv, my_q, 0, dim);
+          mma_load_slice(xv, mma_thread_row(next_ptr(tid / 4), next_ptr(0)), 0, dim);
+          preloaded = true;
+        }
+      };
+      if (a.vec4 && !preloaded) {
+        mma_load_slice(qv, my_q, 0, dim);
+        mma_load_slice(xv, my_x, 0, dim);
+      }
+      preloaded = false;
+      stage(0, 0);
+      prefetch(kMmaSlice);
+      __syncthreads();
+      for (int d0 = 0, b = 0; d0 < dim; d0 += kMmaSlice, b ^= 1) {
+        const bool more = d0 + kMmaSlice < dim;
+        // The other buffer was last read by the previous slice's products, before the barrier.
+        if (more) {
+          stage(d0 + kMmaSlice, b ^ 1);
+          prefetch(d0 + 2 * kMmaSlice);
         }
         if (!a.vec4 && tid < 2 * kMmaTile) {  // thread tid's row: query row tid, or tile row tid - 64
           const int r = tid % kMmaTile;
-          float (*s)[kMmaTile][kMmaSlab] = tid < kMmaTile ? qs : xs;
+          float(*sl)[kMmaTile][kMmaSlab] = tid < kMmaTile ? qs[b] : xs[b];
           float sum = 0.0f;
           for (int i = 0; i < kMmaSlice; ++i) {
             const int j = (i + r) % kMmaSlice;  // rotated: neighbouring rows read other banks
-            const float v = s[j / kMmaSlab][r][j % kMmaSlab];
+            const float v = sl[j / kMmaSlab][r][slab_col(r, j % kMmaSlab)];
             sum = fmaf(v, v, sum);
           }
           qnorm += sum;
         }
         if (active) {
+          // Both slabs' fragments are loaded before the first mma, so that the shared-memory
+          // latency of the second slab hides behind the first slab's products.
+          uint32_t af[2][2][2][4], bf[2][2][4];  // [slab][mi][s], [slab][ni]
+          const uint32_t at = b * kBufferBytes;
 #pragma unroll
           for (int slab = 0; slab < 2; ++slab) {
-            float4 alo[2], ahi[2], b[2];
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi) {
-              alo[mi] = *reinterpret_cast<const float4*>(&qs[slab][wq + 16 * mi + g][t4]);
-              ahi[mi] = *reinterpret_cast<const float4*>(&qs[slab][wq + 16 * mi + g + 8][t4]);
-            }
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni) b[ni] = *reinterpret_cast<const float4*>(&xs[slab][wv + 8 * ni + g][t4]);
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-              for (int ni = 0; ni < 2; ++ni) {
-                // k step 0: dimensions 4t (k = t) and 4t + 1 (k = t + 4); step 1: 4t + 2, 4t + 3.
-                mma_tf32(acc[mi][ni], __float_as_uint(alo[mi].x), __float_as_uint(ahi[mi].x),
-                         __float_as_uint(alo[mi].y), __float_as_uint(ahi[mi].y), __float_as_uint(b[ni].x),
-                         __float_as_uint(b[ni].y));
-                mma_tf32(acc[mi][ni], __float_as_uint(alo[mi].z), __float_as_uint(ahi[mi].z),
-                         __float_as_uint(alo[mi].w), __float_as_uint(ahi[mi].w), __float_as_uint(b[ni].z),
-                         __float_as_uint(b[ni].w));
-              }
+              for (int s = 0; s < 2; ++s)
+                ldmatrix_x4(af[slab][mi][s], a_at[s] + at + slab * kSlabBytes + mi * 16 * kRowBytes);
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni) ldmatrix_x4(bf[slab][ni], b_at + at + slab * kSlabBytes + ni * 8 * kRowBytes);
           }
+#pragma unroll
+          for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
+            for (int s = 0; s < 2; ++s)
+#pragma unroll
+              for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < 2; ++ni) {
+                  const uint32_t(&A)[4] = af[slab][mi][s];
+                  mma_tf32(acc[mi][ni], A[0], A[1], A[2], A[3], bf[slab][ni][2 * s], bf[slab][ni][2 * s + 1]);
+                }
         }
-        __syncthreads();
+        if (more) __syncthreads();  // the staged slice is visible; this one's buffer is free
       }
       if (a.vec4) {  // the four lanes of a row hold its partial norms
         qnorm += __shfl_xor_sync(0xffffffffu, qnorm, 1);
@@ -300,26 +361,44 @@ __global__ void __launch_bounds__(kThreads, 2)
           prune_row_thresholds(mg, qlen[tid], fmaxf(xmax_part[0], xmax_part[1]), qbound[tid], rows_pr, tid);
         __syncthreads();
         if (active) {
+          // The lane's four tile columns c0 + 8 ni + e: their squared norms and whether they count
+          // are the same for each of its query rows.
+          const int c0 = wv + t4 / 2;
+          float xsq[2][2];
+          bool ok[2][2];
+#pragma unroll
+          for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              xsq[ni][e] = IP ? 0.0f : xn2[c0 + 8 * ni + e];
+              ok[ni][e] = keep[c0 + 8 * ni + e];
+            }
           for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
             const float qsq = IP ? 0.0f : qn2[r], m = rows_pr.margin[r];
             const float take = rows_pr.take[r], lower = rows_pr.lower[r];
-            const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
+            float base[2][2];  // the cost without its margin (smaller is better for both metrics)
+            bool any_take = false;
             int below = 0;
 #pragma unroll
             for (int ni = 0; ni < 2; ++ni) {
-              const int c = wv + 8 * ni + t4 / 2;
               float v[2];
 #pragma unroll
               for (int e = 0; e < 2; ++e) {
-                // The cost without its margin (smaller is better for both metrics).
                 const float dot = acc[mi][ni][2 * h + e];
-                const float base = IP ? -dot : fmaf(-2.0f, dot, qsq + xn2[c + e]);
-                const bool ok = keep[c + e];
-                if (ok && base <= take) append_row(pr, q, pos0 + c + e, __fsub_rd(base, m));
-                below += (ok && base < lower) ? 1 : 0;
-                v[e] = ok ? __fadd_ru(base, m) : __int_as_float(0x7f800000);  // the pessimistic cost
+                base[ni][e] = IP ? -dot : fmaf(-2.0f, dot, qsq + xsq[ni][e]);
+                any_take |= ok[ni][e] && base[ni][e] <= take;
+                below += (ok[ni][e] && base[ni][e] < lower) ? 1 : 0;
+                v[e] = ok[ni][e] ? __fadd_ru(base[ni][e], m) : __int_as_float(0x7f800000);  // pessimistic
               }
-              *reinterpret_cast<float2*>(&costs[r][c]) = make_float2(v[0], v[1]);
+              *reinterpret_cast<float2*>(&costs[r][c0 + 8 * ni]) = make_float2(v[0], v[1]);
+            }
+            if (any_take) {  // rare (~11 rows per query on the bench's data): the rows that can still enter
+              const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
+#pragma unroll
+              for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                  if (ok[ni][e] && base[ni][e] <= take) append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base[ni][e], m));
             }
             if (below > 0) atomicAdd(&rows_pr.below[r], below);
           });
