@@ -309,7 +309,8 @@ __global__ void __launch_bounds__(kThreads, 2)
               for (int s = 0; s < 2; ++s)
                 ldmatrix_x4(af[slab][mi][s], a_at[s] + at + slab * kSlabBytes + mi * 16 * kRowBytes);
 #pragma unroll
-            for (int ni = 0; ni < 2; ++ni) ldmatrix_x4(bf[slab][ni], b_at + at + slab * kSlabBytes + ni * 8 * kRowBytes);
+            for (int ni = 0; ni < 2; ++ni)
+              ldmatrix_x4(bf[slab][ni], b_at + at + slab * kSlabBytes + ni * 8 * kRowBytes);
           }
 #pragma unroll
           for (int slab = 0; slab < 2; ++slab)
@@ -398,7 +399,8 @@ __global__ void __launch_bounds__(kThreads, 2)
               for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
-                  if (ok[ni][e] && base[ni][e] <= take) append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base[ni][e], m));
+                  if (ok[ni][e] && base[ni][e] <= take)
+                    append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base[ni][e], m));
             }
             if (below > 0) atomicAdd(&rows_pr.below[r], below);
           });
