@@ -39,30 +39,44 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 // The distance between a query and a stored row exactly as the SIMT scan computes it: a
 // sequential fp32 sum in dimension order, or (INT: integer rows against integer queries) the
-// exact integer sum rounded once to float.
+// exact integer sum rounded once to float. Where both rows start 16-byte aligned with a
+// multiple of four elements (exact_vec4), four elements come per load; the sum keeps its order.
 template <class T, bool IP, bool INT>
-__device__ __forceinline__ float exact_row_distance(const float* query, const T* xr, int64_t dim) {
+__device__ __forceinline__ void exact_term(float q, float x, float& acc, long long& total) {
   if constexpr (INT) {
-    long long total = 0;
-    for (int64_t j = 0; j < dim; ++j) {
-      const long long qi = __float2ll_rn(query[j]);
-      const long long xi = __float2ll_rn(DeviceElement<T>::load1(xr + j));
-      total += IP ? qi * xi : (qi - xi) * (qi - xi);
-    }
-    return __ll2float_rn(total);
+    const long long qi = __float2ll_rn(q), xi = __float2ll_rn(x);
+    total += IP ? qi * xi : (qi - xi) * (qi - xi);
+  } else if constexpr (IP) {
+    acc = fmaf(q, x, acc);
   } else {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < dim; ++j) {
-      const float xv = DeviceElement<T>::load1(xr + j);
-      if constexpr (IP) {
-        acc = fmaf(query[j], xv, acc);
-      } else {
-        const float diff = query[j] - xv;
-        acc = fmaf(diff, diff, acc);
-      }
-    }
-    return acc;
+    const float diff = q - x;
+    acc = fmaf(diff, diff, acc);
   }
+}
+template <class T, bool IP, bool INT>
+__device__ __forceinline__ float exact_row_distance(const float* query, const T* xr, int64_t dim, bool vec4) {
+  float acc = 0.0f;
+  long long total = 0;
+  int64_t j = 0;
+  if (vec4) {
+    for (; j + 4 <= dim; j += 4) {
+      const float4 x = DeviceElement<T>::load4(xr + j);
+      const float4 q = *reinterpret_cast<const float4*>(query + j);
+      exact_term<T, IP, INT>(q.x, x.x, acc, total);
+      exact_term<T, IP, INT>(q.y, x.y, acc, total);
+      exact_term<T, IP, INT>(q.z, x.z, acc, total);
+      exact_term<T, IP, INT>(q.w, x.w, acc, total);
+    }
+  }
+  for (; j < dim; ++j) exact_term<T, IP, INT>(query[j], DeviceElement<T>::load1(xr + j), acc, total);
+  if constexpr (INT) return __ll2float_rn(total);
+  return acc;
+}
+// Whether exact_row_distance may take four elements per load for these rows and queries.
+template <class T>
+__host__ __device__ inline bool exact_vec4(const T* vectors, const float* queries, int64_t dim) {
+  return dim % 4 == 0 && reinterpret_cast<uintptr_t>(vectors) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(queries) % 16 == 0;
 }
 
 // The k-th smallest (k >= 1) of the warp's 64 ordered keys, two per lane: a radix selection,
@@ -130,7 +144,8 @@ __device__ __forceinline__ void lower_row_bound(const PruneState& pr, int64_t q,
 template <class T, bool IP, bool INT>
 __device__ __forceinline__ uint64_t exact_key(const SettleArgs<T>& a, const float* query, int64_t l, int64_t row,
                                               int64_t pos) {
-  const float d = exact_row_distance<T, IP, INT>(query, a.vectors + (a.list_start[l] + row) * a.dim, a.dim);
+  const float d = exact_row_distance<T, IP, INT>(query, a.vectors + (a.list_start[l] + row) * a.dim, a.dim,
+                                                 exact_vec4(a.vectors, a.queries, a.dim));
   return (static_cast<uint64_t>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(pos);
 }
 

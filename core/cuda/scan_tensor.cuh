@@ -90,7 +90,8 @@ __global__ void __launch_bounds__(kThreads) refine_kernel(RefineArgs<T> a) {
       int64_t probe, row;
       a.cand.locate(q, pos, probe, row);
       const int64_t l = a.probes[q * a.nprobe + probe];
-      keys[pos] = exact_row_distance<T, IP, INT>(query, a.vectors + (a.list_start[l] + row) * a.dim, a.dim);
+      keys[pos] = exact_row_distance<T, IP, INT>(query, a.vectors + (a.list_start[l] + row) * a.dim, a.dim,
+                                                 exact_vec4(a.vectors, a.queries, a.dim));
     }
   }
 }
