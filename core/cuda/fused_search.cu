@@ -32,30 +32,6 @@ constexpr unsigned long long kNoEntry = ~0ull;
 
 enum : int { kL2 = 0, kIP = 1, kCosine = 2 };
 
-// Sorts a[0, m) ascending, m a power of two, with every thread of the block. The caller has
-// synchronised after writing a; the block is synchronised on return.
-__device__ void block_bitonic_sort(unsigned long long* a, int m) {
-  for (int size = 2; size <= m; size <<= 1)
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = threadIdx.x; i < m; i += blockDim.x) {
-        const int j = i ^ stride;
-        if (j > i) {
-          const unsigned long long x = a[i], y = a[j];
-          if ((x > y) == ((i & size) == 0)) {
-            a[i] = y;
-            a[j] = x;
-          }
-        }
-      }
-      __syncthreads();
-    }
-}
-
-__device__ __forceinline__ int pow2_at_least(int n) {
-  int m = 1;
-  while (m < n) m <<= 1;
-  return m;
-}
 
 // The 32 smallest of keys[0, n) (shared memory, padded with kNoEntry to a whole number of
 // warps' batches: the callers' arrays are), sorted across warp 0's lanes. Warps take 32 keys at

@@ -149,14 +149,12 @@ __device__ __forceinline__ uint64_t exact_key(const SettleArgs<T>& a, const floa
   return (static_cast<uint64_t>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(pos);
 }
 
-// Query q's answer from its 32 best keys (lane j: the (j+1)-th), as the finaliser writes it:
+// Result `rank` (< k) of query q from its (rank + 1)-th best key, as the finaliser writes it:
 // padding past the candidates and for distances equal to the padding value.
 template <class T, bool IP>
-__device__ __forceinline__ void write_settled(const SettleArgs<T>& a, int64_t q, uint64_t best) {
+__device__ __forceinline__ void write_settled(const SettleArgs<T>& a, int64_t q, int64_t rank, uint64_t best) {
   constexpr uint64_t kNone = ~uint64_t{0};
-  const int lane = threadIdx.x % 32;
-  if (lane >= a.k) return;
-  const int64_t e = q * a.k + lane;
+  const int64_t e = q * a.k + rank;
   float d = a.pad;
   if (best != kNone) {
     const float cost = from_ordered(static_cast<uint32_t>(best >> 32));
@@ -205,7 +203,7 @@ __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
       }
       if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
     }
-    write_settled<T, IP>(a, q, best);
+    if (lane < a.k) write_settled<T, IP>(a, q, lane, best);
   }
 }
 
@@ -240,19 +238,93 @@ __global__ void __launch_bounds__(kThreads) settle_overflow_kernel(SettleArgs<T>
     __syncthreads();
     if (warp == 0) {
       for (int w = 1; w < kThreads / 32; ++w) best = warp_merge32(best, part[w][lane]);
-      write_settled<T, IP>(a, q, best);
+      if (lane < a.k) write_settled<T, IP>(a, q, lane, best);
     }
     __syncthreads();
   }
 }
 
+// The settling for k in (32, kPruneMaxK], a block per query: the entries that can still enter
+// (optimistic cost within the final bound) are re-scored into shared memory with the SIMT
+// arithmetic, sorted by (exact cost, position), and the first k written. An overflowed query is
+// scanned in full instead, a block-wide window of rows at a time: their exact keys join the k
+// best so far, and whenever the shared keys fill up they are sorted and cut back to k.
+constexpr int kWideKeys = 4096;  // shared keys: the entries' cap for k <= kPruneMaxK
+template <class T, bool IP, bool INT>
+__global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) {
+  constexpr unsigned long long kNone = ~0ull;
+  __shared__ unsigned long long keys[kWideKeys];
+  __shared__ int count;
+  const int tid = threadIdx.x, k = static_cast<int>(a.k);
+  // Sorts keys[0, count) (padded to a power of two, at least k) and keeps the first k.
+  const auto sort_keep_k = [&]() {
+    __syncthreads();
+    const int c = count, m = pow2_at_least(c > k ? c : k);
+    for (int i = c + tid; i < m; i += kThreads) keys[i] = kNone;
+    __syncthreads();
+    block_bitonic_sort(keys, m);  // ends with a barrier: every thread has read count
+    if (tid == 0) count = k;
+    __syncthreads();
+  };
+  for (int64_t q = blockIdx.x; q < a.nq; q += gridDim.x) {
+    const float* query = a.queries + q * a.dim;
+    const int n = __ldcg(a.prune.found + q);
+    if (tid == 0) count = 0;
+    __syncthreads();
+    if (n <= a.prune.cap) {
+      const float bound = from_ordered(__ldcg(a.prune.bound + q));
+      const int32_t* pos = a.prune.pos + q * a.prune.cap;
+      const float* opt = a.prune.opt + q * a.prune.cap;
+      for (int i = tid; i < n; i += kThreads) {
+        if (__ldcg(opt + i) > bound) continue;  // worse than the final bound: cannot enter
+        const int32_t p = __ldcg(pos + i);
+        int64_t probe, row;
+        a.cand.locate(q, p, probe, row);
+        keys[atomicAdd(&count, 1)] = exact_key<T, IP, INT>(a, query, a.probes[q * a.nprobe + probe], row, p);
+      }
+      sort_keep_k();
+    } else {
+      for (int i = tid; i < k; i += kThreads) keys[i] = kNone;
+      if (tid == 0) count = k;
+      for (int64_t p = 0; p < a.nprobe; ++p) {
+        const int64_t l = a.probes[q * a.nprobe + p];
+        if (l < 0) continue;
+        const int64_t size = a.list_size[l], off = a.cand.offsets[q * (a.nprobe + 1) + p];
+        for (int64_t r0 = 0; r0 < size; r0 += kThreads) {
+          __syncthreads();  // count is current
+          const int64_t row = r0 + tid;
+          if (row < size) {
+            const int64_t slot = a.list_start[l] + row;
+            if (row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; }))
+              keys[atomicAdd(&count, 1)] = exact_key<T, IP, INT>(a, query, l, row, off + row);
+          }
+          __syncthreads();
+          if (count > kWideKeys - kThreads) sort_keep_k();  // room for the next window
+        }
+      }
+      sort_keep_k();
+    }
+    for (int r = tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, keys[r]);
+    __syncthreads();  // the next query reuses keys and count
+  }
+}
+
 template <class T>
 void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const SettleArgs<T>& args) {
-  // A warp per query for the settled ones, then a block per overflowed one (the rest return).
-  auto go = [&](auto settle, auto overflow) {
-    const int64_t resident = static_cast<int64_t>(std::max(1, ctx.blocks_per_sm(reinterpret_cast<const void*>(settle),
-                                                                                kThreads, 0))) *
-                             ctx.limits().sm_count;
+  const auto resident_grid = [&](auto kernel) {
+    return static_cast<int64_t>(std::max(1, ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0))) *
+           ctx.limits().sm_count;
+  };
+  // k <= 32: a warp per query for the settled ones, then a block per overflowed one (the rest
+  // return). Past 32: a block per query for both.
+  auto go = [&](auto settle, auto overflow, auto wide) {
+    if (args.k > 32) {
+      const int64_t grid = std::min<int64_t>(args.nq, resident_grid(wide));
+      wide<<<static_cast<unsigned>(std::max<int64_t>(1, grid)), kThreads, 0, stream>>>(args);
+      IVF_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    const int64_t resident = resident_grid(settle);
     const int64_t warps_grid = std::min<int64_t>((args.nq + kThreads / 32 - 1) / (kThreads / 32), resident);
     settle<<<static_cast<unsigned>(std::max<int64_t>(1, warps_grid)), kThreads, 0, stream>>>(args);
     IVF_CUDA_CHECK_LAUNCH();
@@ -262,13 +334,15 @@ void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool 
   };
   if constexpr (DeviceElement<T>::kInteger) {
     if (integer) {
-      ip ? go(settle_kernel<T, true, true>, settle_overflow_kernel<T, true, true>)
-         : go(settle_kernel<T, false, true>, settle_overflow_kernel<T, false, true>);
+      ip ? go(settle_kernel<T, true, true>, settle_overflow_kernel<T, true, true>, settle_wide_kernel<T, true, true>)
+         : go(settle_kernel<T, false, true>, settle_overflow_kernel<T, false, true>,
+              settle_wide_kernel<T, false, true>);
       return;
     }
   }
-  ip ? go(settle_kernel<T, true, false>, settle_overflow_kernel<T, true, false>)
-     : go(settle_kernel<T, false, false>, settle_overflow_kernel<T, false, false>);
+  ip ? go(settle_kernel<T, true, false>, settle_overflow_kernel<T, true, false>, settle_wide_kernel<T, true, false>)
+     : go(settle_kernel<T, false, false>, settle_overflow_kernel<T, false, false>,
+          settle_wide_kernel<T, false, false>);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

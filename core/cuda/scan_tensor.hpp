@@ -66,8 +66,10 @@ struct RefineArgs {
 
 // The pruned pass (k <= kPruneMaxK): instead of a key for every candidate, each query keeps a
 // bound on its exact k-th best cost and a list of the rows that can still beat it
-// (scan_prune.cuh says how and why nothing of the k best is lost).
-constexpr int kPruneMaxK = 32;
+// (scan_prune.cuh says how and why nothing of the k best is lost). Past k = 32 the settling
+// sorts in shared memory (settle_wide_kernel), and past 64 no single 64-row tile can lower a
+// bound: the first probe's exact k-th cost bounds the whole pass.
+constexpr int kPruneMaxK = 128;
 struct PruneState {
   uint32_t* bound = nullptr;  // nq: an ordered cost (to_ordered) the exact k-th cannot be worse than
   int32_t* found = nullptr;   // nq: rows appended (past cap: the query overflowed)

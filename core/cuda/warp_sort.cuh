@@ -1,8 +1,9 @@
 // Sorted 32- and 64-entry lists held across a warp's lanes (lane i holds the i-th smallest; a
 // 64-entry list also the 32 + i-th): sorts and merges by bitonic networks, with no shared memory
-// and no serial insertion, and a pairwise merge of a block's warp lists. The pruned pass's
-// settling (scan_prune.cuh) and the fused small-batch kernels (fused_search.cu: probe selection,
-// tile scan, merge) keep their best few this way.
+// and no serial insertion, and a pairwise merge of a block's warp lists; and a block's bitonic
+// sort in shared memory for longer lists. The pruned pass's settling (scan_prune.cuh) and the
+// fused small-batch kernels (fused_search.cu: probe selection, tile scan, merge) keep their best
+// few this way.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +11,33 @@
 #include <cstdint>
 
 namespace ivfgpu::cuda {
+
+// Sorts a[0, m) ascending (shared memory), m a power of two, with every thread of the block. The
+// caller has synchronised after writing a; the block is synchronised on return. For lists too
+// long for a warp's registers: the fused kernels' wide probe and tile selections, the pruned
+// pass's settling for k past 32.
+__device__ inline void block_bitonic_sort(unsigned long long* a, int m) {
+  for (int size = 2; size <= m; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = threadIdx.x; i < m; i += blockDim.x) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const unsigned long long x = a[i], y = a[j];
+          if ((x > y) == ((i & size) == 0)) {
+            a[i] = y;
+            a[j] = x;
+          }
+        }
+      }
+      __syncthreads();
+    }
+}
+
+__device__ __forceinline__ int pow2_at_least(int n) {
+  int m = 1;
+  while (m < n) m <<= 1;
+  return m;
+}
 
 // The compare-exchange of register r with lane ^ j: the smaller stays where keep_min.
 __device__ __forceinline__ uint64_t exchange_with_lane(uint64_t r, int j, bool keep_min) {

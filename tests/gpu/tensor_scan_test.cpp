@@ -1,5 +1,5 @@
 // The tensor-core scans (TF32 first pass, core/cuda/scan_mma.cuh: the pruned pass with on-chip
-// selection for k <= 32, scan_prune.cuh, and the keys pass with an exact refinement,
+// selection for k <= 128, scan_prune.cuh, and the keys pass with an exact refinement,
 // scan_tensor.cuh) against the exact SIMT scan, in one process and at one batch size
 // (IVFGPU_SCAN pins the kernel per search, so the coarse stage is the same call both times):
 // the same results per shared/docs/results-contract.md on 1M x 128 (all 10,000 queries,
@@ -46,13 +46,13 @@ Searched search_with(const char* kernel, const ivf_index* idx, const void* q, iv
 }
 
 // The tensor forms against the SIMT scan on the same batch (queries of qtype at q): "tensor"
-// (the pruned pass for k <= 32, else keys) and, for k <= 32, "keys" too (the pass that writes
-// every key), so both forms are checked at small k. Returns "" or the first difference.
+// (the pruned pass for k <= 128, else keys) and, for k <= 256, "keys" too (the pass that writes
+// every key), so both forms are checked where both serve. Returns "" or the first difference.
 std::string compare_raw(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim, int64_t k,
                         int64_t nprobe, const ivf_filter* filter = nullptr, bool with_auto = false) {
   const Searched simt = search_with("simt", idx, q, qtype, nq, dim, k, nprobe, filter);
   for (const char* kernel : {"tensor", "keys", "auto"}) {
-    if (k > 32 && std::string(kernel) == "keys") continue;
+    if (k > 256 && std::string(kernel) == "keys") continue;
     if (!with_auto && std::string(kernel) == "auto") continue;
     const Searched tensor = search_with(kernel, idx, q, qtype, nq, dim, k, nprobe, filter);
     const std::string diff = same_results(tensor.ids, tensor.dists, simt.ids, simt.dists, nq, k);
@@ -105,7 +105,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnNearDuplicates) {
   for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
     IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
     ASSERT_TRUE(idx);
-    for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{100}, int64_t{1000}})
+    for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{64}, int64_t{100}, int64_t{1000}})
       for (int64_t nprobe : {int64_t{2}, nlist})
         EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "") << "metric " << metric << " k " << k << " nprobe " << nprobe;
   }
@@ -113,8 +113,8 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnNearDuplicates) {
 
 // Every row of a list ties every other: two points, 8,000 copies each. The pruned pass then
 // cannot leave anything out: each query appends every row it scans, more than its 4,096
-// entries hold, and is settled by a full exact scan; the answer is decided by candidate
-// position.
+// entries hold, and is settled by a full exact scan (a warp list for k <= 32, shared-memory
+// sorts past it); the answer is decided by candidate position.
 TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
   IVFTEST_REQUIRE_GPU();
   const int64_t dim = 64, nlist = 2, nq = 500;
@@ -131,7 +131,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
   for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
     IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
     ASSERT_TRUE(idx);
-    for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}})
+    for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{100}})
       for (int64_t nprobe : {int64_t{1}, nlist})
         EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "")
             << "metric " << metric << " k " << k << " nprobe " << nprobe;
@@ -145,7 +145,9 @@ TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
         << ivf_last_error_message();
     ivf_filter* f = nullptr;
     ASSERT_EQ(ivf_filter_create(&f, denied.data(), static_cast<int64_t>(denied.size()), IVF_FILTER_DENY), IVF_OK);
-    EXPECT_EQ(compare(idx.get(), q, nq, dim, 32, nlist, f), "") << "metric " << metric << ", removals and a filter";
+    for (int64_t k : {int64_t{32}, int64_t{100}})
+      EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nlist, f), "")
+          << "metric " << metric << " k " << k << ", removals and a filter";
     ivf_filter_free(f);
   }
 }
