@@ -32,7 +32,6 @@ constexpr unsigned long long kNoEntry = ~0ull;
 
 enum : int { kL2 = 0, kIP = 1, kCosine = 2 };
 
-
 // The 32 smallest of keys[0, n) (shared memory, padded with kNoEntry to a whole number of
 // warps' batches: the callers' arrays are), sorted across warp 0's lanes. Warps take 32 keys at
 // a time; then their lists merge (block_merge_sorted32), reusing keys as its scratch once every

@@ -175,8 +175,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
   // The lane's ldmatrix row addresses in buffer 0, slab 0 (slab 1 lies kSlabBytes on, buffer 1
-  // kBufferBytes). Fragment rows
-  // differ by multiples of 8, so slab_col's swizzle of them depends on the lane alone.
+  // kBufferBytes). Fragment rows differ by multiples of 8, so slab_col's swizzle of them
+  // depends on the lane alone.
   // A (mi, k step s): mma tile rows 0-7 / 8-15, columns 8s .. + 3 / 8s + 4 .. + 7, mi at + 16 rows.
   // B (ni): tile rows 8 ni .. + 7, columns 0-3, 4-7 (step 0's b0, b1), 8-11, 12-15 (step 1's).
   constexpr uint32_t kSlabBytes = kMmaTile * kMmaSlab * 4, kRowBytes = kMmaSlab * 4, kBufferBytes = 2 * kSlabBytes;
