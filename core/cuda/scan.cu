@@ -227,23 +227,25 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 
 // The one place that picks the resident scan's kernel. Tensor cores need a full 64-query tile
 // per list on average (fewer queries per list are the SIMT kernel's 16-query tiles). The pruned
-// pass keeps candidates on chip: for k <= 32 from 64 dimensions, and up to kPruneMaxK below 192
-// dimensions; past 64, no single tile lowers a bound, so more rows are appended and re-scored,
-// which at high dimension costs more than the keys pass (it writes every key and pays for two
-// selections and a refinement; it needs enough dimensions and k <= 256).
-// Measured on the H100, 1M rows, nlist 1024, 10,000 queries (bench/RESULTS.md): at k 10 the
-// pruned pass against SIMT 1.5x / 1.9x at d = 64 (nprobe 16 / 64), 1.6x / 1.9x at d = 128,
-// 2.3x / 2.7x at d = 960 (below d = 64 not measured: SIMT); at d = 128, k 64 / 100 / 128 it is
-// 1.9x / 1.1x / 1.1x SIMT at nprobe 16 and 1.4x at nprobe 64; at d = 960, k 100, the keys pass
-// 127K QPS against the pruned pass's 93K. The keys pass 1.5-1.7x SIMT at d = 960 for k 10 and
-// 100, 0.7x at k = 1000, 0.9x at d = 128.
+// pass keeps candidates on chip: for k <= 32 from 16 dimensions, and up to kPruneMaxK from 128
+// to 191; past k 32 a tile lowers a bound less often (never past 64), so more rows are appended
+// and re-scored, which at low dimension costs more than the SIMT scan saves and at high
+// dimension more than the keys pass (it writes every key and pays for two selections and a
+// refinement; it needs enough dimensions and k <= 256).
+// Measured on the H100, 1M rows, nlist 1024, 10,000 queries (bench/RESULTS.md), against SIMT
+// at nprobe 16 / 64: k 10 1.5x / 2.1x at d = 16, 1.6x / 2.2x at d = 32 and 48, 1.5x / 1.9x at
+// d = 64, 1.6x / 1.9x at d = 128, 2.3x / 2.7x at d = 960; k 64 / 100 / 128 at d = 128 1.9x /
+// 1.1x / 1.1x and 1.4x at nprobe 64, but k 100 at d = 64 0.94x / 0.98x (d = 96 not measured);
+// at d = 960, k 100, the keys pass 127K QPS against the pruned pass's 93K. The keys pass
+// 1.5-1.7x SIMT at d = 960 for k 10 and 100, 0.7x at k = 1000, 0.9x at d = 128.
 ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int64_t k) {
   const bool prunable = k <= scan_detail::kPruneMaxK;
   const ScanKernel pinned = scan_kernel_override();
   if (pinned == ScanKernel::Tensor) return prunable ? ScanKernel::TensorPruned : ScanKernel::TensorKeys;
   if (pinned != ScanKernel::Auto) return pinned;
   if (query_tile(nq, nprobe, nlist) != 64) return ScanKernel::Simt;
-  if (prunable && dim >= 64 && (k <= 32 || dim < 192)) return ScanKernel::TensorPruned;
+  if (k <= 32 && dim >= 16) return ScanKernel::TensorPruned;
+  if (prunable && dim >= 128 && dim < 192) return ScanKernel::TensorPruned;
   return dim >= 192 && k <= 256 ? ScanKernel::TensorKeys : ScanKernel::Simt;
 }
 
