@@ -22,7 +22,8 @@
 // Settle: one warp per query re-scores, with the SIMT scan's arithmetic, the appended rows that
 // can still enter (optimistic cost within the final bound and the k-th exact cost found so far)
 // and keeps the k best by (exact cost, candidate position): the SIMT scan's order, ties included.
-// An overflowed query is scanned in full, exactly, by a block of its own instead.
+// An overflowed query is scanned in full, exactly, by a block of its own instead. Past k = 32 a
+// block settles each query both ways, sorting in shared memory (settle_wide_kernel).
 #pragma once
 
 #include <cstdint>
