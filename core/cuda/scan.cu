@@ -103,12 +103,6 @@ ScanKernel scan_kernel_override() {
   return ScanKernel::Auto;
 }
 
-// Entries of a pruned pass per query. On the 1M x 128 mixture (k 10, bench/RESULTS.md) ~11
-// rows per query are appended on average, 13-19 at the 99th percentile and up to ~2,400 at
-// the most; past the cap (ties within the margin everywhere) the settling scans the query in
-// full, which costs ~100x its entries' work.
-constexpr int64_t kPruneCap = 4096;
-
 // The length of each query's first segment (its first probe's list).
 __global__ void first_probe_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t* len) {
   for (int64_t q = global_thread(); q < nq; q += thread_stride())
@@ -309,7 +303,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
 
   out.pruned = true;
-  out.cap = std::max<int64_t>(kPruneCap, k);
+  out.cap = std::max<int64_t>(scan_detail::kPruneCap, k);
   out.bound = DeviceBuffer<uint32_t>(ctx, n, stream);
   out.found = DeviceBuffer<int32_t>(ctx, n, stream);
   out.pos = DeviceBuffer<int32_t>(ctx, n * static_cast<std::size_t>(out.cap), stream);
@@ -336,7 +330,7 @@ bool scan_is_pruned(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int6
 }
 
 int64_t pruned_scan_words_per_query(int64_t largest_list, int64_t k) {
-  return std::max<int64_t>(1, largest_list) + 2 * std::max<int64_t>(kPruneCap, k) + 2 * k + 4;
+  return std::max<int64_t>(1, largest_list) + 2 * std::max<int64_t>(scan_detail::kPruneCap, k) + 2 * k + 4;
 }
 
 scan_detail::PruneState ScanOutcome::prune_state(const ScanProblem& p) const {

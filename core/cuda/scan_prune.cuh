@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kThreads) settle_overflow_kernel(SettleArgs<T>
 // arithmetic, sorted by (exact cost, position), and the first k written. An overflowed query is
 // scanned in full instead, a block-wide window of rows at a time: their exact keys join the k
 // best so far, and whenever the shared keys fill up they are sorted and cut back to k.
-constexpr int kWideKeys = 4096;  // shared keys: the entries' cap for k <= kPruneMaxK
+constexpr int kWideKeys = static_cast<int>(kPruneCap);  // shared keys: every entry of a query
 template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) {
   constexpr unsigned long long kNone = ~0ull;

@@ -70,6 +70,13 @@ struct RefineArgs {
 // sorts in shared memory (settle_wide_kernel), and past 64 no single 64-row tile can lower a
 // bound: the first probe's exact k-th cost bounds the whole pass.
 constexpr int kPruneMaxK = 128;
+// Entries of a pruned pass per query (at least k). On the 1M x 128 mixture (k 10,
+// bench/RESULTS.md) ~11 rows per query are appended on average, 13-19 at the 99th percentile and
+// up to ~2,400 at the most; past the cap (ties within the margin everywhere) the settling scans
+// the query in full, which costs ~100x its entries' work. settle_wide_kernel holds a query's
+// entries in shared memory: the cap is its size.
+constexpr int64_t kPruneCap = 4096;
+static_assert(kPruneMaxK <= kPruneCap, "k entries fit the cap");
 struct PruneState {
   uint32_t* bound = nullptr;  // nq: an ordered cost (to_ordered) the exact k-th cannot be worse than
   int32_t* found = nullptr;   // nq: rows appended (past cap: the query overflowed)
