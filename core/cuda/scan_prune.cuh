@@ -150,6 +150,24 @@ __device__ __forceinline__ uint64_t exact_key(const SettleArgs<T>& a, const floa
   return (static_cast<uint64_t>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(pos);
 }
 
+// The key of query q's entry at candidate position p (its probe and row located from p).
+template <class T, bool IP, bool INT>
+__device__ __forceinline__ uint64_t entry_key(const SettleArgs<T>& a, int64_t q, const float* query, int32_t p) {
+  int64_t probe, row;
+  a.cand.locate(q, p, probe, row);
+  return exact_key<T, IP, INT>(a, query, a.probes[q * a.nprobe + probe], row, p);
+}
+
+// The key of row `row` of query q's probed list l, whose candidate positions start at off, or
+// none (all ones) where the scan excludes the row: removed, or rejected by a filter.
+template <class T, bool IP, bool INT>
+__device__ __forceinline__ uint64_t candidate_row_key(const SettleArgs<T>& a, const float* query, int64_t l,
+                                                      int64_t row, int64_t off) {
+  const int64_t slot = a.list_start[l] + row;
+  if (!row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; })) return ~uint64_t{0};
+  return exact_key<T, IP, INT>(a, query, l, row, off + row);
+}
+
 // Result `rank` (< k) of query q from its (rank + 1)-th best key, as the finaliser writes it:
 // padding past the candidates and for distances equal to the padding value.
 template <class T, bool IP>
@@ -196,10 +214,7 @@ __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
         const float o = __ldcg(opt + i);
         // Only a row whose optimistic cost reaches the bound and the k-th so far can enter.
         if (!(o > bound) && !(o > kth_cost)) {
-          const int32_t p = __ldcg(pos + i);
-          int64_t probe, row;
-          a.cand.locate(q, p, probe, row);
-          key = exact_key<T, IP, INT>(a, query, a.probes[q * a.nprobe + probe], row, p);
+          key = entry_key<T, IP, INT>(a, q, query, __ldcg(pos + i));
         }
       }
       if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
@@ -227,11 +242,7 @@ __global__ void __launch_bounds__(kThreads) settle_overflow_kernel(SettleArgs<T>
       for (int64_t r0 = warp * 32; r0 < size; r0 += kThreads) {
         const int64_t row = r0 + lane;
         uint64_t key = kNone;
-        if (row < size) {
-          const int64_t slot = a.list_start[l] + row;
-          if (row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; }))
-            key = exact_key<T, IP, INT>(a, query, l, row, off + row);
-        }
+        if (row < size) key = candidate_row_key<T, IP, INT>(a, query, l, row, off);
         if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
       }
     }
@@ -278,10 +289,7 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       const float* opt = a.prune.opt + q * a.prune.cap;
       for (int i = tid; i < n; i += kThreads) {
         if (__ldcg(opt + i) > bound) continue;  // worse than the final bound: cannot enter
-        const int32_t p = __ldcg(pos + i);
-        int64_t probe, row;
-        a.cand.locate(q, p, probe, row);
-        keys[atomicAdd(&count, 1)] = exact_key<T, IP, INT>(a, query, a.probes[q * a.nprobe + probe], row, p);
+        keys[atomicAdd(&count, 1)] = entry_key<T, IP, INT>(a, q, query, __ldcg(pos + i));
       }
       sort_keep_k();
     } else {
