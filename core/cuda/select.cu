@@ -1,7 +1,9 @@
 // Block-per-segment radix select: four 8-bit histogram passes find the exact k-th key, one
 // ordered gather (block scan, so the result does not depend on thread timing) collects the
 // winners, and a bitonic sort in shared memory orders them. Shared memory is sized by k only
-// (never by the segment length or nprobe x k).
+// (never by the segment length or nprobe x k). A row longer than the block's buffer streams
+// through it once (stream_row): when the buffer fills it is cut to its k best and only keys
+// below the k-th enter after that.
 #include "select.hpp"
 
 #include <cub/block/block_scan.cuh>
@@ -24,6 +26,14 @@ constexpr int64_t kMinBuffer = 4096;
 // Rows at least this long are split over several blocks when the rows alone cannot fill the GPU.
 constexpr int64_t kPiece = 4096;
 
+// Keys a thread reads per step of a streamed pass; a step is kStep keys, warp w reading
+// c0 + w * kWarpKeys + m * 32 + lane into its slot m (a 128-byte line per load), so that
+// (warp, slot, lane) is index order and ballots rank a step's keys.
+constexpr int kPer = 4;
+constexpr int kWarps = kThreads / 32;
+constexpr int kWarpKeys = kPer * 32;
+constexpr int kStep = kPer * kThreads;
+
 using Scan = cub::BlockScan<int, kThreads>;
 
 struct SelectShared {
@@ -31,6 +41,7 @@ struct SelectShared {
   int hist[256];
   uint32_t prefix;
   int need;
+  int warp_count[2][2][kWarps];  // [step parity][class] flagged keys per warp (StepRanks)
 };
 
 // Radix select over n keys get(i): afterwards the kk smallest are every key < prefix plus the
@@ -133,12 +144,154 @@ __device__ int ordered_gather(Get get, int64_t n, uint32_t lt_bound, bool all, u
   return base_lt;
 }
 
+// A row's keys as the selection orders them: the key (plus its addend, when there is one),
+// negated when larger is better, as an ordered integer.
+struct RowKeys {
+  const float* keys;
+  const float* addend;  // or nullptr
+  bool larger;
+  __device__ uint32_t ordered(float f, float a) const {
+    if (addend) f += a;  // only then: adding 0 would turn -0 into +0
+    return to_ordered(larger ? -f : f);
+  }
+  __device__ uint32_t operator()(int64_t i) const { return ordered(keys[i], addend ? addend[i] : 0.0f); }
+};
+
+__device__ __forceinline__ int64_t step_index(int64_t c0, int m) {
+  return c0 + static_cast<int64_t>(threadIdx.x / 32) * kWarpKeys + m * 32 + threadIdx.x % 32;
+}
+
+// Ranks, in index order, one class of flagged keys of a step: ballots in each warp, then
+// the warps' counts through shared memory (double-buffered by step parity, so one barrier a
+// step suffices). publish(); __syncthreads(); then rank() and total().
+struct StepRanks {
+  unsigned ballot[kPer];
+  int before = 0;  // flagged keys of the warps before this one
+  int total = 0;   // of the whole step
+
+  __device__ void publish(const bool (&flag)[kPer], int* counts) {
+    int n = 0;
+#pragma unroll
+    for (int m = 0; m < kPer; ++m) {
+      ballot[m] = __ballot_sync(0xffffffffu, flag[m]);
+      n += __popc(ballot[m]);
+    }
+    if (threadIdx.x % 32 == 0) counts[threadIdx.x / 32] = n;
+  }
+  // After the barrier that follows publish().
+  __device__ void gather(const int* counts) {
+    const int warp = threadIdx.x / 32;
+    before = 0;
+    total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const int c = counts[w];
+      before += w < warp ? c : 0;
+      total += c;
+    }
+  }
+  __device__ int rank(int m) const {
+    int r = before;
+    const unsigned below = (1u << (threadIdx.x % 32)) - 1u;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) r += j < m ? __popc(ballot[j]) : 0;
+    return r + __popc(ballot[m] & below);
+  }
+};
+
+// Cuts buf[0, nb) (in index order) to its kk best in place, still in index order: every key
+// below the kk-th and the first of those equal to it. Returns the kk-th key. A key's new slot
+// (keys before it that stay) is never past its old one, and each step reads all its keys
+// before any is written, so nothing is overwritten before it is read.
+__device__ uint32_t cut_to_best(uint32_t* buf_key, uint32_t* buf_idx, int nb, int kk, SelectShared& sh) {
+  uint32_t kth;
+  int need;
+  radix_threshold([&](int64_t i) { return buf_key[i]; }, nb, kk, sh, kth, need);
+  int lt_before = 0, eq_before = 0, parity = 0;
+  for (int c0 = 0; c0 < nb; c0 += kStep, parity ^= 1) {
+    uint32_t key[kPer], idx[kPer];
+    bool lt[kPer], eq[kPer];
+#pragma unroll
+    for (int m = 0; m < kPer; ++m) {
+      const int i = static_cast<int>(step_index(c0, m));
+      key[m] = i < nb ? buf_key[i] : 0xffffffffu;
+      idx[m] = i < nb ? buf_idx[i] : 0u;
+      lt[m] = i < nb && key[m] < kth;
+      eq[m] = i < nb && key[m] == kth;
+    }
+    StepRanks lt_rank, eq_rank;
+    lt_rank.publish(lt, sh.warp_count[parity][0]);
+    eq_rank.publish(eq, sh.warp_count[parity][1]);
+    __syncthreads();  // the counts are in, and every key of the step has been read
+    lt_rank.gather(sh.warp_count[parity][0]);
+    eq_rank.gather(sh.warp_count[parity][1]);
+#pragma unroll
+    for (int m = 0; m < kPer; ++m) {
+      const int eq_seen = eq_before + eq_rank.rank(m);
+      if (lt[m] || (eq[m] && eq_seen < need)) {
+        const int slot = lt_before + lt_rank.rank(m) + (eq_seen < need ? eq_seen : need);
+        buf_key[slot] = key[m];
+        buf_idx[slot] = idx[m];
+      }
+    }
+    lt_before += lt_rank.total;
+    eq_before += eq_rank.total;
+  }
+  __syncthreads();
+  return kth;
+}
+
+// A row longer than the buffer (cap keys), read once: keys enter the buffer in index order;
+// before a step that could overflow it, the buffer is cut to its kk best (cut_to_best) and from then
+// on only keys strictly below the kk-th enter (a later key equal to it loses the tie to the
+// kept ones, which come first). Returns the count in the buffer, which then holds the row's kk
+// best (ties by smaller index) and keeps each key value's copies in index order. Needs
+// cap >= kk + kStep.
+template <class Get>
+__device__ int stream_row(Get get, int64_t len, int kk, int cap, uint32_t* buf_key, uint32_t* buf_idx,
+                          SelectShared& sh) {
+  int nb = 0, parity = 0;
+  bool open = true;            // every key enters until the first cut
+  uint32_t bar = 0xffffffffu;  // after it, keys below this one
+  for (int64_t c0 = 0; c0 < len; c0 += kStep, parity ^= 1) {
+    // Cut before a step that could overflow (block-uniform), while little else is live.
+    if (nb + kStep > cap) {
+      bar = cut_to_best(buf_key, buf_idx, nb, kk, sh);
+      nb = kk;
+      open = false;
+    }
+    uint32_t u[kPer];
+    bool enter[kPer];
+#pragma unroll
+    for (int m = 0; m < kPer; ++m) {
+      const int64_t i = step_index(c0, m);
+      u[m] = i < len ? get(i) : 0xffffffffu;
+      enter[m] = i < len && (open || u[m] < bar);
+    }
+    StepRanks r;
+    r.publish(enter, sh.warp_count[parity][0]);
+    __syncthreads();
+    r.gather(sh.warp_count[parity][0]);
+#pragma unroll
+    for (int m = 0; m < kPer; ++m)
+      if (enter[m]) {
+        buf_key[nb + r.rank(m)] = u[m];
+        buf_idx[nb + r.rank(m)] = static_cast<uint32_t>(step_index(c0, m));
+      }
+    nb += r.total;
+  }
+  __syncthreads();
+  return nb;
+}
+
 // One block per row (or row piece). Dynamic shared memory: sel[k2] (u64: key << 32 | index)
 // then a buffer of `cap` (key, index) pairs. Rows of at most cap keys are selected in the
-// buffer. Longer rows: the k-th best of their first cap keys bounds the row's k-th best, so
-// one pass collects every key <= that bound into the buffer; only if more than cap keys
-// qualify does the block fall back to radix passes over the whole row.
-__global__ void __launch_bounds__(kThreads)
+// buffer. Longer rows stream through it (stream_row: one read of the row, the buffer cut to
+// its k best whenever it fills); only a k too large for that (k + kStep > cap, k above 8192 on
+// an H100) takes radix passes over the whole row.
+// Five blocks per SM (48 registers): a block waits on its loads every step, so the select
+// runs as fast as blocks are resident (68 registers unbounded: three).
+__global__ void __launch_bounds__(kThreads, 5)
     block_select_kernel(SelectInput in, int64_t nseg, int k, bool larger, int cap, SelectOutput out) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int k2 = k <= 1 ? 1 : 1 << (32 - __clz(k - 1));
@@ -158,36 +311,19 @@ __global__ void __launch_bounds__(kThreads)
     int64_t kk64 = len < k ? len : k;
     if (in.count_cap && in.count_cap[row] < kk64) kk64 = in.count_cap[row];
     const int kk = static_cast<int>(kk64);
-    auto load = [&](int64_t i) -> uint32_t {
-      float f = keys[i];
-      if (addend) f += addend[i];
-      return to_ordered(larger ? -f : f);
-    };
+    const RowKeys load{keys, addend, larger};
     __syncthreads();  // the previous row is done with sel and the buffer
-    // 1. Candidates into the buffer: the whole row, or the keys under a sampled bound.
-    int64_t nb = -1;  // keys in the buffer, -1: the row did not fit
+    // 1. Candidates into the buffer: the whole row, or the row streamed through it. Only a k
+    // too large for the buffer to stream (kk + kStep > cap) selects over the row in place.
+    int64_t nb = -1;  // keys in the buffer, -1: selected in place
     if (len <= cap) {
       for (int64_t i = tid; i < len; i += kThreads) {
         buf_key[i] = load(i);
         buf_idx[i] = static_cast<uint32_t>(i);
       }
       nb = len;
-    } else if (kk > 0 && kk < cap) {
-      for (int i = tid; i < cap; i += kThreads) buf_key[i] = load(i);
-      __syncthreads();
-      uint32_t bound;
-      int need;
-      radix_threshold([&](int64_t i) { return buf_key[i]; }, cap, kk, sh, bound, need);
-      __syncthreads();
-      // Every key <= bound, in index order (bound itself included: ties stay exact).
-      const int got = ordered_gather(load, len, bound + (bound != 0xffffffffu ? 1u : 0u), bound == 0xffffffffu,
-                                     0, 0, cap + 1, sh, [&](int slot, uint32_t u, int64_t i) {
-                                       if (slot < cap) {
-                                         buf_key[slot] = u;
-                                         buf_idx[slot] = static_cast<uint32_t>(i);
-                                       }
-                                     });
-      if (got <= cap) nb = got;
+    } else if (kk > 0 && kk + kStep <= cap) {
+      nb = stream_row(load, len, kk, cap, buf_key, buf_idx, sh);
     }
     __syncthreads();
     // 2. Threshold of the kk best, then gather them into sel (ordered), then sort.
@@ -270,8 +406,10 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
   const std::size_t max_dynamic = prepare_kernel(ctx);
   const std::size_t sel = sort_bytes(k);
   const int64_t row_len = in.pieces > 1 ? in.piece : in.max_len;
-  // Buffer: 8 bytes a key; room for the row itself when short, else for 8 * k2 sampled keys.
-  int64_t want = std::max<int64_t>(kMinBuffer, static_cast<int64_t>(sel));
+  // Buffer: 8 bytes a key; room for the row itself when short, else for a stream of 2 * k2 +
+  // kStep keys (a cut to the k best every k2 + kStep keys at least; small enough that several
+  // blocks share an SM at k 4096).
+  int64_t want = std::max<int64_t>(kMinBuffer, static_cast<int64_t>(2 * sel / sizeof(uint64_t)) + kStep);
   want = std::min<int64_t>(want, std::max<int64_t>(row_len, 1));
   const int64_t fit = (static_cast<int64_t>(max_dynamic) - static_cast<int64_t>(sel)) / 8;
   const int64_t cap = std::max<int64_t>(0, std::min(want, fit));
