@@ -41,14 +41,20 @@ struct SelectShared {
   int hist[256];
   uint32_t prefix;
   int need;
+  int bin;  // keys in the chosen bin of the last radix pass
   int warp_count[2][2][kWarps];  // [step parity][class] flagged keys per warp (StepRanks)
 };
 
 // Radix select over n keys get(i): afterwards the kk smallest are every key < prefix plus the
 // first `need` keys == prefix (by index). Four 8-bit passes; equal bins are aggregated per warp
 // because the keys of one row share their top bits.
+//
+// With stop_at > 0 it may stop after a pass whose bin leaves at most stop_at keys at or below
+// it: then it returns true, prefix is the bin's end (a strict bound: the keys below it are the
+// kk smallest and at most stop_at - kk more) and need is 0.
 template <class Get>
-__device__ void radix_threshold(Get get, int64_t n, int kk, SelectShared& sh, uint32_t& prefix, int& need) {
+__device__ bool radix_threshold(Get get, int64_t n, int kk, SelectShared& sh, uint32_t& prefix, int& need,
+                                int stop_at = 0) {
   const int tid = threadIdx.x, lane = tid & 31;
   uint32_t mask = 0;
   prefix = 0;
@@ -88,6 +94,7 @@ __device__ void radix_threshold(Get get, int64_t n, int kk, SelectShared& sh, ui
           if (c + local[j] >= need) {
             sh.prefix = prefix | (static_cast<uint32_t>(tid * 8 + j) << shift);
             sh.need = need - c;
+            sh.bin = local[j];
             break;
           }
           c += local[j];
@@ -95,10 +102,18 @@ __device__ void radix_threshold(Get get, int64_t n, int kk, SelectShared& sh, ui
       }
     }
     __syncthreads();
+    const int below = kk - sh.need;  // keys under the chosen bin
     prefix = sh.prefix;
     need = sh.need;
     mask |= 255u << shift;
+    const uint64_t end = static_cast<uint64_t>(prefix) + (uint64_t{1} << shift);
+    if (shift > 0 && below + sh.bin <= stop_at && end <= 0xffffffffu) {
+      prefix = static_cast<uint32_t>(end);
+      need = 0;
+      return true;
+    }
   }
+  return false;
 }
 
 // Ordered compaction (block scan: the result never depends on thread timing). Keeps, in index
@@ -199,14 +214,17 @@ struct StepRanks {
   }
 };
 
-// Cuts buf[0, nb) (in index order) to its kk best in place, still in index order: every key
-// below the kk-th and the first of those equal to it. Returns the kk-th key. A key's new slot
-// (keys before it that stay) is never past its old one, and each step reads all its keys
-// before any is written, so nothing is overwritten before it is read.
-__device__ uint32_t cut_to_best(uint32_t* buf_key, uint32_t* buf_idx, int nb, int kk, SelectShared& sh) {
+// Cuts buf[0, nb) (in index order) in place, still in index order, to its kk best and at most
+// stop_at keys: every key below a bound, or, when the radix passes must go down to single
+// values, every key below the kk-th and the first of those equal to it. Sets nb to the keys
+// kept and returns the bound (later keys enter only below it). A key's new slot (keys before it
+// that stay) is never past its old one, and each step reads all its keys before any is
+// written, so nothing is overwritten before it is read.
+__device__ uint32_t cut_to_best(uint32_t* buf_key, uint32_t* buf_idx, int& nb, int kk, int stop_at,
+                                SelectShared& sh) {
   uint32_t kth;
   int need;
-  radix_threshold([&](int64_t i) { return buf_key[i]; }, nb, kk, sh, kth, need);
+  radix_threshold([&](int64_t i) { return buf_key[i]; }, nb, kk, sh, kth, need, stop_at);
   int lt_before = 0, eq_before = 0, parity = 0;
   for (int c0 = 0; c0 < nb; c0 += kStep, parity ^= 1) {
     uint32_t key[kPer], idx[kPer];
@@ -238,15 +256,16 @@ __device__ uint32_t cut_to_best(uint32_t* buf_key, uint32_t* buf_idx, int nb, in
     eq_before += eq_rank.total;
   }
   __syncthreads();
+  nb = lt_before + (eq_before < need ? eq_before : need);
   return kth;
 }
 
 // A row longer than the buffer (cap keys), read once: keys enter the buffer in index order;
-// before a step that could overflow it, the buffer is cut to its kk best (cut_to_best) and from then
-// on only keys strictly below the kk-th enter (a later key equal to it loses the tie to the
-// kept ones, which come first). Returns the count in the buffer, which then holds the row's kk
-// best (ties by smaller index) and keeps each key value's copies in index order. Needs
-// cap >= kk + kStep.
+// before a step that could overflow it, the buffer is cut to its kk best or a few more
+// (cut_to_best) and from then on only keys strictly below the cut's bound enter (a later key
+// equal to an exact k-th loses the tie to the kept ones, which come first). Returns the count
+// in the buffer, which then holds the row's kk best (ties by smaller index) and keeps each key
+// value's copies in index order. Needs cap >= kk + kStep.
 template <class Get>
 __device__ int stream_row(Get get, int64_t len, int kk, int cap, uint32_t* buf_key, uint32_t* buf_idx,
                           SelectShared& sh) {
@@ -254,10 +273,11 @@ __device__ int stream_row(Get get, int64_t len, int kk, int cap, uint32_t* buf_k
   bool open = true;            // every key enters until the first cut
   uint32_t bar = 0xffffffffu;  // after it, keys below this one
   for (int64_t c0 = 0; c0 < len; c0 += kStep, parity ^= 1) {
-    // Cut before a step that could overflow (block-uniform), while little else is live.
+    // Cut before a step that could overflow (block-uniform), while little else is live. The
+    // cut may keep extra keys, up to half the room past kk + kStep, so that its radix passes
+    // over the buffer can stop before the last digit.
     if (nb + kStep > cap) {
-      bar = cut_to_best(buf_key, buf_idx, nb, kk, sh);
-      nb = kk;
+      bar = cut_to_best(buf_key, buf_idx, nb, kk, kk + (cap - kStep - kk) / 2, sh);
       open = false;
     }
     uint32_t u[kPer];
