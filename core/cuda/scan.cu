@@ -237,6 +237,14 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
   const ScanKernel pinned = scan_kernel_override();
   if (pinned == ScanKernel::Tensor) return prunable ? ScanKernel::TensorPruned : ScanKernel::TensorKeys;
   if (pinned != ScanKernel::Auto) return pinned;
+  // The pruned pass for k <= 32 also serves batches whose lists average only a few queries
+  // once rows are long (H100, 1M rows, k 10, batches of 16 to 1,024 on the pipeline,
+  // bench/RESULTS.md): at d 128 it beat SIMT from 2 queries a list (nprobe 64, batch 32: 0.54
+  // against 0.62 ms; batch 256: 0.97 against 2.66), lost at 0.5-1; at d 960 it won 1.9x at 1;
+  // at d 32 SIMT won up to 16 (the rule below, from 24, stays there).
+  const double per_list = static_cast<double>(nq * nprobe) / static_cast<double>(nlist);
+  if (k <= 32 && nprobe > 1 && ((dim >= 128 && per_list >= 2.0) || (dim >= 512 && per_list >= 1.0)))
+    return ScanKernel::TensorPruned;
   if (query_tile(nq, nprobe, nlist) != 64) return ScanKernel::Simt;
   if (k <= 32 && dim >= 16) return ScanKernel::TensorPruned;
   if (prunable && dim >= 128 && dim < 192) return ScanKernel::TensorPruned;

@@ -76,6 +76,11 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnAMillionVectors) {
   ASSERT_TRUE(idx);
   for (int64_t k : {int64_t{10}, int64_t{100}})
     EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 16, nullptr, true), "") << "k " << k;
+  // Batches whose lists average 0.75 to 16 queries (the dispatch takes the pruned pass from 2
+  // at this dimension): the first 48, 128 and 256 queries (past the fused path's 512 probes).
+  for (int64_t few : {int64_t{48}, int64_t{128}, int64_t{256}})
+    for (int64_t nprobe : {int64_t{16}, int64_t{64}})
+      EXPECT_EQ(compare(idx.get(), q, few, dim, 10, nprobe, nullptr, true), "") << "nq " << few << " nprobe " << nprobe;
 }
 
 TEST(GpuTensorScan, EqualsTheSimtScanOnNearDuplicates) {
