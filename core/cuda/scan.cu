@@ -219,8 +219,21 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   });
 }
 
-// The one place that picks the resident scan's kernel. Tensor cores need a full 64-query tile
-// per list on average (fewer queries per list are the SIMT kernel's 16-query tiles). The pruned
+// Queries a probed list must average before the pruned pass (k <= 32) beats SIMT at `dim`.
+double pruned_min_per_list(int64_t dim) {
+  if (dim >= 192) return 1.0;
+  if (dim >= 128) return 2.0;
+  if (dim >= 96) return 4.0;
+  if (dim >= 64) return 16.0;
+  return 24.0;  // a full 64-query tile (query_tile)
+}
+
+// Batch size from which the pruned pass serves 32 < k <= 128.
+constexpr int64_t kPrunedWideMinQueries = 8192;
+
+// The one place that picks the resident scan's kernel. The keys pass and the pruned pass past
+// k 32 need a full 64-query tile per list on average (fewer queries per list are the SIMT
+// kernel's 16-query tiles); the pruned pass for k <= 32 less, the more dimensions. The pruned
 // pass keeps candidates on chip: for k <= 32 from 16 dimensions, and up to kPruneMaxK from 128
 // to 191; past k 32 a tile lowers a bound less often (never past 64), so more rows are appended
 // and re-scored, which at low dimension costs more than the SIMT scan saves and at high
@@ -237,17 +250,20 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
   const ScanKernel pinned = scan_kernel_override();
   if (pinned == ScanKernel::Tensor) return prunable ? ScanKernel::TensorPruned : ScanKernel::TensorKeys;
   if (pinned != ScanKernel::Auto) return pinned;
-  // The pruned pass for k <= 32 also serves batches whose lists average only a few queries
-  // once rows are long (H100, 1M rows, k 10, batches of 16 to 1,024 on the pipeline,
-  // bench/RESULTS.md): at d 128 it beat SIMT from 2 queries a list (nprobe 64, batch 32: 0.54
-  // against 0.62 ms; batch 256: 0.97 against 2.66), lost at 0.5-1; at d 960 it won 1.9x at 1;
-  // at d 32 SIMT won up to 16 (the rule below, from 24, stays there).
+  // k <= 32: the pruned pass from a number of queries a list that falls with the dimension
+  // (pruned_min_per_list). Batches of 32 to 1,024 on the pipeline, k 10, pinned both ways
+  // (bench/RESULTS.md): at d 128 it beat SIMT from 2 queries a list (nprobe 64, batch 256:
+  // 0.90 against 2.66 ms), at d 200 and 960 from 1, at d 96 from 4, at d 64 from 16; at d 32
+  // SIMT won up to 16. nprobe 1 stays SIMT (the pass's seed is the whole scan there).
   const double per_list = static_cast<double>(nq * nprobe) / static_cast<double>(nlist);
-  if (k <= 32 && nprobe > 1 && ((dim >= 128 && per_list >= 2.0) || (dim >= 512 && per_list >= 1.0)))
-    return ScanKernel::TensorPruned;
+  if (k <= 32 && dim >= 16 && nprobe > 1 && per_list >= pruned_min_per_list(dim)) return ScanKernel::TensorPruned;
   if (query_tile(nq, nprobe, nlist) != 64) return ScanKernel::Simt;
   if (k <= 32 && dim >= 16) return ScanKernel::TensorPruned;
-  if (prunable && dim >= 128 && dim < 192) return ScanKernel::TensorPruned;
+  // k 33-128 only in large batches: with 1,024-5,000 queries at d 128 the pruned pass took
+  // 16-23 ms at nprobe 64, k 100 (SIMT 4.5-20 ms) and lost at nprobe 16 for 2,500 and 5,000;
+  // from 10,000 it won (1.1-1.3x). Queries whose rows overflow its entries are the likely
+  // cause (not profiled).
+  if (prunable && dim >= 128 && dim < 192 && nq >= kPrunedWideMinQueries) return ScanKernel::TensorPruned;
   return dim >= 192 && k <= 256 ? ScanKernel::TensorKeys : ScanKernel::Simt;
 }
 
