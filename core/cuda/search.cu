@@ -232,7 +232,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   // queries in 4 chunks took 3.07-3.40 ms on the H100 against 2.72 ms in one), and staging
   // through pinned buffers in pieces measured no faster (2.95 ms; bench/RESULTS.md). Pieces
   // whose copies overlap the search on a second stream were measured too, on the H200: no
-  // faster, since the copy is the larger part and each piece costs the GPU more than it hides
+  // faster, since each piece costs the GPU about as much as the copy time it hides, or more
   // (bench/RESULTS.md, "Large host batches cut into pieces").
   int64_t chunk = initial_chunk(ctx, index, plan, n);
   const std::size_t row_in = static_cast<std::size_t>(plan.dim) * element_size(plan.qtype);
