@@ -24,9 +24,12 @@ constexpr int kMaxSlices = 64;     // ... and at most this many blocks per query
 constexpr int kGroup = 8;          // centroids a warp scores at once: independent loads in flight
 constexpr int kTileRows = 128;     // list rows per scan block, a thread each
 constexpr int kScanThreads = kTileRows;
-constexpr int kMergeThreads = 1024;
-constexpr int kMergeLoads = 4;     // candidates a lane loads at once in the merge
-constexpr int kMergeCap = 4096;    // candidates the merge holds on chip
+constexpr int kMergeThreads = 1024;   // the merge for k > 32: a block per query
+constexpr int kMergeLoads = 4;        // candidates a lane loads at once in the merge
+constexpr int kMergeCap = 4096;       // candidates the merge for k > 32 holds on chip
+constexpr int kSliceMergeThreads = 256;  // the merge for k <= 32: blocks per query ...
+constexpr int kSliceMergeEntries = kSliceMergeThreads * kMergeLoads;  // ... each over this many candidates
+constexpr int kMaxMergeSlices = 32;      // ... and at most this many blocks per query
 constexpr uint32_t kNoKey = 0xffffffffu;
 constexpr unsigned long long kNoEntry = ~0ull;
 
@@ -397,6 +400,8 @@ struct MergeArgs {
   float pad;
   int64_t* out_ids;   // n x k (device-writable: device or mapped host)
   float* out_dists;
+  unsigned long long* slice_best;  // k <= 32: n x slices x 32, each slice's k best
+  int32_t* done;                   // k <= 32: n completion counters, zero between calls
 };
 
 // Sorts buf[0, count) and keeps the first min(count, k); returns the new count and sets thr
@@ -413,37 +418,6 @@ __device__ int keep_best(unsigned long long* buf, int count, int64_t k, uint32_t
   return count;
 }
 
-// A warp's k <= 32 best entries, sorted across its lanes (lane i holds the i-th). A batch of
-// 32 candidates in which a few beat the k-th is inserted one by one; a batch in which many do
-// (the first ones, always) is sorted and merged in by bitonic networks (warp_sort.cuh), which
-// costs about what four single insertions do.
-struct WarpBest {
-  static constexpr int kSerialInserts = 4;
-  unsigned long long mine = kNoEntry;  // this lane's entry of the sorted list
-  unsigned long long kth = kNoEntry;   // the list's k-th entry (what a newcomer must beat)
-
-  __device__ void offer(unsigned long long e, int k) {
-    const int lane = threadIdx.x % 32;
-    unsigned mask = __ballot_sync(0xffffffffu, e < kth);
-    if (__popc(mask) > kSerialInserts) {
-      mine = warp_merge32(mine, e < kth ? e : kNoEntry);
-      kth = __shfl_sync(0xffffffffu, mine, k - 1);
-      return;
-    }
-    while (mask != 0) {
-      const int src = __ffs(mask) - 1;
-      mask &= mask - 1;
-      const unsigned long long v = __shfl_sync(0xffffffffu, e, src);
-      if (v >= kth) continue;  // the k-th fell meanwhile (uniform: v and kth are warp-wide)
-      const int pos = __popc(__ballot_sync(0xffffffffu, mine < v));
-      const unsigned long long below = __shfl_up_sync(0xffffffffu, mine, 1);
-      if (lane > pos) mine = below;
-      if (lane == pos) mine = v;
-      kth = __shfl_sync(0xffffffffu, mine, k - 1);
-    }
-  }
-};
-
 __device__ void write_result(const MergeArgs& a, int64_t q, int64_t j, unsigned long long e, int64_t base) {
   int64_t id = -1;
   float dist = a.pad;
@@ -456,10 +430,63 @@ __device__ void write_result(const MergeArgs& a, int64_t q, int64_t j, unsigned 
   a.out_dists[q * a.k + j] = dist;
 }
 
+// k <= 32: block (s, q) keeps the k best of slice s of query q's candidates, each warp in its
+// registers (WarpBest) and then the block's warps merged; the last block of q to finish merges
+// the slices' lists and writes q's results. A single block per query (the form before) ran
+// instruction-bound on one SM: 19 us at nprobe 64 for 10.5K candidates (ncu, H200), a quarter
+// of a batch-1 search.
+__global__ void __launch_bounds__(kSliceMergeThreads) merge_small_k_kernel(MergeArgs a) {
+  __shared__ unsigned long long buf[kMaxMergeSlices * 32];
+  __shared__ bool last;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int64_t q = blockIdx.y, k = a.k, slices = gridDim.x;
+  wait_for_previous_kernel();
+  const int64_t total = static_cast<int64_t>(a.tile_off[q * (a.nprobe + 1) + a.nprobe]) * a.kk;
+  const int64_t base = q * a.max_tiles * a.kk;
+  const int64_t per = (total + slices - 1) / slices;
+  const int64_t lo = blockIdx.x * per, hi = lo + per < total ? lo + per : total;
+  WarpBest best;
+  for (int64_t i0 = lo + static_cast<int64_t>(warp) * 32 * kMergeLoads; i0 < hi;
+       i0 += static_cast<int64_t>(kSliceMergeThreads) * kMergeLoads) {
+    unsigned long long e[kMergeLoads];
+#pragma unroll
+    for (int u = 0; u < kMergeLoads; ++u) {
+      const int64_t i = i0 + u * 32 + lane;
+      const uint32_t kv = i < hi ? __ldcg(a.cand_key + base + i) : kNoKey;
+      e[u] = kv == kNoKey ? kNoEntry : (static_cast<unsigned long long>(kv) << 32) | static_cast<uint32_t>(i);
+    }
+#pragma unroll
+    for (int u = 0; u < kMergeLoads; ++u) best.offer(e[u], static_cast<int>(k));
+  }
+  // A warp list's entries past k are dropped first: they are not among its k best.
+  const unsigned long long mine = block_merge_sorted32(lane < k ? best.mine : kNoEntry, buf);
+  if (slices == 1) {
+    if (warp == 0 && lane < k) write_result(a, q, lane, mine, base);
+    return;
+  }
+  unsigned long long* lists = a.slice_best + q * slices * 32;
+  if (warp == 0) lists[blockIdx.x * 32 + lane] = mine;
+  // The last block of this query merges (the lists above are made visible first).
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(&a.done[q], 1) == slices - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int64_t i = tid; i < slices * 32; i += blockDim.x) buf[i] = __ldcg(lists + i);
+  __syncthreads();
+  const unsigned long long all = block_smallest32(buf, static_cast<int>(slices * 32));
+  if (warp == 0 && lane < k) write_result(a, q, lane, all, base);
+  if (tid == 0) a.done[q] = 0;  // ready for the next call
+}
+
+// k > 32: a block per query. Candidates below the k-th kept so far gather in shared memory; a
+// sort keeps the k best whenever the buffer could overflow, and as soon as k are held (to set
+// the bar).
 __global__ void __launch_bounds__(kMergeThreads) merge_topk_kernel(MergeArgs a) {
   __shared__ unsigned long long buf[kMergeCap];
   __shared__ int count;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int tid = threadIdx.x, lane = tid % 32;
   const int64_t q = blockIdx.x, k = a.k;
   wait_for_previous_kernel();
   const int64_t total = static_cast<int64_t>(a.tile_off[q * (a.nprobe + 1) + a.nprobe]) * a.kk;
@@ -470,26 +497,6 @@ __global__ void __launch_bounds__(kMergeThreads) merge_topk_kernel(MergeArgs a) 
     return kv == kNoKey ? kNoEntry : (static_cast<unsigned long long>(kv) << 32) | static_cast<uint32_t>(i);
   };
 
-  if (k <= 32) {
-    // Each warp keeps its own k best in registers, then warp 0 takes the k best of theirs.
-    WarpBest best;
-    const int64_t step = static_cast<int64_t>(blockDim.x) * kMergeLoads;
-    for (int64_t i0 = static_cast<int64_t>(warp) * 32 * kMergeLoads; i0 < total; i0 += step) {
-      unsigned long long e[kMergeLoads];
-#pragma unroll
-      for (int u = 0; u < kMergeLoads; ++u) e[u] = entry(i0 + u * 32 + lane);
-#pragma unroll
-      for (int u = 0; u < kMergeLoads; ++u) best.offer(e[u], static_cast<int>(k));
-    }
-    // The warps' lists merge (block_merge_sorted32); a list's entries past k are dropped
-    // first: they are not among its k best.
-    const unsigned long long mine = block_merge_sorted32(lane < k ? best.mine : kNoEntry, buf);
-    if (warp == 0 && lane < k) write_result(a, q, lane, mine, base);
-    return;
-  }
-
-  // Larger k: candidates below the k-th kept so far gather in shared memory; a sort keeps the
-  // k best whenever the buffer could overflow, and as soon as k are held (to set the bar).
   uint32_t thr = kNoKey;  // a candidate enters when its key is below thr (ties with the k-th may be left out)
   if (tid == 0) count = 0;
   __syncthreads();
@@ -516,9 +523,10 @@ __global__ void __launch_bounds__(kMergeThreads) merge_topk_kernel(MergeArgs a) 
 
 // Pieces of one call's scratch, laid out in the arena (256-byte aligned).
 struct FusedLayout {
-  std::size_t q_out = 0, slice_best = 0, probes = 0, tile_off = 0, cand_key = 0, cand_pos = 0, bytes = 0;
+  std::size_t q_out = 0, slice_best = 0, probes = 0, tile_off = 0, cand_key = 0, cand_pos = 0, merge_best = 0,
+              bytes = 0;
   FusedLayout(int64_t n, int64_t dim, int64_t slices, int64_t per_slice, int64_t nprobe, int64_t max_tiles,
-              int64_t kk) {
+              int64_t kk, int64_t merge_slices) {
     const auto put = [&](std::size_t b) {
       const std::size_t at = bytes;
       bytes += (b + 255) / 256 * 256;
@@ -530,6 +538,7 @@ struct FusedLayout {
     tile_off = put(sizeof(int32_t) * n * (nprobe + 1));
     cand_key = put(sizeof(uint32_t) * n * max_tiles * kk);
     cand_pos = put(sizeof(int64_t) * n * max_tiles * kk);
+    merge_best = put(sizeof(unsigned long long) * n * merge_slices * 32);
   }
 };
 
@@ -572,7 +581,11 @@ bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease&
   const int64_t max_tiles = (plan.bound + kTileRows - 1) / kTileRows + nprobe;
   const int64_t kk = std::min<int64_t>(k, kTileRows);
   if (max_tiles * kk >= (int64_t{1} << 31)) return false;
-  const FusedLayout lay(n, dim, slices, per_slice, nprobe, max_tiles, kk);
+  // k <= 32: the merge's blocks per query, from the most candidates a query can have.
+  const int64_t merge_slices =
+      k <= 32 ? std::clamp<int64_t>((max_tiles * kk + kSliceMergeEntries - 1) / kSliceMergeEntries, 1, kMaxMergeSlices)
+              : 1;
+  const FusedLayout lay(n, dim, slices, per_slice, nprobe, max_tiles, kk, merge_slices);
   if (lay.bytes > kMaxArena) return false;
 
   cudaStream_t stream = lease.stream();
@@ -591,8 +604,8 @@ bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease&
         IVF_CUDA_CHECK(cudaHostGetDevicePointer(&out_device_, out_.data(), 0));
     }
     (void)arena_.reserve(ctx, lay.bytes, stream);
-    if (done_.data() == nullptr) {
-      done_ = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(kSmallBatchMax), stream);
+    if (done_.data() == nullptr) {  // the coarse kernel's counters, then the merge's
+      done_ = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(2 * kSmallBatchMax), stream);
       IVF_CUDA_CHECK(cudaMemsetAsync(done_.data(), 0, done_.bytes(), stream));
     }
   } catch (const Error& e) {
@@ -654,8 +667,13 @@ bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease&
   });
 
   MergeArgs ma{ca.tile_off, nprobe, k, static_cast<int>(kk), static_cast<int>(max_tiles), cand_key, cand_pos,
-               lists.ids, plan.larger, plan.pad, out_ids, out_dists};
-  launch(early, merge_topk_kernel, dim3(static_cast<unsigned>(n)), kMergeThreads, stream, ma);
+               lists.ids, plan.larger, plan.pad, out_ids, out_dists,
+               reinterpret_cast<unsigned long long*>(scratch + lay.merge_best), done_.data() + kSmallBatchMax};
+  if (k <= 32)
+    launch(early, merge_small_k_kernel, dim3(static_cast<unsigned>(merge_slices), static_cast<unsigned>(n)),
+           kSliceMergeThreads, stream, ma);
+  else
+    launch(early, merge_topk_kernel, dim3(static_cast<unsigned>(n)), kMergeThreads, stream, ma);
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (host) {
     std::memcpy(req.ids, out_.data(), sizeof(int64_t) * result_count);

@@ -1,9 +1,9 @@
 // Sorted 32- and 64-entry lists held across a warp's lanes (lane i holds the i-th smallest; a
-// 64-entry list also the 32 + i-th): sorts and merges by bitonic networks, with no shared memory
-// and no serial insertion, and a pairwise merge of a block's warp lists; and a block's bitonic
-// sort in shared memory for longer lists. The pruned pass's settling (scan_prune.cuh) and the
-// fused small-batch kernels (fused_search.cu: probe selection, tile scan, merge) keep their best
-// few this way.
+// 64-entry list also the 32 + i-th): sorts and merges by bitonic networks, with no shared memory,
+// a warp's running k best over a stream (WarpBest), and a pairwise merge of a block's warp lists;
+// and a block's bitonic sort in shared memory for longer lists. The pruned pass's settling
+// (scan_prune.cuh), the fused small-batch kernels (fused_search.cu: probe selection, tile scan,
+// merge) and the segmented select for k <= 32 (select.cu) keep their best few this way.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -72,6 +72,37 @@ __device__ __forceinline__ uint64_t warp_merge_sorted32(uint64_t best, uint64_t 
 __device__ __forceinline__ uint64_t warp_merge32(uint64_t best, uint64_t fresh) {
   return warp_merge_sorted32(best, warp_sort32(fresh));
 }
+
+// A warp's k <= 32 best entries, sorted across its lanes (lane i holds the i-th). A batch of
+// 32 candidates in which a few beat the k-th is inserted one by one; a batch in which many do
+// (the first ones, always) is sorted and merged in by bitonic networks (above), which
+// costs about what four single insertions do.
+struct WarpBest {
+  static constexpr int kSerialInserts = 4;
+  unsigned long long mine = ~0ull;  // this lane's entry of the sorted list
+  unsigned long long kth = ~0ull;   // the list's k-th entry (what a newcomer must beat)
+
+  __device__ void offer(unsigned long long e, int k) {
+    const int lane = threadIdx.x % 32;
+    unsigned mask = __ballot_sync(0xffffffffu, e < kth);
+    if (__popc(mask) > kSerialInserts) {
+      mine = warp_merge32(mine, e < kth ? e : ~0ull);
+      kth = __shfl_sync(0xffffffffu, mine, k - 1);
+      return;
+    }
+    while (mask != 0) {
+      const int src = __ffs(mask) - 1;
+      mask &= mask - 1;
+      const unsigned long long v = __shfl_sync(0xffffffffu, e, src);
+      if (v >= kth) continue;  // the k-th fell meanwhile (uniform: v and kth are warp-wide)
+      const int pos = __popc(__ballot_sync(0xffffffffu, mine < v));
+      const unsigned long long below = __shfl_up_sync(0xffffffffu, mine, 1);
+      if (lane > pos) mine = below;
+      if (lane == pos) mine = v;
+      kth = __shfl_sync(0xffffffffu, mine, k - 1);
+    }
+  }
+};
 
 // The pairwise merge of a block's warp lists behind block_merge_sorted32/64: each round the
 // upper half of the merging warps puts its list in scratch (put(scratch, i) for thread i) and
