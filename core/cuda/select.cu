@@ -3,7 +3,8 @@
 // winners, and a bitonic sort in shared memory orders them. Shared memory is sized by k only
 // (never by the segment length or nprobe x k). A row longer than the block's buffer streams
 // through it once (stream_row): when the buffer fills it is cut to its k best and only keys
-// below the k-th enter after that.
+// below the k-th enter after that. For k <= 32, warp lists in registers (warp_select_kernel)
+// replace all of that, with the same output.
 #include "select.hpp"
 
 #include <cub/block/block_scan.cuh>
@@ -15,6 +16,7 @@
 #include "check.hpp"
 #include "device_buffer.hpp"
 #include "ordered_key.cuh"
+#include "warp_sort.cuh"
 
 namespace ivfgpu::cuda {
 
@@ -172,6 +174,21 @@ struct RowKeys {
   __device__ uint32_t operator()(int64_t i) const { return ordered(keys[i], addend ? addend[i] : 0.0f); }
 };
 
+// Output segment s: its row, where its keys start in the row (a piece of a split row, else 0),
+// how many keys it has and how many of them it keeps (kk: at most k, and the row's count cap).
+struct SegmentPiece {
+  int64_t row, first, len;
+  int kk;
+};
+__device__ __forceinline__ SegmentPiece segment_piece(const SelectInput& in, int64_t s, int64_t k) {
+  const int64_t row = s / in.pieces, first = (s % in.pieces) * in.piece;
+  int64_t len = in.lens ? in.lens[row] : in.fixed_len;
+  if (in.pieces > 1) len = len <= first ? 0 : (len - first < in.piece ? len - first : in.piece);
+  int64_t kk = len < k ? len : k;
+  if (in.count_cap && in.count_cap[row] < kk) kk = in.count_cap[row];
+  return SegmentPiece{row, first, len, static_cast<int>(kk)};
+}
+
 __device__ __forceinline__ int64_t step_index(int64_t c0, int m) {
   return c0 + static_cast<int64_t>(threadIdx.x / 32) * kWarpKeys + m * 32 + threadIdx.x % 32;
 }
@@ -322,16 +339,10 @@ __global__ void __launch_bounds__(kThreads, 5)
   const int tid = threadIdx.x;
 
   for (int64_t s = blockIdx.x; s < nseg; s += gridDim.x) {
-    const int64_t row = s / in.pieces, piece = s % in.pieces;
-    const int64_t first = piece * in.piece;  // 0 unless rows are split
-    const float* keys = in.keys + row * in.stride + first;
-    const float* addend = in.addend ? in.addend + first : nullptr;
-    int64_t len = in.lens ? in.lens[row] : in.fixed_len;
-    if (in.pieces > 1) len = len <= first ? 0 : (len - first < in.piece ? len - first : in.piece);
-    int64_t kk64 = len < k ? len : k;
-    if (in.count_cap && in.count_cap[row] < kk64) kk64 = in.count_cap[row];
-    const int kk = static_cast<int>(kk64);
-    const RowKeys load{keys, addend, larger};
+    const SegmentPiece sp = segment_piece(in, s, k);
+    const int64_t row = sp.row, first = sp.first, len = sp.len;
+    const int kk = sp.kk;
+    const RowKeys load{in.keys + row * in.stride + first, in.addend ? in.addend + first : nullptr, larger};
     __syncthreads();  // the previous row is done with sel and the buffer
     // 1. Candidates into the buffer: the whole row, or the row streamed through it. Only a k
     // too large for the buffer to stream (kk + kStep > cap) selects over the row in place.
@@ -403,6 +414,57 @@ __global__ void __launch_bounds__(kThreads, 5)
   }
 }
 
+// k <= kWarpSelectMaxK: the same selection as block_select_kernel (the same positions and
+// keys, bit for bit) with no radix passes, gathers or shared-memory sort. Each warp keeps its
+// k best entries in registers (WarpBest; ordered key << 32 | index: the order the block kernel
+// sorts by, so ties go to the smaller index whichever warp reads a key): a chunk of 32 keys is
+// skipped when none beats the k-th, its few that do are inserted one by one, and many are
+// sorted and merged in. Then the warps' lists merge pairwise. Every row length is streamed;
+// split rows come here piece by piece as they do to the block kernel.
+constexpr int kWarpSelectMaxK = 32;
+constexpr int kWarpChunks = 4;  // chunks of 32 keys a lane loads before merging any
+
+__global__ void __launch_bounds__(kThreads, 6)
+    warp_select_kernel(SelectInput in, int64_t nseg, int k, bool larger, SelectOutput out) {
+  __shared__ unsigned long long scratch[kThreads];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int64_t s = blockIdx.x; s < nseg; s += gridDim.x) {
+    const SegmentPiece sp = segment_piece(in, s, k);
+    const int64_t row = sp.row, first = sp.first, len = sp.len;
+    const int kk = sp.kk;
+    const RowKeys load{in.keys + row * in.stride + first, in.addend ? in.addend + first : nullptr, larger};
+    WarpBest best;  // entries past every key are ~0: real indices are below 2^32 - 1
+    constexpr int64_t kSpan = int64_t{32} * kWarpChunks;
+    for (int64_t c0 = warp * kSpan; c0 < len; c0 += kThreads * kWarpChunks) {
+      unsigned long long v[kWarpChunks];
+#pragma unroll
+      for (int m = 0; m < kWarpChunks; ++m) {
+        const int64_t i = c0 + m * 32 + lane;
+        v[m] = i < len ? (static_cast<unsigned long long>(load(i)) << 32) | static_cast<uint32_t>(i) : ~0ull;
+      }
+#pragma unroll
+      for (int m = 0; m < kWarpChunks; ++m) best.offer(v[m], k);
+    }
+    __syncthreads();  // the previous row's merge is done with scratch
+    // A warp list's entries past k are dropped first: they are not among its k best.
+    const unsigned long long top = block_merge_sorted32(lane < k ? best.mine : ~0ull, scratch);
+    if (warp == 0) {
+      if (lane < kk) {
+        const int64_t p = first + static_cast<int64_t>(top & 0xffffffffu);
+        out.pos[s * k + lane] = in.pos_map ? in.pos_map[row * in.stride + p] : static_cast<int32_t>(p);
+        if (out.key) {
+          const float f = from_ordered(static_cast<uint32_t>(top >> 32));
+          out.key[s * k + lane] = larger ? -f : f;
+        }
+      } else if (in.pad_output && lane < k) {
+        out.pos[s * k + lane] = -1;
+        out.key[s * k + lane] = larger ? -INFINITY : INFINITY;
+      }
+      if (lane == 0) out.count[s] = kk;
+    }
+  }
+}
+
 std::size_t sort_bytes(int64_t k) {
   int64_t k2 = 1;
   while (k2 < k) k2 <<= 1;
@@ -421,6 +483,15 @@ std::size_t prepare_kernel(const DeviceContext& ctx) {
 
 void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectInput& in, int64_t nseg, int64_t k,
                    bool larger_is_better, const SelectOutput& out) {
+  const int64_t grid = std::min<int64_t>(nseg, int64_t{1} << 30);
+  // Small k: warp lists (ncu on the H200, batch 64 at nprobe 16: the split select of 64 rows of
+  // ~90K keys took 90 + 10.5 us on the block kernel and 41 + 6 us here; bench/RESULTS.md).
+  if (k <= kWarpSelectMaxK) {
+    warp_select_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(in, nseg, static_cast<int>(k),
+                                                                           larger_is_better, out);
+    IVF_CUDA_CHECK_LAUNCH();
+    return;
+  }
   // The attribute is the same for every call (the largest dynamic size the device allows), so
   // concurrent searches never race on it; each launch asks for what it needs.
   const std::size_t max_dynamic = prepare_kernel(ctx);
@@ -434,7 +505,6 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
   const int64_t fit = (static_cast<int64_t>(max_dynamic) - static_cast<int64_t>(sel)) / 8;
   const int64_t cap = std::max<int64_t>(0, std::min(want, fit));
   const std::size_t smem = sel + static_cast<std::size_t>(cap) * 8;
-  const int64_t grid = std::min<int64_t>(nseg, int64_t{1} << 30);
   block_select_kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(
       in, nseg, static_cast<int>(k), larger_is_better, static_cast<int>(cap), out);
   IVF_CUDA_CHECK_LAUNCH();
