@@ -1,4 +1,4 @@
-// The list-tile kernel of stage C (scan.hpp) and its arguments, instantiated once per storage
+// The SIMT kernels of stage C (scan.hpp) and their arguments, instantiated once per storage
 // type in scan_tiles_<type>.cu so that the types compile in parallel. scan.cu chooses the
 // launch (query tile, metric, integer arithmetic) in one place and calls launch_scan<T>.
 #pragma once
@@ -44,8 +44,10 @@ struct TileArgs {
   const float* centroids;  // nlist * dim, or nullptr (the pruned tensor pass centres L2 on them)
 };
 
-// tile_q: 16 or 64 queries per tile. integer: integer rows against integer-valued queries,
-// summed exactly in integers (only for integer T).
+// tile_q: 16 (list_rows_kernel: a thread per row) or 64 (list_tile_kernel: a register tile of
+// queries x rows) queries per tile; both sum each distance in dimension order, to the same bits.
+// integer: integer rows against integer-valued queries, summed exactly in integers (only for
+// integer T).
 template <class T>
 void launch_scan(const DeviceContext& ctx, cudaStream_t stream, int tile_q, bool ip, bool integer,
                  const TileArgs<T>& args);
