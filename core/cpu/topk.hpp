@@ -21,6 +21,21 @@ inline bool neighbor_better(const Neighbor& a, const Neighbor& b, bool larger_is
   return a.id < b.id;
 }
 
+// The two steps of a bounded max-heap on "worse" (its front is the worst kept entry), shared by
+// TopK and HeapSpan. heap_sift_in: an entry was just appended at first[size - 1].
+inline void heap_sift_in(Neighbor* first, int64_t size, bool larger_is_better) {
+  std::push_heap(first, first + size,
+                 [=](const Neighbor& a, const Neighbor& b) { return neighbor_better(a, b, larger_is_better); });
+}
+// A full heap of size > 0 entries: n replaces the worst kept entry when it is better.
+inline void heap_replace_worst(Neighbor* first, int64_t size, const Neighbor& n, bool larger_is_better) {
+  if (!neighbor_better(n, first[0], larger_is_better)) return;
+  const auto worse_first = [=](const Neighbor& a, const Neighbor& b) { return neighbor_better(a, b, larger_is_better); };
+  std::pop_heap(first, first + size, worse_first);
+  first[size - 1] = n;
+  std::push_heap(first, first + size, worse_first);
+}
+
 class TopK {
  public:
   TopK(int64_t k, bool larger_is_better) : k_(k), larger_(larger_is_better) {
@@ -35,15 +50,12 @@ class TopK {
   const Neighbor& worst() const { return heap_.front(); }
 
   void push(float dist, int64_t id) {
-    Neighbor n{dist, id};
-    auto cmp = [this](const Neighbor& a, const Neighbor& b) { return better(a, b); };
+    const Neighbor n{dist, id};
     if (!full()) {
       heap_.push_back(n);
-      std::push_heap(heap_.begin(), heap_.end(), cmp);
-    } else if (better(n, heap_.front())) {
-      std::pop_heap(heap_.begin(), heap_.end(), cmp);
-      heap_.back() = n;
-      std::push_heap(heap_.begin(), heap_.end(), cmp);
+      heap_sift_in(heap_.data(), static_cast<int64_t>(heap_.size()), larger_);
+    } else if (k_ > 0) {
+      heap_replace_worst(heap_.data(), k_, n, larger_);
     }
   }
 
@@ -78,14 +90,11 @@ class HeapSpan {
 
   void push(float dist, int64_t id) {
     const Neighbor n{dist, id};
-    const auto worse_first = [this](const Neighbor& a, const Neighbor& b) { return neighbor_better(a, b, larger_); };
     if (size_ < cap_) {
       data_[size_++] = n;
-      std::push_heap(data_, data_ + size_, worse_first);
-    } else if (cap_ > 0 && neighbor_better(n, data_[0], larger_)) {
-      std::pop_heap(data_, data_ + size_, worse_first);
-      data_[size_ - 1] = n;
-      std::push_heap(data_, data_ + size_, worse_first);
+      heap_sift_in(data_, size_, larger_);
+    } else if (cap_ > 0) {
+      heap_replace_worst(data_, size_, n, larger_);
     }
   }
   int64_t size() const { return size_; }
