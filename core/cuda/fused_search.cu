@@ -58,6 +58,28 @@ __device__ WarpList64 block_smallest64(unsigned long long* keys, int n) {
   return block_merge_sorted64(mine, keys);
 }
 
+// The m smallest of keys[0, n), sorted, into keys[0, m): warp lists for m <= 64 (keys padded
+// with kNoEntry to whole batches, as above), else a bitonic sort of keys[0, p2) (p2: a power of
+// two, padded). The one place the coarse kernel chooses how it selects, for its slices and for
+// their merge. Every thread of the block calls it; the block is synchronised on return.
+__device__ void block_smallest_sorted(unsigned long long* keys, int n, int m, int p2) {
+  const int tid = threadIdx.x;
+  if (m <= 32) {
+    const unsigned long long mine = block_smallest32(keys, n);
+    if (tid < 32) keys[tid] = mine;
+  } else if (m <= 64) {
+    const WarpList64 mine = block_smallest64(keys, n);
+    if (tid < 32) {
+      keys[tid] = mine.lo;
+      keys[32 + tid] = mine.hi;
+    }
+  } else {
+    block_bitonic_sort(keys, p2);
+    return;
+  }
+  __syncthreads();
+}
+
 // Programmatic dependent launch (Hopper): a kernel lets the next one launch as it starts, and
 // the next waits here, before its first read of what this one wrote, for it to finish and
 // flush. The launch latency of kernels 2 and 3 then overlaps the work of 1 and 2.
@@ -156,20 +178,8 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
   }
   __syncthreads();
   unsigned long long* best = a.slice_best + (q * a.slices + blockIdx.x) * a.per_slice;
-  if (a.per_slice <= 32) {
-    // Warps take the slice 32 keys at a time, then their sorted lists merge (warp_sort.cuh).
-    const unsigned long long mine = block_smallest32(keys, slice);
-    if (tid < a.per_slice) best[tid] = mine;
-  } else if (a.per_slice <= 64) {
-    const WarpList64 mine = block_smallest64(keys, slice);
-    if (tid < 32) {
-      if (tid < a.per_slice) best[tid] = mine.lo;
-      if (32 + tid < a.per_slice) best[32 + tid] = mine.hi;
-    }
-  } else {
-    block_bitonic_sort(keys, slice);
-    for (int i = tid; i < a.per_slice; i += blockDim.x) best[i] = keys[i];
-  }
+  block_smallest_sorted(keys, slice, a.per_slice, slice);
+  for (int i = tid; i < a.per_slice; i += blockDim.x) best[i] = keys[i];
 
   // The last block of this query merges (the writes above are made visible first).
   __threadfence();
@@ -183,20 +193,7 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
   // Padded to a power of two for the sort, and to whole batches for block_smallest32/64.
   for (int i = tid; i < (m > 64 ? m : 64); i += blockDim.x) keys[i] = i < total ? __ldcg(all + i) : kNoEntry;
   __syncthreads();
-  if (a.nprobe <= 32) {
-    const unsigned long long mine = block_smallest32(keys, total);
-    if (tid < 32) keys[tid] = mine;  // the probes, best first, where the code below reads them
-    __syncthreads();
-  } else if (a.nprobe <= 64) {
-    const WarpList64 mine = block_smallest64(keys, total);
-    if (tid < 32) {
-      keys[tid] = mine.lo;
-      keys[32 + tid] = mine.hi;
-    }
-    __syncthreads();
-  } else {
-    block_bitonic_sort(keys, m);
-  }
+  block_smallest_sorted(keys, total, static_cast<int>(a.nprobe), m);  // the probes, best first
   // Probes (best first) and the exclusive prefix of their tile counts.
   using Scan = cub::BlockScan<int32_t, kCoarseThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
