@@ -337,13 +337,13 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
                                                            larger, p.excluded, prune);
   IVF_CUDA_CHECK_LAUNCH();
   if (p.nprobe < 2) return;
-  out.list_norm = DeviceBuffer<float>(ctx, static_cast<std::size_t>(p.lists.nlist), stream);  // unused when pruned
   const ScanGroups rest = group_probe_range(ctx, stream, p, 1, p.nprobe);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, true);
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    // No list norms: only the keys pass's refinement reads them, and the pruned pass writes none.
     scan_detail::launch_tensor_scan<T>(ctx, stream, larger, tile_args<T>(p, rest, nullptr, 0, tile_off.data()),
-                                       out.list_norm.data(), &prune);
+                                       nullptr, &prune);
   });
 }
 

@@ -87,9 +87,9 @@ struct PruneState {
   int k = 0;
 };
 
-// The first pass: pessimistic keys into args.cand (prune == nullptr), or the pruned state;
-// each list's largest row norm into list_norm (zeroed by the caller). args.tile_off counts
-// tensor_tiles per list.
+// The first pass: pessimistic keys into args.cand and each list's largest row norm into
+// list_norm, zeroed by the caller (prune == nullptr: the keys pass), or the pruned state
+// (list_norm unused: nullptr). args.tile_off counts tensor_tiles per list.
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm, const PruneState* prune);
