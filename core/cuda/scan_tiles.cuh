@@ -106,14 +106,15 @@ __device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, in
   }
 }
 
-// One (list, query tile, vector tile) per iteration of a persistent grid. Thread (ty, tx) owns
-// queries ty*RQ.. and vectors tx*4..: a TQ x 64 register tile, fp32, accumulated in dimension
-// order so each distance is the plain sequential sum. INT (integer rows and integer-valued
-// queries): int32 sums per staged block of kTileD dimensions (at most 32 * 255^2, no
-// overflow), added into int64, so the distance is the exact integer rounded once to float.
-template <class T, int TQ, bool IP, bool INT>
+// 64-query tiles: one (list, query tile, vector tile) per iteration of a persistent grid.
+// Thread (ty, tx) owns queries ty*RQ.. and vectors tx*4..: a 64 x 64 register tile, fp32,
+// accumulated in dimension order so each distance is the plain sequential sum. INT (integer
+// rows and integer-valued queries): int32 sums per staged block of kTileD dimensions (at most
+// 32 * 255^2, no overflow), added into int64, so the distance is the exact integer rounded once
+// to float.
+template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
-  constexpr int RQ = TQ / 16;
+  constexpr int TQ = 64, RQ = TQ / 16;
   constexpr int RV = kTileV / 16;
   constexpr int QP = TQ + 4, VP = kTileV + 4;  // padded rows, 16-byte aligned
   __shared__ __align__(16) float qs[kTileD][QP];
@@ -163,8 +164,8 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
         stage_tile<kTileV, VP, T, INT>(xs, [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; },
                                        d0, a.dim, a.vec4);
         __syncthreads();
-        // A warp holds query rows 8w..8w+7 (RQ = 4) or 2w, 2w+1 (RQ = 1): skip it when they are
-        // all past the tile's last query (its results are never written).
+        // A warp holds query rows 8w..8w+7: skip it when they are all past the tile's last query
+        // (its results are never written).
         if ((tid / 32) * 2 * RQ < pcount) {
           using Part = std::conditional_t<INT, int, float>;
           Part part[RQ][RV];
@@ -175,13 +176,8 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
 #pragma unroll 8
           for (int j = 0; j < kTileD; ++j) {
             float qa[RQ], xb[RV];
-            if constexpr (RQ == 4) {
-              const float4 v = *reinterpret_cast<const float4*>(&qs[j][ty * 4]);
-              qa[0] = v.x; qa[1] = v.y; qa[2] = v.z; qa[3] = v.w;
-            } else {
-#pragma unroll
-              for (int r = 0; r < RQ; ++r) qa[r] = qs[j][ty * RQ + r];
-            }
+            const float4 v = *reinterpret_cast<const float4*>(&qs[j][ty * 4]);
+            qa[0] = v.x; qa[1] = v.y; qa[2] = v.z; qa[3] = v.w;
             const float4 w = *reinterpret_cast<const float4*>(&xs[j][tx * 4]);
             xb[0] = w.x; xb[1] = w.y; xb[2] = w.z; xb[3] = w.w;
 #pragma unroll
@@ -343,19 +339,10 @@ __global__ void __launch_bounds__(kThreads, 3) list_rows_kernel(TileArgs<T> a) {
   }
 }
 
-template <class T, int TQ, bool IP, bool INT>
-void launch_tiles(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args) {
-  // A persistent grid: as many blocks as can be resident (asked once per context).
-  const auto kernel = list_tile_kernel<T, TQ, IP, INT>;
-  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
-  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kThreads, 0, stream>>>(args);
-  IVF_CUDA_CHECK_LAUNCH();
-}
-
-template <class T, bool IP, bool INT>
-void launch_rows(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args) {
-  const auto kernel = list_rows_kernel<T, IP, INT>;
+// A persistent grid of a SIMT kernel: as many blocks as can be resident (asked once per context).
+template <class T>
+void launch_persistent(const DeviceContext& ctx, cudaStream_t stream, void (*kernel)(TileArgs<T>),
+                       const TileArgs<T>& args) {
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
   kernel<<<grid, kThreads, 0, stream>>>(args);
@@ -364,11 +351,10 @@ void launch_rows(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T
 
 template <class T, bool INT>
 void launch_metric(const DeviceContext& ctx, cudaStream_t stream, int tile_q, bool ip, const TileArgs<T>& args) {
-  if (tile_q == 64) {
-    ip ? launch_tiles<T, 64, true, INT>(ctx, stream, args) : launch_tiles<T, 64, false, INT>(ctx, stream, args);
-    return;
-  }
-  ip ? launch_rows<T, true, INT>(ctx, stream, args) : launch_rows<T, false, INT>(ctx, stream, args);
+  if (tile_q == 64)
+    launch_persistent<T>(ctx, stream, ip ? list_tile_kernel<T, true, INT> : list_tile_kernel<T, false, INT>, args);
+  else
+    launch_persistent<T>(ctx, stream, ip ? list_rows_kernel<T, true, INT> : list_rows_kernel<T, false, INT>, args);
 }
 
 template <class T>
