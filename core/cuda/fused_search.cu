@@ -415,6 +415,14 @@ __device__ int keep_best(unsigned long long* buf, int count, int64_t k, uint32_t
   return count;
 }
 
+// Candidate i of a query's row (which starts at base) as an entry: key << 32 | i, or kNoEntry
+// past end or where the tile scan left no candidate.
+__device__ __forceinline__ unsigned long long candidate_entry(const MergeArgs& a, int64_t base, int64_t i,
+                                                              int64_t end) {
+  const uint32_t kv = i < end ? __ldcg(a.cand_key + base + i) : kNoKey;
+  return kv == kNoKey ? kNoEntry : (static_cast<unsigned long long>(kv) << 32) | static_cast<uint32_t>(i);
+}
+
 __device__ void write_result(const MergeArgs& a, int64_t q, int64_t j, unsigned long long e, int64_t base) {
   int64_t id = -1;
   float dist = a.pad;
@@ -447,11 +455,7 @@ __global__ void __launch_bounds__(kSliceMergeThreads) merge_small_k_kernel(Merge
        i0 += static_cast<int64_t>(kSliceMergeThreads) * kMergeLoads) {
     unsigned long long e[kMergeLoads];
 #pragma unroll
-    for (int u = 0; u < kMergeLoads; ++u) {
-      const int64_t i = i0 + u * 32 + lane;
-      const uint32_t kv = i < hi ? __ldcg(a.cand_key + base + i) : kNoKey;
-      e[u] = kv == kNoKey ? kNoEntry : (static_cast<unsigned long long>(kv) << 32) | static_cast<uint32_t>(i);
-    }
+    for (int u = 0; u < kMergeLoads; ++u) e[u] = candidate_entry(a, base, i0 + u * 32 + lane, hi);
 #pragma unroll
     for (int u = 0; u < kMergeLoads; ++u) best.offer(e[u], static_cast<int>(k));
   }
@@ -488,11 +492,6 @@ __global__ void __launch_bounds__(kMergeThreads) merge_topk_kernel(MergeArgs a) 
   wait_for_previous_kernel();
   const int64_t total = static_cast<int64_t>(a.tile_off[q * (a.nprobe + 1) + a.nprobe]) * a.kk;
   const int64_t base = q * a.max_tiles * a.kk;
-  const uint32_t* key = a.cand_key + base;
-  const auto entry = [&](int64_t i) {
-    const uint32_t kv = i < total ? __ldcg(key + i) : kNoKey;
-    return kv == kNoKey ? kNoEntry : (static_cast<unsigned long long>(kv) << 32) | static_cast<uint32_t>(i);
-  };
 
   uint32_t thr = kNoKey;  // a candidate enters when its key is below thr (ties with the k-th may be left out)
   if (tid == 0) count = 0;
@@ -505,7 +504,7 @@ __global__ void __launch_bounds__(kMergeThreads) merge_topk_kernel(MergeArgs a) 
       if (tid == 0) count = kept;
       __syncthreads();
     }
-    const unsigned long long e = entry(i0 + tid);
+    const unsigned long long e = candidate_entry(a, base, i0 + tid, total);
     const bool want = static_cast<uint32_t>(e >> 32) < thr && e != kNoEntry;
     const unsigned mask = __ballot_sync(0xffffffffu, want);
     int at = 0;
