@@ -80,6 +80,19 @@ __device__ void block_smallest_sorted(unsigned long long* keys, int n, int m, in
   __syncthreads();
 }
 
+// Whether this block is the last of `blocks` to arrive at counter *done (every thread gets the
+// answer; `flag`: a shared bool). What the blocks wrote before is visible to the last one. The
+// last block resets the counter when it is done with it. Every thread of the block calls it.
+__device__ __forceinline__ bool last_to_arrive(int32_t* done, int blocks, bool& flag) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) flag = atomicAdd(done, 1) == blocks - 1;
+  __syncthreads();
+  if (!flag) return false;
+  __threadfence();
+  return true;
+}
+
 // Programmatic dependent launch (Hopper): a kernel lets the next one launch as it starts, and
 // the next waits here, before its first read of what this one wrote, for it to finish and
 // flush. The launch latency of kernels 2 and 3 then overlaps the work of 1 and 2.
@@ -181,13 +194,8 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
   block_smallest_sorted(keys, slice, a.per_slice, slice);
   for (int i = tid; i < a.per_slice; i += blockDim.x) best[i] = keys[i];
 
-  // The last block of this query merges (the writes above are made visible first).
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) last = atomicAdd(&a.done[q], 1) == a.slices - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  // The last block of this query merges.
+  if (!last_to_arrive(&a.done[q], a.slices, last)) return;
   const int total = a.slices * a.per_slice, m = pow2_at_least(total);
   const unsigned long long* all = a.slice_best + q * a.slices * a.per_slice;
   // Padded to a power of two for the sort, and to whole batches for block_smallest32/64.
@@ -467,13 +475,8 @@ __global__ void __launch_bounds__(kSliceMergeThreads) merge_small_k_kernel(Merge
   }
   unsigned long long* lists = a.slice_best + q * slices * 32;
   if (warp == 0) lists[blockIdx.x * 32 + lane] = mine;
-  // The last block of this query merges (the lists above are made visible first).
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) last = atomicAdd(&a.done[q], 1) == slices - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  // The last block of this query merges.
+  if (!last_to_arrive(&a.done[q], static_cast<int>(slices), last)) return;
   for (int64_t i = tid; i < slices * 32; i += blockDim.x) buf[i] = __ldcg(lists + i);
   __syncthreads();
   const unsigned long long all = block_smallest32(buf, static_cast<int>(slices * 32));

@@ -189,6 +189,23 @@ __device__ __forceinline__ SegmentPiece segment_piece(const SelectInput& in, int
   return SegmentPiece{row, first, len, static_cast<int>(kk)};
 }
 
+// Output j of segment s: entry e (ordered key << 32 | index in the piece) when j < kk, else
+// padding (worst key, position -1) where the caller asked for it.
+__device__ __forceinline__ void put_selected(const SelectInput& in, const SelectOutput& out, const SegmentPiece& sp,
+                                             int64_t s, int64_t k, int64_t j, uint64_t e, bool larger) {
+  if (j < sp.kk) {
+    const int64_t p = sp.first + static_cast<int64_t>(e & 0xffffffffu);
+    out.pos[s * k + j] = in.pos_map ? in.pos_map[sp.row * in.stride + p] : static_cast<int32_t>(p);
+    if (out.key) {
+      const float f = from_ordered(static_cast<uint32_t>(e >> 32));
+      out.key[s * k + j] = larger ? -f : f;
+    }
+  } else if (in.pad_output) {
+    out.pos[s * k + j] = -1;
+    out.key[s * k + j] = larger ? -INFINITY : INFINITY;
+  }
+}
+
 __device__ __forceinline__ int64_t step_index(int64_t c0, int m) {
   return c0 + static_cast<int64_t>(threadIdx.x / 32) * kWarpKeys + m * 32 + threadIdx.x % 32;
 }
@@ -396,20 +413,7 @@ __global__ void __launch_bounds__(kThreads, 5)
         __syncthreads();
       }
     }
-    for (int j = tid; j < kk; j += kThreads) {
-      const uint64_t v = sel[j];
-      const int64_t p = first + static_cast<int64_t>(v & 0xffffffffu);
-      out.pos[s * k + j] = in.pos_map ? in.pos_map[row * in.stride + p] : static_cast<int32_t>(p);
-      if (out.key) {
-        const float f = from_ordered(static_cast<uint32_t>(v >> 32));
-        out.key[s * k + j] = larger ? -f : f;
-      }
-    }
-    if (in.pad_output)
-      for (int j = kk + tid; j < k; j += kThreads) {
-        out.pos[s * k + j] = -1;
-        out.key[s * k + j] = larger ? -INFINITY : INFINITY;
-      }
+    for (int j = tid; j < k; j += kThreads) put_selected(in, out, sp, s, k, j, j < kk ? sel[j] : 0, larger);
     if (tid == 0) out.count[s] = kk;
   }
 }
@@ -449,17 +453,7 @@ __global__ void __launch_bounds__(kThreads, 6)
     // A warp list's entries past k are dropped first: they are not among its k best.
     const unsigned long long top = block_merge_sorted32(lane < k ? best.mine : ~0ull, scratch);
     if (warp == 0) {
-      if (lane < kk) {
-        const int64_t p = first + static_cast<int64_t>(top & 0xffffffffu);
-        out.pos[s * k + lane] = in.pos_map ? in.pos_map[row * in.stride + p] : static_cast<int32_t>(p);
-        if (out.key) {
-          const float f = from_ordered(static_cast<uint32_t>(top >> 32));
-          out.key[s * k + lane] = larger ? -f : f;
-        }
-      } else if (in.pad_output && lane < k) {
-        out.pos[s * k + lane] = -1;
-        out.key[s * k + lane] = larger ? -INFINITY : INFINITY;
-      }
+      if (lane < k) put_selected(in, out, sp, s, k, lane, top, larger);
       if (lane == 0) out.count[s] = kk;
     }
   }
