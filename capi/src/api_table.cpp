@@ -40,6 +40,10 @@ const ivf_api_v1 kApiV1 = {
     ivf_filter_free,
     ivf_filter_bytes,
     ivf_params_set_progress,
+    ivf_host_alloc,
+    ivf_host_free,
+    ivf_host_register,
+    ivf_host_unregister,
 };
 
 }  // namespace
