@@ -110,6 +110,12 @@ static ivf_status ivfgo_add(ivf_index* ix, const void* data, ivf_dtype dtype, in
   return s;
 }
 
+// Page-locked host memory (hostmem.go).
+static ivf_status ivfgo_host_alloc(size_t bytes, void** out, ivfgo_msg* msg) {
+  return ivfgo_capture(ivf_host_alloc(bytes, out), msg);
+}
+static ivf_status ivfgo_host_free(void* p, ivfgo_msg* msg) { return ivfgo_capture(ivf_host_free(p), msg); }
+
 // Parameters of a call whose input is CUDA device memory (and the stream to wait for, 0: none).
 static ivf_status ivfgo_device_params(uintptr_t stream, ivf_params** out) {
   ivf_status s = ivf_params_create(out);
@@ -452,6 +458,21 @@ func filterOf(opts []Option) *Filter {
 		}
 	}
 	return f
+}
+
+// hostAlloc and hostFree call ivf_host_alloc and ivf_host_free (HostBuffer, hostmem.go).
+func hostAlloc(op string, bytes int) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	var msg C.ivfgo_msg
+	if err := check(op, C.ivfgo_host_alloc(C.size_t(bytes), &p, &msg), &msg); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func hostFree(op string, p unsafe.Pointer) error {
+	var msg C.ivfgo_msg
+	return check(op, C.ivfgo_host_free(p, &msg), &msg)
 }
 
 // check turns a helper's status and captured message into an error.

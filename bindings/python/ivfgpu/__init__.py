@@ -24,6 +24,7 @@ from ._errors import (BufferTooSmallError, CancelledError, CorruptDataError, Cud
                       DeviceLostError, InternalError, InvalidArgumentError, InvalidStateError,
                       IOError_, IvfError, IvfIOError, OutOfDeviceMemoryError, OutOfHostMemoryError,
                       UnsupportedError, VersionMismatchError, check as _check)
+from ._host_memory import host_empty, host_registered
 from ._index import Backend, Filter, Index, Metric, SearchResult, StorageType
 from ._progress import Stage
 from ._lib import LibraryNotFoundError
@@ -114,4 +115,5 @@ __all__ = [
     "METRIC_L2", "METRIC_INNER_PRODUCT", "METRIC_COSINE", "BACKEND_AUTO", "BACKEND_CPU",
     "BACKEND_CUDA", "STORAGE_F32", "STORAGE_F16", "STORAGE_BF16", "STORAGE_UINT8",
     "STORAGE_INT8", "SHARD_SPLIT", "SHARD_REPLICATE", "library_path", "version", "abi_version", "cuda_device_count",
+    "host_empty", "host_registered",
 ]

@@ -161,6 +161,10 @@ SIGNATURES = {
     "ivf_deserialize": (c_int32, [_ptr, c_size_t, _ptr, _pp]),
     "ivf_save_faiss": (c_int32, [_ptr, c_char_p]),
     "ivf_get_api": (c_void_p, [c_uint32]),
+    "ivf_host_alloc": (c_int32, [c_size_t, _pp]),
+    "ivf_host_free": (c_int32, [_ptr]),
+    "ivf_host_register": (c_int32, [_ptr, c_size_t]),
+    "ivf_host_unregister": (c_int32, [_ptr]),
 }
 
 _SONAMES = ("libivfgpu.so.1", "libivfgpu.so")

@@ -449,6 +449,45 @@ extern "C" {
     pub fn ivf_cuda_device_count(count: *mut i32) -> ivf_status;
 }
 extern "C" {
+    #[doc = " Host memory that a CUDA index copies at the bus's full rate. A host-memory search"]
+    #[doc = "  (IVF_MEMORY_HOST) copies its queries in and its results out. From ordinary (pageable)"]
+    #[doc = "  memory the CUDA driver stages those copies through its own buffers at about the host's"]
+    #[doc = "  memcpy rate (~10 GB/s: 5 MB of queries take ~0.5 ms, half a 10,000-query search at nprobe 1);"]
+    #[doc = "  from page-locked memory it copies directly (~50 GB/s). A caller that reuses its query or"]
+    #[doc = "  result buffers allocates them here, or registers its own; ivf_search needs no flag (the"]
+    #[doc = "  driver recognises the memory) and results are the same either way. Both work without a"]
+    #[doc = "  CUDA device (ordinary memory; a registration is only recorded), so one program runs on"]
+    #[doc = "  every backend. The library records every range it hands out or registers: unknown"]
+    #[doc = "  pointers, double frees and overlapping registrations are refused, never passed on."]
+    #[doc = ""]
+    #[doc = "  ivf_host_alloc: *out receives bytes (> 0) of memory aligned to 64 bytes, page-locked and"]
+    #[doc = "  usable by every CUDA device when one is usable. Release it with ivf_host_free."]
+    #[doc = "  IVF_ERR_INVALID_ARGUMENT (out NULL, bytes 0; *out is then NULL), IVF_ERR_OUT_OF_HOST_MEMORY."]
+    #[doc = "  Thread-safe."]
+    pub fn ivf_host_alloc(bytes: usize, out: *mut *mut ::std::os::raw::c_void) -> ivf_status;
+}
+extern "C" {
+    #[doc = " Frees memory from ivf_host_alloc. NULL: IVF_OK, nothing done. A pointer ivf_host_alloc did"]
+    #[doc = "  not return, or returned and was freed already: IVF_ERR_INVALID_ARGUMENT, nothing freed."]
+    #[doc = "  The memory must not be in use by a search. Thread-safe."]
+    pub fn ivf_host_free(p: *mut ::std::os::raw::c_void) -> ivf_status;
+}
+extern "C" {
+    #[doc = " Page-locks the caller's memory [p, p + bytes) in place, for every CUDA device, until"]
+    #[doc = "  ivf_host_unregister(p). It costs about as much as copying the range once from pageable"]
+    #[doc = "  memory: worth it for buffers that are reused. IVF_ERR_INVALID_ARGUMENT: p NULL, bytes 0, or"]
+    #[doc = "  a range that overlaps one registered here or allocated by ivf_host_alloc, or that the"]
+    #[doc = "  driver refuses (e.g. already page-locked by other code); IVF_ERR_OUT_OF_HOST_MEMORY where"]
+    #[doc = "  the system will not lock that much (e.g. RLIMIT_MEMLOCK). Thread-safe."]
+    pub fn ivf_host_register(p: *mut ::std::os::raw::c_void, bytes: usize) -> ivf_status;
+}
+extern "C" {
+    #[doc = " Ends a registration: p is the pointer given to ivf_host_register (else"]
+    #[doc = "  IVF_ERR_INVALID_ARGUMENT, nothing changed). Unregister before freeing the memory; the memory"]
+    #[doc = "  must not be in use by a search. Thread-safe."]
+    pub fn ivf_host_unregister(p: *mut ::std::os::raw::c_void) -> ivf_status;
+}
+extern "C" {
     #[doc = " Write the index to path atomically (a temporary file in the same directory, flushed, then"]
     #[doc = "  renamed over path). On failure path is untouched and no temporary file is left."]
     #[doc = "  Returns IVF_OK, IVF_ERR_INVALID_ARGUMENT, IVF_ERR_IO, IVF_ERR_OUT_OF_HOST_MEMORY."]
@@ -701,6 +740,18 @@ pub struct ivf_api_v1 {
             arg2: ivf_progress_fn,
             arg3: *mut ::std::os::raw::c_void,
         ) -> ivf_status,
+    >,
+    pub host_alloc: ::std::option::Option<
+        unsafe extern "C" fn(arg1: usize, arg2: *mut *mut ::std::os::raw::c_void) -> ivf_status,
+    >,
+    pub host_free: ::std::option::Option<
+        unsafe extern "C" fn(arg1: *mut ::std::os::raw::c_void) -> ivf_status,
+    >,
+    pub host_register: ::std::option::Option<
+        unsafe extern "C" fn(arg1: *mut ::std::os::raw::c_void, arg2: usize) -> ivf_status,
+    >,
+    pub host_unregister: ::std::option::Option<
+        unsafe extern "C" fn(arg1: *mut ::std::os::raw::c_void) -> ivf_status,
     >,
 }
 extern "C" {

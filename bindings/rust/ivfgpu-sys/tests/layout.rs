@@ -19,8 +19,8 @@ fn table_size_and_version_match_the_library() {
     assert_eq!(api.struct_size as usize, size_of::<ivf_api_v1>());
     assert_eq!(api.abi_version, IVF_ABI_VERSION as u32);
     assert_eq!(align_of::<ivf_api_v1>(), align_of::<*const ()>());
-    // Two u32 then 34 function pointers: no padding on LP64 or ILP32.
-    assert_eq!(size_of::<ivf_api_v1>(), 8 + 34 * size_of::<*const ()>());
+    // Two u32 then 38 function pointers: no padding on LP64 or ILP32.
+    assert_eq!(size_of::<ivf_api_v1>(), 8 + 38 * size_of::<*const ()>());
     assert!(unsafe { ivf_get_api(0) }.is_null());
     assert!(unsafe { ivf_get_api(IVF_ABI_VERSION as u32 + 1) }.is_null());
     assert_eq!(unsafe { ivf_abi_version() }, IVF_ABI_VERSION as u32);
@@ -74,6 +74,10 @@ fn every_table_field_is_the_exported_function() {
     same!(filter_free, ivf_filter_free);
     same!(filter_bytes, ivf_filter_bytes);
     same!(params_set_progress, ivf_params_set_progress);
+    same!(host_alloc, ivf_host_alloc);
+    same!(host_free, ivf_host_free);
+    same!(host_register, ivf_host_register);
+    same!(host_unregister, ivf_host_unregister);
 }
 
 #[test]

@@ -42,6 +42,9 @@
 //!   [`Index::load_with_progress`] / [`Index::deserialize_with_progress`] take a closure
 //!   `FnMut(Stage, f64) -> ControlFlow<()>`; `Break` cancels with
 //!   [`ErrorKind::Cancelled`] and leaves the index unchanged.
+//! * Page-locked buffers: [`HostBuffer`] (allocated by the library) and [`HostRegistration`]
+//!   (a slice locked in place) hold queries and results that a CUDA index copies at the bus's
+//!   rate instead of the host's memcpy rate; they deref to slices.
 //! * Linking: the `ivfgpu-sys` build script finds `libivfgpu.so` through `IVFGPU_LIB_DIR` or
 //!   `pkg-config`; at run time the dynamic loader must find it too (install it, or set
 //!   `LD_LIBRARY_PATH`).
@@ -50,6 +53,7 @@
 mod element;
 mod error;
 mod filter;
+mod host_memory;
 mod index;
 mod params;
 mod progress;
@@ -57,6 +61,7 @@ mod progress;
 pub use element::{Bf16, Element, F16};
 pub use error::{status_string, Error, ErrorKind, Result};
 pub use filter::{Filter, FilterMode};
+pub use host_memory::{HostBuffer, HostPod, HostRegistration};
 pub use index::{Index, SearchResult, StoredVectors, WithProgress, NO_ID};
 pub use params::{Backend, IndexParams, Metric, SearchParams, ShardMode, StorageType};
 pub use progress::Stage;
