@@ -194,9 +194,11 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--seed", o.seed, "synthetic data: seed")->type_name("N")->capture_default_str();
   app.add_flag("--no-recall", o.no_recall, "skip the ground truth (recall is reported as -1)");
   app.add_option("--memory", o.memory,
-                 "where queries and results live: host (pageable memory, as most callers have them) or device "
-                 "(IVF_MEMORY_DEVICE: copied to the GPU once, results copied back after the timed calls)")
-      ->check(CLI::IsMember({"host", "device"}))
+                 "where queries and results live: host (pageable memory, as most callers have them), pinned "
+                 "(host memory from ivf_host_alloc: the queries copied there once, results copied out after the "
+                 "timed calls) or device (IVF_MEMORY_DEVICE: copied to the GPU once, results copied back after the "
+                 "timed calls)")
+      ->check(CLI::IsMember({"host", "pinned", "device"}))
       ->capture_default_str();
   app.add_option("--devices", o.shards,
                  "IVF_PARAM_SHARDS: build the index over this many parts (CUDA devices 0, 1, ... wrapping round "
@@ -425,7 +427,8 @@ int main(int argc, char** argv) {
   // --memory device: the queries are copied to the device once; each call writes its results
   // to device memory (at the same offsets as in the host arrays), and flush() copies the
   // results of the calls since the last flush to the host arrays outside the timed region.
-  const bool device_memory = opt.memory == "device";
+  // --memory pinned: the same, in page-locked host memory (ivf_host_alloc) and IVF_MEMORY_HOST.
+  const bool device_memory = opt.memory == "device", pinned_memory = opt.memory == "pinned";
   struct Pending {
     int64_t* ids;
     float* dists;
@@ -450,7 +453,29 @@ int main(int argc, char** argv) {
     return 1;
 #endif
   }
+  unsigned char* p_queries = nullptr;
+  int64_t* p_ids = nullptr;
+  float* p_dists = nullptr;
+  if (pinned_memory) {
+    const std::size_t qb = static_cast<std::size_t>(nq * dim) * qtype.bytes, rb = static_cast<std::size_t>(nq * kmax);
+    void *pq = nullptr, *pi = nullptr, *pd = nullptr;
+    check(ivf_host_alloc(qb, &pq), "ivf_host_alloc (queries)");
+    check(ivf_host_alloc(rb * sizeof(int64_t), &pi), "ivf_host_alloc (ids)");
+    check(ivf_host_alloc(rb * sizeof(float), &pd), "ivf_host_alloc (distances)");
+    p_queries = static_cast<unsigned char*>(pq);
+    p_ids = static_cast<int64_t*>(pi);
+    p_dists = static_cast<float*>(pd);
+    std::memcpy(p_queries, qbytes, qb);
+  }
   const auto flush = [&] {
+    if (pinned_memory) {
+      for (const Pending& p : pending) {
+        std::memcpy(p.ids, p_ids + p.first, static_cast<std::size_t>(p.count) * sizeof(int64_t));
+        std::memcpy(p.dists, p_dists + p.first, static_cast<std::size_t>(p.count) * sizeof(float));
+      }
+      pending.clear();
+      return;
+    }
 #ifdef IVFGPU_BENCH_DEVICE_MEMORY
     for (const Pending& p : pending) {
       const std::size_t c = static_cast<std::size_t>(p.count);
@@ -466,9 +491,12 @@ int main(int argc, char** argv) {
   // Queries first .. first + rows - 1.
   auto run = [&](int64_t first, int64_t rows, int64_t k, int64_t nprobe, int64_t* ids, float* dists) {
     check(ivf_params_set_int(sp, IVF_PARAM_NPROBE, nprobe), "nprobe");
-    const unsigned char* q = (device_memory ? d_queries : qbytes) + static_cast<std::size_t>(first * dim) * qtype.bytes;
-    if (device_memory) {
-      check(ivf_search(idx, sp, q, qtype.value, rows, dim, k, d_ids + first * k, d_dists + first * k), "ivf_search");
+    const unsigned char* q = (device_memory ? d_queries : pinned_memory ? p_queries : qbytes) +
+                             static_cast<std::size_t>(first * dim) * qtype.bytes;
+    if (device_memory || pinned_memory) {
+      int64_t* out_ids = (device_memory ? d_ids : p_ids) + first * k;
+      float* out_dists = (device_memory ? d_dists : p_dists) + first * k;
+      check(ivf_search(idx, sp, q, qtype.value, rows, dim, k, out_ids, out_dists), "ivf_search");
       if (pending.empty() || pending.back().ids != ids) pending.push_back(Pending{ids, dists, first * k, rows * k});
       return;
     }
@@ -677,6 +705,9 @@ int main(int argc, char** argv) {
     }
   }
   ivf_params_free(sp);
+  (void)ivf_host_free(p_queries);
+  (void)ivf_host_free(p_ids);
+  (void)ivf_host_free(p_dists);
   ivf_params_free(bp);
 #ifdef IVFGPU_BENCH_DEVICE_MEMORY
   cudaFree(d_queries);

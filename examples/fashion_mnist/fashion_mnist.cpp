@@ -181,6 +181,10 @@ int main(int argc, char** argv) {
   ivftools::add_count_list_option(app, "--nprobe", nprobes, "lists probed per query, one table row each (those above "
                                                             "--nlist are left out)");
   ivftools::add_backend_option(app, backend_name);
+  bool pageable = false;
+  app.add_flag("--pageable", pageable,
+               "leave the queries and results in ordinary (pageable) memory instead of registering them with "
+               "ivf_host_register: a CUDA search then copies them at the host's memcpy rate");
   ivftools::parse_or_exit(app, argc, argv);
 
   // Check everything before any work: the backend, then the files' shapes against each other
@@ -295,13 +299,33 @@ int main(int argc, char** argv) {
   check(ivf_params_set_progress(params, nullptr, nullptr), "progress");
   const double add_s = seconds_since(t0);
 
-  std::printf("libivfgpu %s: %s, %lld x %lld base, %lld queries, nlist %lld, k %lld\n", ivf_version(),
-              data_name.c_str(), (long long)nb, (long long)dim, (long long)nq, (long long)nlist, (long long)k);
-  std::printf("backend: %s\ntrain %.2f s, add %.2f s\n\n", where.c_str(), train_s, add_s);
-  const std::string recall_header = "recall@" + std::to_string(k);
-  std::printf("%8s %10s %12s %12s\n", "nprobe", recall_header.c_str(), "QPS", "batch ms");
   std::vector<int64_t> ids(static_cast<std::size_t>(nq * k));
   std::vector<float> dists(ids.size());
+  // The queries and results are reused by every batch: page-locked once, each batch's copies
+  // run at the bus's rate instead of the host's memcpy rate (31 MB of queries: ~0.6 ms instead
+  // of ~3 ms on the H200 machine). Not fatal where it fails (e.g. a low RLIMIT_MEMLOCK).
+  std::vector<void*> registered;
+  if (!pageable) {
+    const auto pin = [&](void* p, std::size_t bytes) {
+      if (ivf_host_register(p, bytes) == IVF_OK)
+        registered.push_back(p);
+      else
+        std::fprintf(stderr, "note: queries and results stay in pageable memory: %s\n", ivf_last_error_message());
+    };
+    pin(queries.data.data(), queries.data.size() * sizeof(float));
+    pin(ids.data(), ids.size() * sizeof(int64_t));
+    pin(dists.data(), dists.size() * sizeof(float));
+  }
+  int32_t gpus = 0;
+  if (ivf_cuda_device_count(&gpus) != IVF_OK) gpus = 0;
+  std::printf("libivfgpu %s: %s, %lld x %lld base, %lld queries, nlist %lld, k %lld\n", ivf_version(),
+              data_name.c_str(), (long long)nb, (long long)dim, (long long)nq, (long long)nlist, (long long)k);
+  std::printf("backend: %s\ntrain %.2f s, add %.2f s\nqueries and results: %s\n\n", where.c_str(), train_s, add_s,
+              registered.size() < 3 ? "pageable"
+              : gpus > 0               ? "page-locked (ivf_host_register)"
+                                            : "registered (no effect without a CUDA device)");
+  const std::string recall_header = "recall@" + std::to_string(k);
+  std::printf("%8s %10s %12s %12s\n", "nprobe", recall_header.c_str(), "QPS", "batch ms");
   for (int64_t nprobe : nprobes) {
     if (nprobe > nlist) continue;
     check(ivf_params_set_int(params, IVF_PARAM_NPROBE, nprobe), "--nprobe");
@@ -326,6 +350,7 @@ int main(int argc, char** argv) {
                 median * 1e3);
     std::fflush(stdout);
   }
+  for (void* p : registered) (void)ivf_host_unregister(p);
   ivf_free(index);
   ivf_params_free(params);
   return 0;
