@@ -1,14 +1,16 @@
 #include "host_buffers.hpp"
 
 #include <cstdint>
-#include <cstdlib>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
+#include <string>
 
 #include "backend.hpp"
 #include "errors.hpp"
+#include "tier/host_arena.hpp"
 
 #ifdef IVFGPU_HAVE_CUDA
 #include "cuda/pinned_memory.hpp"
@@ -18,17 +20,26 @@ namespace ivfgpu {
 
 namespace {
 
-constexpr std::size_t kHeapAlign = 64;
+constexpr const char* kWhat = "ivf_host_alloc/ivf_host_register";  // begins the allocators' messages
 
 struct Range {
   std::size_t bytes = 0;
   bool allocated = false;  // host_alloc's (else a caller's registered memory)
-  bool pinned = false;     // page-locked by the driver (else ordinary memory, no device)
 };
 
 struct Registry {
+  // Page-locked memory where a CUDA device is usable, else ordinary page-aligned memory whose
+  // registration does nothing: the tier's two kinds of host memory. Chosen once per process.
+  std::shared_ptr<tier::HostMemory> memory;
   std::mutex mutex;
   std::map<std::uintptr_t, Range> ranges;  // by first byte; never overlapping
+
+  Registry() {
+#ifdef IVFGPU_HAVE_CUDA
+    if (cuda_device_count() > 0) memory = cuda::pinned_host_memory(kWhat);
+#endif
+    if (!memory) memory = tier::heap_memory(kWhat);
+  }
 
   // Whether [at, at + bytes) overlaps a recorded range. Caller holds mutex.
   bool overlaps(std::uintptr_t at, std::size_t bytes) const {
@@ -45,8 +56,6 @@ Registry& registry() {
   return r;
 }
 
-bool have_device() { return cuda_device_count() > 0; }
-
 std::string address(const void* p) {
   std::ostringstream s;
   s << p;
@@ -57,29 +66,16 @@ std::string address(const void* p) {
 
 void* host_alloc(std::size_t bytes) {
   if (bytes == 0) fail(Errc::InvalidArgument, "ivf_host_alloc: bytes is 0");
-  if (bytes > (std::size_t{1} << 48))  // also keeps the aligned size below from wrapping
+  if (bytes > (std::size_t{1} << 48))  // also keeps the allocators' rounding from wrapping
     fail(Errc::OutOfHostMemory, "ivf_host_alloc: " + std::to_string(bytes) + " bytes is more than any host has");
-  void* p = nullptr;
-  bool pinned = false;
-#ifdef IVFGPU_HAVE_CUDA
-  if (have_device()) {
-    p = cuda::pinned_allocate(bytes, "ivf_host_alloc");
-    pinned = true;
-  }
-#endif
-  if (p == nullptr) {
-    p = std::aligned_alloc(kHeapAlign, (bytes + kHeapAlign - 1) / kHeapAlign * kHeapAlign);
-    if (p == nullptr) fail(Errc::OutOfHostMemory, "ivf_host_alloc: cannot allocate " + std::to_string(bytes) + " bytes");
-  }
   Registry& r = registry();
+  void* device = nullptr;
+  void* p = r.memory->allocate(bytes, &device);
   try {
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.ranges.emplace(reinterpret_cast<std::uintptr_t>(p), Range{bytes, true, pinned});
+    r.ranges.emplace(reinterpret_cast<std::uintptr_t>(p), Range{bytes, true});
   } catch (...) {
-#ifdef IVFGPU_HAVE_CUDA
-    if (pinned) cuda::pinned_release(p);
-#endif
-    if (!pinned) std::free(p);
+    r.memory->release(p);
     throw;
   }
   return p;
@@ -88,23 +84,15 @@ void* host_alloc(std::size_t bytes) {
 void host_free(void* p) {
   if (p == nullptr) return;
   Registry& r = registry();
-  Range range;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     const auto it = r.ranges.find(reinterpret_cast<std::uintptr_t>(p));
     if (it == r.ranges.end() || !it->second.allocated)
       fail(Errc::InvalidArgument, "ivf_host_free: " + address(p) +
                                       " was not returned by ivf_host_alloc, or was freed already; nothing freed");
-    range = it->second;
     r.ranges.erase(it);
   }
-#ifdef IVFGPU_HAVE_CUDA
-  if (range.pinned) {
-    cuda::pinned_release(p);
-    return;
-  }
-#endif
-  std::free(p);
+  r.memory->release(p);
 }
 
 void host_register(void* p, std::size_t bytes) {
@@ -118,19 +106,12 @@ void host_register(void* p, std::size_t bytes) {
   if (r.overlaps(at, bytes))
     fail(Errc::InvalidArgument, "ivf_host_register: [" + address(p) + ", +" + std::to_string(bytes) +
                                     ") overlaps memory already registered or from ivf_host_alloc");
-  bool pinned = false;
-#ifdef IVFGPU_HAVE_CUDA
-  if (have_device()) {
-    cuda::pinned_register(p, bytes, "ivf_host_register");
-    pinned = true;
-  }
-#endif
+  void* device = nullptr;
+  r.memory->register_range(p, bytes, &device);
   try {
-    r.ranges.emplace(at, Range{bytes, false, pinned});
+    r.ranges.emplace(at, Range{bytes, false});
   } catch (...) {
-#ifdef IVFGPU_HAVE_CUDA
-    if (pinned) cuda::pinned_unregister(p);
-#endif
+    r.memory->unregister_range(p);
     throw;
   }
 }
@@ -143,9 +124,7 @@ void host_unregister(void* p) {
   if (it == r.ranges.end() || it->second.allocated)
     fail(Errc::InvalidArgument, "ivf_host_unregister: " + address(p) +
                                     " is not the start of a range registered by ivf_host_register");
-#ifdef IVFGPU_HAVE_CUDA
-  if (it->second.pinned) cuda::pinned_unregister(p);
-#endif
+  r.memory->unregister_range(p);
   r.ranges.erase(it);
 }
 

@@ -7,7 +7,7 @@
 //
 // Every range handed out or registered is recorded, so a pointer the library did not give
 // out, a double free and overlapping registrations are refused instead of corrupting the
-// driver's state. Without a usable CUDA device the memory is ordinary (64-byte aligned) and a
+// driver's state. Without a usable CUDA device the memory is ordinary (page-aligned) and a
 // registration is only recorded: the same program runs on the CPU backend.
 #pragma once
 

@@ -25,47 +25,43 @@ void* device_address(void* p) {
 
 class Pinned final : public tier::HostMemory {
  public:
+  explicit Pinned(const char* what) : what_(what) {}
+
   void* allocate(std::size_t bytes, void** device) override {
-    void* p = pinned_allocate(bytes, "host tier");
+    void* p = nullptr;
+    const cudaError_t e = retry_during_capture([&] { return cudaHostAlloc(&p, bytes, kAllocFlags); });
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      fail(Errc::OutOfHostMemory, what_ + ": cannot allocate " + std::to_string(bytes) +
+                                      " bytes of pinned host memory (" + cudaGetErrorString(e) + ")");
+    }
     *device = device_address(p);
     return p;
   }
-  void release(void* p) noexcept override { pinned_release(p); }
+  void release(void* p) noexcept override { (void)retry_during_capture([&] { return cudaFreeHost(p); }); }
+
   void register_range(void* p, std::size_t bytes, void** device) override {
-    pinned_register(p, bytes, "host tier: loaded lists");
+    const cudaError_t e = retry_during_capture([&] { return cudaHostRegister(p, bytes, kRegisterFlags); });
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      const Errc code = e == cudaErrorHostMemoryAlreadyRegistered || e == cudaErrorInvalidValue ? Errc::InvalidArgument
+                        : e == cudaErrorMemoryAllocation                                         ? Errc::OutOfHostMemory
+                                                                                                 : Errc::Cuda;
+      fail(code, what_ + ": cannot pin " + std::to_string(bytes) + " bytes of host memory (" + cudaGetErrorString(e) +
+                     ")");
+    }
     *device = device_address(p);
   }
-  void unregister_range(void* p) noexcept override { pinned_unregister(p); }
+  void unregister_range(void* p) noexcept override {
+    (void)retry_during_capture([&] { return cudaHostUnregister(p); });
+  }
+
+ private:
+  std::string what_;
 };
 
 }  // namespace
 
-std::shared_ptr<tier::HostMemory> pinned_host_memory() { return std::make_shared<Pinned>(); }
-
-void* pinned_allocate(std::size_t bytes, const char* what) {
-  void* p = nullptr;
-  const cudaError_t e = retry_during_capture([&] { return cudaHostAlloc(&p, bytes, kAllocFlags); });
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    fail(Errc::OutOfHostMemory, std::string(what) + ": cannot allocate " + std::to_string(bytes) +
-                                    " bytes of pinned host memory (" + cudaGetErrorString(e) + ")");
-  }
-  return p;
-}
-
-void pinned_release(void* p) noexcept { (void)retry_during_capture([&] { return cudaFreeHost(p); }); }
-
-void pinned_register(void* p, std::size_t bytes, const char* what) {
-  const cudaError_t e = retry_during_capture([&] { return cudaHostRegister(p, bytes, kRegisterFlags); });
-  if (e == cudaSuccess) return;
-  (void)cudaGetLastError();
-  const Errc code = e == cudaErrorHostMemoryAlreadyRegistered || e == cudaErrorInvalidValue ? Errc::InvalidArgument
-                    : e == cudaErrorMemoryAllocation                                         ? Errc::OutOfHostMemory
-                                                                                             : Errc::Cuda;
-  fail(code, std::string(what) + ": cannot pin " + std::to_string(bytes) + " bytes of host memory (" +
-                 cudaGetErrorString(e) + ")");
-}
-
-void pinned_unregister(void* p) noexcept { (void)retry_during_capture([&] { return cudaHostUnregister(p); }); }
+std::shared_ptr<tier::HostMemory> pinned_host_memory(const char* what) { return std::make_shared<Pinned>(what); }
 
 }  // namespace ivfgpu::cuda

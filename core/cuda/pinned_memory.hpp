@@ -12,14 +12,9 @@
 
 namespace ivfgpu::cuda {
 
-std::shared_ptr<tier::HostMemory> pinned_host_memory();
-
-// `what` begins each error message. pinned_allocate: Errc::OutOfHostMemory. pinned_register:
+// `what` begins each error message. allocate: Errc::OutOfHostMemory. register_range:
 // Errc::InvalidArgument where the driver refuses the range (already registered, not host
 // memory), Errc::OutOfHostMemory where it cannot lock it (e.g. the memlock limit), else Cuda.
-void* pinned_allocate(std::size_t bytes, const char* what);
-void pinned_release(void* p) noexcept;
-void pinned_register(void* p, std::size_t bytes, const char* what);
-void pinned_unregister(void* p) noexcept;
+std::shared_ptr<tier::HostMemory> pinned_host_memory(const char* what = "host tier");
 
 }  // namespace ivfgpu::cuda

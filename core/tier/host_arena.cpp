@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <string>
 
 #include "../errors.hpp"
 #include "range_map.hpp"
@@ -17,20 +18,24 @@ std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 
 class Heap final : public HostMemory {
  public:
+  explicit Heap(const char* what) : what_(what) {}
   void* allocate(std::size_t bytes, void** device) override {
     void* p = std::aligned_alloc(4096, round_up(std::max<std::size_t>(bytes, 1), 4096));
-    if (p == nullptr) fail(Errc::OutOfHostMemory, "host tier: out of host memory");
+    if (p == nullptr) fail(Errc::OutOfHostMemory, what_ + ": out of host memory");
     *device = p;
     return p;
   }
   void release(void* p) noexcept override { std::free(p); }
   void register_range(void* p, std::size_t, void** device) override { *device = p; }
   void unregister_range(void*) noexcept override {}
+
+ private:
+  std::string what_;
 };
 
 }  // namespace
 
-std::shared_ptr<HostMemory> heap_memory() { return std::make_shared<Heap>(); }
+std::shared_ptr<HostMemory> heap_memory(const char* what) { return std::make_shared<Heap>(what); }
 
 struct HostArenas::Arena {
   char* host = nullptr;

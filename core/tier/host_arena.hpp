@@ -27,7 +27,8 @@ class HostMemory {
   virtual void register_range(void* p, std::size_t bytes, void** device) = 0;
   virtual void unregister_range(void* p) noexcept = 0;
 };
-std::shared_ptr<HostMemory> heap_memory();
+// Ordinary page-aligned memory; registering does nothing. `what` begins error messages.
+std::shared_ptr<HostMemory> heap_memory(const char* what = "host tier");
 
 // A piece of host-tier memory: `host` for the CPU, `device` for kernels and copies.
 struct HostBlock {
