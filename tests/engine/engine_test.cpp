@@ -214,6 +214,59 @@ TEST(VectorOps, FirstUnusableRowEqualsAPerRowSumAtTheEdge) {
   EXPECT_GT(edges, 100) << "the bisection must find edge rows";
 }
 
+// A large f32 matrix is checked on several threads in blocks of rows (element_convert.cpp); the
+// answer is still the first refused row and why, wherever the refused rows fall: in one block,
+// in several (an earlier block's row wins over a later block's, whichever thread ends first), at
+// a block's first or last row, or nowhere.
+TEST(VectorOps, ThreadedCheckNamesTheFirstRefusedRow) {
+  const int64_t dim = 64, n = 100003;  // 25.6 MB: several blocks of 4 MiB
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(n * dim));
+  for (auto& v : x) v = g(rng);
+  const auto check = [&](bool bounded, bool* non_finite) {
+    return ivfgpu::first_unusable(ivfgpu::MatrixView::host_f32(x.data(), n, dim), bounded, non_finite);
+  };
+  bool nf = true;
+  EXPECT_EQ(check(true, &nf), -1);
+  const float nan = std::nanf(""), huge = 1e19f;
+  const int64_t block = (int64_t{4} << 20) / (dim * 4);  // rows a thread takes at least
+  struct Plant {
+    int64_t row;
+    float value;
+  };
+  const std::vector<std::vector<Plant>> cases = {
+      {{n - 1, nan}},
+      {{block * 5 + 3, huge}, {block * 2, nan}},
+      {{block, huge}, {block - 1, huge}, {n - 2, nan}},
+      {{0, nan}, {n / 2, nan}},
+      {{n / 3, huge}},
+  };
+  for (const auto& plants : cases) {
+    std::vector<float> saved = x;
+    int64_t want = n;
+    bool want_nf = false;
+    for (const Plant& p : plants) {
+      x[p.row * dim + dim / 2] = p.value;
+      if (p.row < want) {
+        want = p.row;
+        want_nf = std::isnan(p.value);
+      }
+    }
+    bool got_nf = !want_nf;
+    EXPECT_EQ(check(true, &got_nf), want);
+    EXPECT_EQ(got_nf, want_nf) << "row " << want;
+    // Unbounded (cosine): only the non-finite rows are refused.
+    int64_t want_unbounded = -1;
+    for (const Plant& p : plants)
+      if (std::isnan(p.value) && (want_unbounded < 0 || p.row < want_unbounded)) want_unbounded = p.row;
+    got_nf = false;
+    EXPECT_EQ(check(false, &got_nf), want_unbounded);
+    if (want_unbounded >= 0) EXPECT_TRUE(got_nf);
+    x = std::move(saved);
+  }
+}
+
 // The f16 table the CPU scan decodes through holds, for every one of the 65,536 bit patterns,
 // exactly the value Half's own conversion gives (NaNs: the same bits), and a distance over f16
 // rows equals the one computed from the rows decoded one by one.
