@@ -57,6 +57,10 @@ struct Worker {
   UniqueStream stream;
   UniqueBlas blas;
   void* workspace = nullptr;  // capped contexts: cuBLAS's workspace, from the pool
+  // Large host batches' queries cross on this stream, beside the search (query_upload.hpp);
+  // made by the first search that needs them.
+  UniqueStream upload_stream;
+  UniqueEvent upload_event;
   // What small-batch searches keep on this worker between calls: the fused kernels' arena and
   // staging, and the captured graphs with theirs (small_batch.hpp); made by the first search
   // that needs them. A worker serves one call at a

@@ -17,6 +17,7 @@
 #include "device_buffer.hpp"
 #include "element_rows.hpp"
 #include "launch.cuh"
+#include "query_upload.hpp"
 #include "rows.hpp"
 #include "scan.hpp"
 #include "select.hpp"
@@ -124,35 +125,49 @@ ChunkScratch::ChunkScratch(const DeviceContext& ctx, const SearchPlan& p, int64_
   sel_count = DeviceBuffer<int32_t>(ctx, n(rows), stream);
 }
 
-void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
-                   const SearchRequest& req, const SearchPlan& plan, ChunkScratch& s, const void* raw, int64_t rows,
-                   int64_t* out_ids, float* out_dists) {
+void enqueue_coarse(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                    const SearchPlan& plan, ChunkScratch& s, const void* raw, int64_t first, int64_t rows) {
+  if (plan.empty || rows == 0) return;
   cudaStream_t stream = lease.stream();
-  const int64_t k = plan.k, nprobe = plan.nprobe, nlist = plan.nlist;
+  const int64_t nlist = plan.nlist, nprobe = plan.nprobe, dim = plan.dim;
+  const std::size_t row_in = static_cast<std::size_t>(dim) * element_size(plan.qtype);
+  const void* in = static_cast<const unsigned char*>(raw) + row_in * static_cast<std::size_t>(first);
+  const float* queries = static_cast<const float*>(in);
+  float* converted = s.q_buf.data() + first * dim;
+  if (plan.decode) {
+    decode_rows_on_device(stream, plan.qtype, in, rows, dim, converted);
+    queries = converted;
+  }
+  if (plan.normalize) {
+    normalize_rows(stream, queries, rows, dim, converted);
+    queries = converted;
+  }
+  // A: coarse scores (smaller is better), B: the nprobe best lists, best first.
+  float* coarse = s.coarse.data() + first * nlist;
+  coarse_gemm(lease.blas(), queries, rows, index.centroids, nlist, dim, plan.metric, coarse);
+  SelectInput cin;
+  cin.keys = coarse;
+  cin.stride = nlist;
+  cin.fixed_len = nlist;
+  cin.max_len = nlist;
+  cin.addend = plan.metric == Metric::L2 ? index.centroid_norms : nullptr;
+  select_topk(ctx, stream, cin, rows, nprobe, false,
+              SelectOutput{s.probes.data() + first * nprobe, nullptr, s.probe_count.data() + first});
+}
+
+void enqueue_scan(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                  const SearchRequest& req, const SearchPlan& plan, ChunkScratch& s, const void* raw, int64_t rows,
+                  int64_t* out_ids, float* out_dists) {
+  cudaStream_t stream = lease.stream();
+  const int64_t k = plan.k, nprobe = plan.nprobe;
   if (plan.empty) {
     pad_kernel<<<grid_for(rows * k), kDefaultThreads, 0, stream>>>(rows * k, plan.pad, out_ids, out_dists);
     IVF_CUDA_CHECK_LAUNCH();
     return;
   }
   const ListView& lists = index.lists;
-  const float* queries = static_cast<const float*>(raw);
-  if (plan.decode) {
-    decode_rows_on_device(stream, plan.qtype, raw, rows, plan.dim, s.q_buf.data());
-    queries = s.q_buf.data();
-  }
-  if (plan.normalize) {
-    normalize_rows(stream, queries, rows, plan.dim, s.q_buf.data());
-    queries = s.q_buf.data();
-  }
-  // A: coarse scores (smaller is better), B: the nprobe best lists, best first.
-  coarse_gemm(lease.blas(), queries, rows, index.centroids, nlist, plan.dim, plan.metric, s.coarse.data());
-  SelectInput cin;
-  cin.keys = s.coarse.data();
-  cin.stride = nlist;
-  cin.fixed_len = nlist;
-  cin.max_len = nlist;
-  cin.addend = plan.metric == Metric::L2 ? index.centroid_norms : nullptr;
-  select_topk(ctx, stream, cin, rows, nprobe, false, SelectOutput{s.probes.data(), nullptr, s.probe_count.data()});
+  // The coarse stage left decoded or normalised queries in q_buf.
+  const float* queries = plan.decode || plan.normalize ? s.q_buf.data() : static_cast<const float*>(raw);
   // C: exact distances to every vector of the probed lists.
   ScanProblem sp;
   sp.queries = queries;
@@ -199,6 +214,44 @@ void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, 
   IVF_CUDA_CHECK_LAUNCH();
 }
 
+void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                   const SearchRequest& req, const SearchPlan& plan, ChunkScratch& s, const void* raw, int64_t rows,
+                   int64_t* out_ids, float* out_dists) {
+  enqueue_coarse(ctx, lease, index, plan, s, raw, 0, rows);
+  enqueue_scan(ctx, lease, index, req, plan, s, raw, rows, out_ids, out_dists);
+}
+
+namespace {
+
+// One chunk of host queries at `host` (plan.qtype): they cross into `staged` (device) in the
+// pieces upload_pieces picks, each piece's coarse stage enqueued behind its copy, then the scan
+// of the whole chunk, whose results land in ids / dists (device).
+void enqueue_host_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                        const SearchRequest& req, const SearchPlan& plan, ChunkScratch& s, const void* host,
+                        void* staged, int64_t rows, int64_t* ids, float* dists) {
+  const std::size_t row_in = static_cast<std::size_t>(plan.dim) * element_size(plan.qtype);
+  const std::size_t bytes = row_in * static_cast<std::size_t>(rows);
+  const int pieces =
+      plan.empty ? 1
+                 : upload_pieces({bytes, rows, plan.nlist, ctx.limits().sm_count, page_locked(host, bytes)});
+  if (pieces == 1) {
+    IVF_CUDA_CHECK(cudaMemcpyAsync(staged, host, bytes, cudaMemcpyHostToDevice, lease.stream()));
+    enqueue_chunk(ctx, lease, index, req, plan, s, staged, rows, ids, dists);
+    return;
+  }
+  QueryUpload upload(lease.worker(), lease.stream());
+  for (int p = 0; p < pieces; ++p) {
+    const int64_t first = rows * p / pieces, last = rows * (p + 1) / pieces;
+    const std::size_t offset = row_in * static_cast<std::size_t>(first);
+    upload.piece(static_cast<unsigned char*>(staged) + offset, static_cast<const unsigned char*>(host) + offset,
+                 row_in * static_cast<std::size_t>(last - first));
+    enqueue_coarse(ctx, lease, index, plan, s, staged, first, last - first);
+  }
+  enqueue_scan(ctx, lease, index, req, plan, s, staged, rows, ids, dists);
+}
+
+}  // namespace
+
 bool run_search_checks_queries_late(const SearchRequest& req) {
   return req.memory == MemoryKind::Host && req.n() > kSmallBatchMax;
 }
@@ -227,13 +280,12 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   // once) halves the chunk and tries again; only a single query that cannot fit fails.
   //
   // Host memory: each chunk's queries and results are copied straight from and to the
-  // caller's pageable memory. A call is never cut into more chunks than its scratch needs to
-  // hide those copies: each chunk reads every probed list again (at nprobe 1, 10,000 host
-  // queries in 4 chunks took 3.07-3.40 ms on the H100 against 2.72 ms in one), and staging
-  // through pinned buffers in pieces measured no faster (2.95 ms; bench/RESULTS.md). Pieces
-  // whose copies overlap the search on a second stream were measured too, on the H200: no
-  // faster, since each piece costs the GPU about as much as the copy time it hides, or more
-  // (bench/RESULTS.md, "Large host batches cut into pieces").
+  // caller's memory (pinned or pageable; the driver tells). A call is never cut into more
+  // chunks than its scratch needs: each chunk reads every probed list again (at nprobe 1,
+  // 10,000 host queries in 4 chunks took 3.07-3.40 ms on the H100 against 2.72 ms in one), and
+  // pieces of the whole search on a second stream cost the GPU as much as the copy time they
+  // hide (bench/RESULTS.md, "Large host batches cut into pieces"). Only the coarse stage
+  // follows the queries in pieces (enqueue_host_chunk).
   int64_t chunk = initial_chunk(ctx, index, plan, n);
   const std::size_t row_in = static_cast<std::size_t>(plan.dim) * element_size(plan.qtype);
   ChunkScratch scratch;
@@ -262,8 +314,8 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
       enqueue_chunk(ctx, lease, index, req, plan, scratch, raw, rows, req.ids + q0 * k, req.dists + q0 * k);
       continue;
     }
-    IVF_CUDA_CHECK(cudaMemcpyAsync(q_in.data(), raw, row_in * rows, cudaMemcpyHostToDevice, stream));
-    enqueue_chunk(ctx, lease, index, req, plan, scratch, q_in.data(), rows, ids_out.data(), dists_out.data());
+    enqueue_host_chunk(ctx, lease, index, req, plan, scratch, raw, q_in.data(), rows, ids_out.data(),
+                       dists_out.data());
     if (check_pending) {
       // Every query is checked now, while the first chunk runs, before any result is copied
       // out: a refused call writes no output. The state's memory must outlive the queued work.

@@ -49,9 +49,20 @@ struct ChunkScratch {
 };
 
 // Enqueues the stages for `rows` queries at `raw` (device memory, plan.qtype) and writes their
-// k results to ids / dists (device memory).
+// k results to ids / dists (device memory): enqueue_coarse for every row, then enqueue_scan.
 void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
                    const SearchRequest& req, const SearchPlan& plan, ChunkScratch& scratch, const void* raw,
                    int64_t rows, int64_t* ids, float* dists);
+
+// The stages apart, so a chunk's coarse work can follow its queries in pieces (query_upload.hpp).
+// enqueue_coarse: rows [first, first + rows) of the chunk at `raw` decoded or normalised into
+// scratch.q_buf as the plan asks, scored against the centroids and given their nprobe lists
+// (stages A and B). enqueue_scan: stages C and D for the chunk's first `rows` queries, once every
+// one of them has been through enqueue_coarse.
+void enqueue_coarse(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                    const SearchPlan& plan, ChunkScratch& scratch, const void* raw, int64_t first, int64_t rows);
+void enqueue_scan(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                  const SearchRequest& req, const SearchPlan& plan, ChunkScratch& scratch, const void* raw,
+                  int64_t rows, int64_t* ids, float* dists);
 
 }  // namespace ivfgpu::cuda
