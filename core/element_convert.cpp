@@ -131,10 +131,11 @@ int64_t first_non_finite(const MatrixView& x) {
 
 namespace {
 
-// first_unusable_row over threads in blocks of rows when the rows are many: one thread checks
-// about 10 GB/s, so the 31 MB of a 10,000 x 784 batch took longer than its GPU search at
-// nprobe 1 while the caller waited for the check (a host-memory search checks its queries while
-// its first chunk runs: search.hpp). Below 8 MiB a thread's start costs more than it saves.
+// first_unusable_row over threads in blocks of rows when the rows are many: on one thread the
+// check of a 10,000 x 784 batch (31 MB) outlasted its GPU search at low nprobe, and the caller
+// waited for it (a host-memory search checks its queries while its first chunk runs:
+// search.hpp); on threads the main job's batch at nprobe 1 fell from 2.1-2.6 to 1.4 ms (H200,
+// bench/RESULTS.md). Below 8 MiB a thread's start costs more than it saves.
 int64_t first_unusable_f32(const float* x, int64_t rows, int64_t dim, bool bounded, bool* non_finite, float bound) {
   constexpr int64_t kBytesPerThread = int64_t{4} << 20;
   constexpr int kMaxThreads = 8;
