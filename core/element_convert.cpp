@@ -186,7 +186,10 @@ void reject_unusable_rows(const MatrixView& x, Metric metric, const char* what) 
   if (!x.on_host()) return;  // device data: checked by the backend (NaN and Inf)
   bool non_finite = false;
   const int64_t row = first_unusable(x, metric != Metric::Cosine, &non_finite);
-  if (row < 0) return;
+  if (row >= 0) fail_unusable_row(what, row, non_finite);
+}
+
+void fail_unusable_row(const char* what, int64_t row, bool non_finite) {
   if (non_finite)
     fail(Errc::InvalidArgument, std::string(what) + " row " + std::to_string(row) +
                                     " holds NaN or Inf (rejected: no distance is defined for it)");

@@ -35,5 +35,8 @@ int64_t first_unusable(const MatrixView& x, bool bounded, bool* non_finite, floa
 // kMaxSquaredNorm, whose distances could overflow float (cosine rows are normalised first, in
 // double). Device rows pass: the backend checks them. `what` prefixes the message.
 void reject_unusable_rows(const MatrixView& x, Metric metric, const char* what);
+// The refusal reject_unusable_rows makes, for a row found elsewhere (device rows: the CUDA
+// backend's check): Errc::InvalidArgument naming `what` row `row` and why.
+[[noreturn]] void fail_unusable_row(const char* what, int64_t row, bool non_finite);
 
 }  // namespace ivfgpu

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../centroids.hpp"
+#include "../element_convert.hpp"
 #include "../errors.hpp"
 #include "../kmeans_steps.hpp"
 #include "../vector_ops.hpp"
@@ -414,10 +415,10 @@ class CudaBackend final : public Backend {
     }
     if (!rows.on_host()) {
       // Device input gets the check the Index gives host input.
-      const int64_t bad = first_non_finite_row(ctx_, stream, r.values, n, dim_);
-      if (bad >= 0)
-        fail(Errc::InvalidArgument, "add: data row " + std::to_string(bad) +
-                                        " holds NaN or Inf (rejected: no distance is defined for it)");
+      bool non_finite = false;
+      const int64_t bad =
+          first_unusable_row(ctx_, stream, r.values, n, dim_, params_.metric != Metric::Cosine, &non_finite);
+      if (bad >= 0) fail_unusable_row("add: data", bad, non_finite);
     }
     if (params_.metric == Metric::Cosine) {
       // The one place this backend normalises rows.

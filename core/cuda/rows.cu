@@ -3,6 +3,7 @@
 #include "check.hpp"
 #include "device_buffer.hpp"
 #include "launch.cuh"
+#include "../vector_ops.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -25,10 +26,20 @@ __global__ void normalize_rows_kernel(const float* in, int64_t n, int64_t dim, f
   }
 }
 
-__global__ void first_non_finite_kernel(const float* x, int64_t n, int64_t dim, unsigned long long* first) {
-  const int64_t total = n * dim;
-  for (int64_t e = global_thread(); e < total; e += thread_stride())
-    if (!isfinite(x[e])) atomicMin(first, static_cast<unsigned long long>(e / dim));
+// A thread per row, summing its squares as the host check does (vector_ops.cpp: in dimension
+// order, each multiply and add rounded, never fused), so both refuse the same rows. The key is
+// row * 2 + 1 for a finite row over the bound, row * 2 for a non-finite one.
+__global__ void first_unusable_kernel(const float* x, int64_t n, int64_t dim, bool bounded, float bound,
+                                      unsigned long long* first) {
+  for (int64_t r = global_thread(); r < n; r += thread_stride()) {
+    const float* row = x + r * dim;
+    float s = 0.0f;
+    for (int64_t j = 0; j < dim; ++j) s = __fadd_rn(s, __fmul_rn(row[j], row[j]));
+    if (s <= bound) continue;  // NaN fails it
+    bool finite = true;
+    for (int64_t j = 0; j < dim; ++j) finite = finite && isfinite(row[j]);
+    if (!finite || bounded) atomicMin(first, static_cast<unsigned long long>(r) * 2 + (finite ? 1 : 0));
+  }
 }
 
 __global__ void first_equal_kernel(const int64_t* ids, int64_t n, int64_t value, unsigned long long* first) {
@@ -64,10 +75,14 @@ void fill_sequential(cudaStream_t stream, int64_t* v, int64_t n, int64_t first) 
   IVF_CUDA_CHECK_LAUNCH();
 }
 
-int64_t first_non_finite_row(const DeviceContext& ctx, cudaStream_t stream, const float* x, int64_t n, int64_t dim) {
-  return first_index(ctx, stream, [&](unsigned long long* first) {
-    first_non_finite_kernel<<<grid_for(n * dim), kDefaultThreads, 0, stream>>>(x, n, dim, first);
+int64_t first_unusable_row(const DeviceContext& ctx, cudaStream_t stream, const float* x, int64_t n, int64_t dim,
+                           bool bounded, bool* non_finite) {
+  const int64_t key = first_index(ctx, stream, [&](unsigned long long* first) {
+    first_unusable_kernel<<<grid_for(n, 128), 128, 0, stream>>>(x, n, dim, bounded, kMaxSquaredNorm, first);
   });
+  if (key < 0) return -1;
+  *non_finite = key % 2 == 0;
+  return key / 2;
 }
 
 int64_t first_equal(const DeviceContext& ctx, cudaStream_t stream, const int64_t* ids, int64_t n, int64_t value) {

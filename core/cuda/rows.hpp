@@ -16,8 +16,11 @@ namespace ivfgpu::cuda {
 // rounded once to float, one float multiply per element.
 void normalize_rows(cudaStream_t stream, const float* in, int64_t n, int64_t dim, float* out);
 
-// First row holding NaN or +-Inf, or -1. Synchronises `stream`.
-int64_t first_non_finite_row(const DeviceContext& ctx, cudaStream_t stream, const float* x, int64_t n, int64_t dim);
+// The device twin of first_unusable_row (vector_ops.hpp): the first row holding NaN or +-Inf,
+// or (bounded) whose squared norm passes kMaxSquaredNorm, summed in the host's order and
+// rounding; -1 if none, else *non_finite says which. Synchronises `stream`.
+int64_t first_unusable_row(const DeviceContext& ctx, cudaStream_t stream, const float* x, int64_t n, int64_t dim,
+                           bool bounded, bool* non_finite);
 
 // v[i] = first + i.
 void fill_sequential(cudaStream_t stream, int64_t* v, int64_t n, int64_t first);

@@ -252,6 +252,29 @@ void enqueue_host_chunk(const DeviceContext& ctx, const DeviceContext::Lease& le
 
 }  // namespace
 
+namespace {
+
+// Device-memory queries get the check Index::search gives host queries (NaN or Inf; under L2
+// and inner product the norm bound), on the device and before any work, so a refused call
+// writes nothing: one small kernel and a synchronisation. f16/bf16 queries are checked decoded,
+// as on the host; integer ones need none.
+void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, const SearchPlan& plan,
+                                    const MatrixView& q) {
+  if (is_integer(q.type)) return;
+  const float* x = static_cast<const float*>(q.data);
+  DeviceBuffer<float> decoded;
+  if (q.type != ElementType::F32) {
+    decoded = DeviceBuffer<float>(ctx, static_cast<std::size_t>(q.rows * q.dim), stream);
+    decode_rows_on_device(stream, q.type, q.data, q.rows, q.dim, decoded.data());
+    x = decoded.data();
+  }
+  bool non_finite = false;
+  const int64_t row = first_unusable_row(ctx, stream, x, q.rows, q.dim, plan.metric != Metric::Cosine, &non_finite);
+  if (row >= 0) fail_unusable_row("search: query", row, non_finite);
+}
+
+}  // namespace
+
 bool run_search_checks_queries_late(const SearchRequest& req) {
   return req.memory == MemoryKind::Host && req.n() > kSmallBatchMax;
 }
@@ -272,6 +295,10 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   if (index.lease == nullptr) own.emplace(ctx, static_cast<cudaStream_t>(req.stream));
   const DeviceContext::Lease& lease = index.lease != nullptr ? *index.lease : *own;
   cudaStream_t stream = lease.stream();
+
+  // An asynchronous call cannot wait for a check: its caller vouches for its queries (ivfgpu.h).
+  if (req.memory == MemoryKind::Device && !req.asynchronous())
+    reject_unusable_device_queries(ctx, stream, plan, req.queries);
 
   // A handful of queries: one graph launch (small_batch.hpp), when the request is one for it.
   if (run_small_batch(ctx, lease, index, req, plan)) return;

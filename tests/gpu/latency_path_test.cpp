@@ -454,4 +454,92 @@ TEST(GpuLatencyPath, BadHostQueriesAreRefusedWithoutWritingAtEveryBatchSize) {
   }
 }
 
+// Device-memory queries get the host's check on the device: NaN, Inf and (L2, inner product) a
+// norm past the bound are refused before any work, naming the first bad row, with the device
+// output buffers untouched, at every batch size (the fused path and the pipeline), for f32 and
+// bf16 queries (checked decoded); cosine accepts the huge row. An asynchronous call is not
+// checked (ivfgpu.h).
+TEST(GpuLatencyPath, BadDeviceQueriesAreRefusedWithoutWriting) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 40, k = 5, nmax = 3000;
+  const std::vector<float> x = clustered_vectors(20000, dim, 30, 81);
+  const std::vector<float> q = clustered_vectors(nmax, dim, 30, 82);
+  IndexPtr l2 = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+  IndexPtr cosine = cuda_index_of(dim, 64, IVF_METRIC_COSINE, IVF_DTYPE_F32, x);
+  IndexPtr half = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_BF16, x);
+  ASSERT_TRUE(l2 && cosine && half);
+  void* dq = nullptr;
+  int64_t* dids = nullptr;
+  float* dd = nullptr;
+  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nmax * dim), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nmax * k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nmax * k), cudaSuccess);
+  auto dev = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+  const auto untouched = [&](int64_t nq) {
+    std::vector<unsigned char> ids(sizeof(int64_t) * nq * k), dists(sizeof(float) * nq * k);
+    EXPECT_EQ(cudaMemcpy(ids.data(), dids, ids.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(dists.data(), dd, dists.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return std::all_of(ids.begin(), ids.end(), [](unsigned char b) { return b == 0xab; }) &&
+           std::all_of(dists.begin(), dists.end(), [](unsigned char b) { return b == 0xab; });
+  };
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity(), huge = 1e19f;
+  for (int64_t nq : {int64_t{1}, int64_t{16}, int64_t{65}, nmax}) {
+    for (float bad : {nan, -inf, huge}) {
+      std::vector<float> qb(q.begin(), q.begin() + nq * dim);
+      const int64_t first = nq / 2, second = nq - 1;
+      qb[second * dim + 3] = bad;
+      qb[first * dim + dim - 1] = bad;
+      ASSERT_EQ(cudaMemcpy(dq, qb.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dids, 0xab, sizeof(int64_t) * nq * k), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dd, 0xab, sizeof(float) * nq * k), cudaSuccess);
+      const ivf_status st = ivf_search(l2.get(), dev.get(), dq, IVF_DTYPE_F32, nq, dim, k, dids, dd);
+      ASSERT_EQ(st, IVF_ERR_INVALID_ARGUMENT) << "nq " << nq << " value " << bad;
+      const std::string msg = ivf_last_error_message();
+      EXPECT_NE(msg.find("search: query row " + std::to_string(first) + " "), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::isnan(bad) || std::isinf(bad) ? "NaN or Inf" : "squared norm"), std::string::npos) << msg;
+      EXPECT_TRUE(untouched(nq)) << "nq " << nq << " value " << bad;
+      const ivf_status cst = ivf_search(cosine.get(), dev.get(), dq, IVF_DTYPE_F32, nq, dim, k, dids, dd);
+      EXPECT_EQ(cst, bad == huge ? IVF_OK : IVF_ERR_INVALID_ARGUMENT) << "cosine nq " << nq << ": " << ivf_last_error_message();
+      // The same rows as bf16 queries (the f32 bits' upper half: NaN, Inf and 1e19 survive)
+      // against a bf16 index.
+      std::vector<unsigned char> h;
+      for (float v : qb) {
+        uint32_t u = 0;
+        std::memcpy(&u, &v, 4);
+        h.push_back(static_cast<unsigned char>((u >> 16) & 0xff));
+        h.push_back(static_cast<unsigned char>(u >> 24));
+      }
+      ASSERT_EQ(cudaMemcpy(dq, h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dids, 0xab, sizeof(int64_t) * nq * k), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dd, 0xab, sizeof(float) * nq * k), cudaSuccess);
+      EXPECT_EQ(ivf_search(half.get(), dev.get(), dq, IVF_DTYPE_BF16, nq, dim, k, dids, dd), IVF_ERR_INVALID_ARGUMENT)
+          << "bf16 nq " << nq;
+      EXPECT_NE(std::string(ivf_last_error_message()).find("search: query row " + std::to_string(first) + " "),
+                std::string::npos)
+          << ivf_last_error_message();
+      EXPECT_TRUE(untouched(nq)) << "bf16 nq " << nq;
+    }
+    // Clean queries search, and every result is written.
+    ASSERT_EQ(cudaMemcpy(dq, q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(ivf_search(l2.get(), dev.get(), dq, IVF_DTYPE_F32, nq, dim, k, dids, dd), IVF_OK) << ivf_last_error_message();
+    std::vector<int64_t> ids(static_cast<std::size_t>(nq * k));
+    ASSERT_EQ(cudaMemcpy(ids.data(), dids, sizeof(int64_t) * ids.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int64_t id : ids) ASSERT_GE(id, 0);
+  }
+  // Asynchronous: not checked, so the call is accepted (its results are unspecified).
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  std::vector<float> qb(q.begin(), q.begin() + 16 * dim);
+  qb[3] = nan;
+  ASSERT_EQ(cudaMemcpy(dq, qb.data(), sizeof(float) * 16 * dim, cudaMemcpyHostToDevice), cudaSuccess);
+  auto async = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+  ASSERT_EQ(ivf_params_set_ptr(async.get(), IVF_PARAM_CUDA_STREAM, s), IVF_OK);
+  EXPECT_EQ(ivf_search(l2.get(), async.get(), dq, IVF_DTYPE_F32, 16, dim, k, dids, dd), IVF_OK) << ivf_last_error_message();
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaStreamDestroy(s);
+  cudaFree(dq);
+  cudaFree(dids);
+  cudaFree(dd);
+}
+
 }  // namespace

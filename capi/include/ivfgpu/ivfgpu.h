@@ -353,7 +353,10 @@ IVF_API IVF_NODISCARD ivf_status ivf_add_ex(ivf_index* index, const ivf_params* 
  *  +INFINITY (L2) or -INFINITY (inner product, cosine). Both output buffers must hold n*k
  *  elements; nothing beyond n*k is written (see the failure rule at the top of this header).
  *  Queries with NaN/Inf, or (L2, inner product) a squared norm beyond FLT_MAX / 8:
- *  IVF_ERR_INVALID_ARGUMENT. An empty (trained) index pads every row.
+ *  IVF_ERR_INVALID_ARGUMENT. Device-memory queries are checked on the device before the search
+ *  (one more synchronisation); an asynchronous search (IVF_PARAM_CUDA_STREAM with device memory)
+ *  cannot wait for a check and is not checked: with such a query its results are unspecified.
+ *  An empty (trained) index pads every row.
  *  Untrained index: IVF_ERR_INVALID_STATE. k >= 1; n >= 1. The CPU backend takes any k; a CUDA
  *  index takes k up to a limit read from the device's shared memory (16384 on an H100) and
  *  returns IVF_ERR_UNSUPPORTED above it.
