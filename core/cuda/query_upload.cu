@@ -21,7 +21,7 @@ constexpr std::size_t kPieceBytes = std::size_t{1} << 20;
 constexpr int64_t kTile = 128;
 constexpr int kMaxPieces = 8;
 
-int pinned_pieces(int64_t rows) {
+int pieces_from_environment(int64_t rows) {
   const char* e = std::getenv("IVFGPU_UPLOAD_PIECES");
   if (e == nullptr || *e == '\0') return 0;
   char* end = nullptr;
@@ -33,7 +33,7 @@ int pinned_pieces(int64_t rows) {
 }  // namespace
 
 int upload_pieces(const UploadShape& shape) {
-  if (const int pinned = pinned_pieces(shape.rows); pinned > 0) return pinned;
+  if (const int pinned = pieces_from_environment(shape.rows); pinned > 0) return pinned;
   if (!shape.page_locked) return 1;
   const auto by_bytes = static_cast<int64_t>(shape.bytes / kPieceBytes);
   const int64_t col_tiles = std::max<int64_t>(1, (shape.nlist + kTile - 1) / kTile);
