@@ -6,7 +6,9 @@
 #include <cstring>
 #include <utility>
 
+#include "../element_convert.hpp"
 #include "../element_type.hpp"
+#include "../vector_ops.hpp"
 #include "check.hpp"
 #include "element_traits.cuh"
 #include "ordered_key.cuh"
@@ -127,7 +129,53 @@ struct CoarseArgs {
   int32_t* done;                   // n, zero between calls
   int32_t* probes;                 // n x nprobe
   int32_t* tile_off;               // n x (nprobe + 1)
+  // Device-memory queries: each query's verdict (query_verdict) into status (device, for the
+  // merge) and status_host (mapped, for the caller after its synchronisation); null: no check.
+  int32_t* status;
+  int32_t* status_host;
+  bool bounded;  // the norm bound applies (not under cosine)
 };
+
+enum : int32_t { kUsable = 0, kNonFinite = 1, kOverBound = 2 };
+
+// The check Index::search gives host queries (vector_ops.cpp first_unusable_row), on query q's
+// decoded values in shared memory: every thread of the block calls it, thread 0 gets the
+// verdict. The block sums in any order first; only a sum near the bound (the orders differ by
+// under dim * 2^-23 relative, all terms being non-negative) is summed again in the host's order
+// (rounded multiplies and adds, dimension by dimension), so both refuse exactly the same rows
+// while a usual query costs one reduction.
+__device__ int32_t query_verdict(const float* qs, int64_t dim, bool bounded) {
+  __shared__ float partial[kCoarseThreads / 32];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  float s = 0.0f;
+  bool finite = true;
+  for (int64_t j = tid; j < dim; j += blockDim.x) {
+    const float v = qs[j];
+    finite = finite && isfinite(v);
+    s = fmaf(v, v, s);
+  }
+  s = warp_sum(s);
+  finite = __all_sync(0xffffffffu, finite);
+  if (lane == 0) partial[warp] = finite ? s : -1.0f;
+  __syncthreads();
+  if (tid != 0) return kUsable;
+  float approx = 0.0f;
+  for (int w = 0; w < kCoarseThreads / 32; ++w) {
+    if (partial[w] < 0.0f) return kNonFinite;
+    approx += partial[w];
+  }
+  if (!bounded || approx <= kMaxSquaredNorm * 0.99f) return kUsable;
+  float exact = 0.0f;
+  for (int64_t j = 0; j < dim; ++j) exact = __fadd_rn(exact, __fmul_rn(qs[j], qs[j]));
+  return exact <= kMaxSquaredNorm ? kUsable : kOverBound;
+}
+
+// Whether any of the call's n queries was refused (a warp's answer; every lane calls it).
+__device__ __forceinline__ bool call_refused(const int32_t* status, int64_t n) {
+  bool bad = false;
+  for (int64_t i = threadIdx.x % 32; i < n; i += 32) bad = bad || __ldcg(status + i) != kUsable;
+  return __any_sync(0xffffffffu, bad);
+}
 
 // Block (s, q): centroids [s * slice_len, ...) for query q; then, in the last block of q to
 // finish, the merge of every slice's best into q's probes and tile offsets.
@@ -143,6 +191,13 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
   const Q* raw = static_cast<const Q*>(a.queries) + q * dim;
   for (int64_t j = tid; j < dim; j += blockDim.x) qs[j] = DeviceElement<Q>::load1(raw + j);
   __syncthreads();
+  if (a.status != nullptr && blockIdx.x == 0) {
+    const int32_t verdict = query_verdict(qs, dim, a.bounded);
+    if (tid == 0) {
+      a.status[q] = verdict;
+      a.status_host[q] = verdict;
+    }
+  }
   if (a.metric == kCosine) {
     // As normalize_rows: the squared norm in double, one reciprocal, rounded multiplies.
     double s = 0.0;
@@ -407,6 +462,8 @@ struct MergeArgs {
   float* out_dists;
   unsigned long long* slice_best;  // k <= 32: n x slices x 32, each slice's k best
   int32_t* done;                   // k <= 32: n completion counters, zero between calls
+  const int32_t* status;           // the coarse kernel's verdicts (null: not checked) ...
+  int64_t n;                       // ... on this many queries: any refusal, and nothing is written
 };
 
 // Sorts buf[0, count) and keeps the first min(count, k); returns the new count and sets thr
@@ -454,6 +511,7 @@ __global__ void __launch_bounds__(kSliceMergeThreads) merge_small_k_kernel(Merge
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t q = blockIdx.y, k = a.k, slices = gridDim.x;
   wait_for_previous_kernel();
+  if (a.status != nullptr && call_refused(a.status, a.n)) return;  // every block alike: counters stay zero
   const int64_t total = static_cast<int64_t>(a.tile_off[q * (a.nprobe + 1) + a.nprobe]) * a.kk;
   const int64_t base = q * a.max_tiles * a.kk;
   const int64_t per = (total + slices - 1) / slices;
@@ -493,6 +551,7 @@ __global__ void __launch_bounds__(kMergeThreads) merge_topk_kernel(MergeArgs a) 
   const int tid = threadIdx.x, lane = tid % 32;
   const int64_t q = blockIdx.x, k = a.k;
   wait_for_previous_kernel();
+  if (a.status != nullptr && call_refused(a.status, a.n)) return;
   const int64_t total = static_cast<int64_t>(a.tile_off[q * (a.nprobe + 1) + a.nprobe]) * a.kk;
   const int64_t base = q * a.max_tiles * a.kk;
 
@@ -567,7 +626,7 @@ void FusedSmallSearch::release_device_memory() noexcept {
 }
 
 bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
-                           const SearchRequest& req, const SearchPlan& plan) {
+                           const SearchRequest& req, const SearchPlan& plan, bool check_queries) {
   const int64_t n = req.n(), dim = plan.dim, nlist = plan.nlist, nprobe = plan.nprobe, k = plan.k;
   if (dim > kFusedMaxDim || nprobe > kFusedMaxNprobe || nprobe > nlist || n > kSmallBatchMax) return false;
   if (index.list_ids != nullptr || index.scanner != nullptr) return false;  // ids not in lists.ids
@@ -602,9 +661,13 @@ bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease&
       if (out_.reserve(result_count * (sizeof(int64_t) + sizeof(float))) || out_device_ == nullptr)
         IVF_CUDA_CHECK(cudaHostGetDevicePointer(&out_device_, out_.data(), 0));
     }
+    if (check_queries && status_device_ == nullptr) {
+      (void)status_.reserve(sizeof(int32_t) * kSmallBatchMax);
+      IVF_CUDA_CHECK(cudaHostGetDevicePointer(&status_device_, status_.data(), 0));
+    }
     (void)arena_.reserve(ctx, lay.bytes, stream);
-    if (done_.data() == nullptr) {  // the coarse kernel's counters, then the merge's
-      done_ = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(2 * kSmallBatchMax), stream);
+    if (done_.data() == nullptr) {  // the coarse kernel's counters, then the merge's, then the verdicts
+      done_ = DeviceBuffer<int32_t>(ctx, static_cast<std::size_t>(3 * kSmallBatchMax), stream);
       IVF_CUDA_CHECK(cudaMemsetAsync(done_.data(), 0, done_.bytes(), stream));
     }
   } catch (const Error& e) {
@@ -631,7 +694,9 @@ bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease&
                 index.centroids, index.centroid_norms, lists.size,
                 reinterpret_cast<float*>(scratch + lay.q_out),
                 reinterpret_cast<unsigned long long*>(scratch + lay.slice_best), done_.data(),
-                reinterpret_cast<int32_t*>(scratch + lay.probes), reinterpret_cast<int32_t*>(scratch + lay.tile_off)};
+                reinterpret_cast<int32_t*>(scratch + lay.probes), reinterpret_cast<int32_t*>(scratch + lay.tile_off),
+                check_queries ? done_.data() + 2 * kSmallBatchMax : nullptr,
+                check_queries ? static_cast<int32_t*>(status_device_) : nullptr, plan.metric != Metric::Cosine};
   dispatch_element_type(plan.qtype, [&](auto tag) {
     using Q = typename decltype(tag)::type;
     coarse_probe_kernel<Q><<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(n)), kCoarseThreads, 0,
@@ -667,13 +732,19 @@ bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease&
 
   MergeArgs ma{ca.tile_off, nprobe, k, static_cast<int>(kk), static_cast<int>(max_tiles), cand_key, cand_pos,
                lists.ids, plan.larger, plan.pad, out_ids, out_dists,
-               reinterpret_cast<unsigned long long*>(scratch + lay.merge_best), done_.data() + kSmallBatchMax};
+               reinterpret_cast<unsigned long long*>(scratch + lay.merge_best), done_.data() + kSmallBatchMax,
+               ca.status, n};
   if (k <= 32)
     launch(early, merge_small_k_kernel, dim3(static_cast<unsigned>(merge_slices), static_cast<unsigned>(n)),
            kSliceMergeThreads, stream, ma);
   else
     launch(early, merge_topk_kernel, dim3(static_cast<unsigned>(n)), kMergeThreads, stream, ma);
   IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (check_queries) {
+    const auto* verdict = reinterpret_cast<const int32_t*>(status_.data());
+    for (int64_t i = 0; i < n; ++i)
+      if (verdict[i] != kUsable) fail_unusable_row("search: query", i, verdict[i] == kNonFinite);
+  }
   if (host) {
     std::memcpy(req.ids, out_.data(), sizeof(int64_t) * result_count);
     std::memcpy(req.dists, out_.data() + sizeof(int64_t) * result_count, sizeof(float) * result_count);

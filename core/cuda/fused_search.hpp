@@ -52,16 +52,22 @@ class FusedSmallSearch {
 
   // Runs the request and returns true, or returns false (nothing done) when its shape does
   // not fit the kernels' limits. The caller has decided the request is a small one.
+  // check_queries (device-memory queries): the coarse kernel gives each query the host check
+  // (NaN or Inf; the norm bound but under cosine) and, when one fails, the merge writes
+  // nothing and run throws naming the first: no synchronisation of its own, as a separate
+  // check needs (about 20 us of a 35 us search).
   bool run(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
-           const SearchRequest& req, const SearchPlan& plan);
+           const SearchRequest& req, const SearchPlan& plan, bool check_queries);
   void release_device_memory() noexcept;
 
  private:
   ScratchArena arena_;
   DeviceBuffer<int32_t> done_;  // per-query completion counters of coarse_probe, kept zero
   PinnedBuffer in_, out_;
+  PinnedBuffer status_;         // the queries' verdicts, read after the synchronisation
   void* in_device_ = nullptr;   // the staging's device mappings
   void* out_device_ = nullptr;
+  void* status_device_ = nullptr;
 };
 
 }  // namespace ivfgpu::cuda

@@ -252,15 +252,12 @@ void enqueue_host_chunk(const DeviceContext& ctx, const DeviceContext::Lease& le
 
 }  // namespace
 
-namespace {
-
 // Device-memory queries get the check Index::search gives host queries (NaN or Inf; under L2
 // and inner product the norm bound), on the device and before any work, so a refused call
 // writes nothing: one small kernel and a synchronisation. f16/bf16 queries are checked decoded,
 // as on the host; integer ones need none.
 void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, const SearchPlan& plan,
                                     const MatrixView& q) {
-  if (is_integer(q.type)) return;
   const float* x = static_cast<const float*>(q.data);
   DeviceBuffer<float> decoded;
   if (q.type != ElementType::F32) {
@@ -272,8 +269,6 @@ void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t strea
   const int64_t row = first_unusable_row(ctx, stream, x, q.rows, q.dim, plan.metric != Metric::Cosine, &non_finite);
   if (row >= 0) fail_unusable_row("search: query", row, non_finite);
 }
-
-}  // namespace
 
 bool run_search_checks_queries_late(const SearchRequest& req) {
   return req.memory == MemoryKind::Host && req.n() > kSmallBatchMax;
@@ -296,12 +291,14 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   const DeviceContext::Lease& lease = index.lease != nullptr ? *index.lease : *own;
   cudaStream_t stream = lease.stream();
 
-  // An asynchronous call cannot wait for a check: its caller vouches for its queries (ivfgpu.h).
-  if (req.memory == MemoryKind::Device && !req.asynchronous())
-    reject_unusable_device_queries(ctx, stream, plan, req.queries);
+  // Device-memory queries are checked on the device (integer ones need no check). An
+  // asynchronous call cannot wait for a check: its caller vouches for its queries (ivfgpu.h).
+  bool device_check = req.memory == MemoryKind::Device && !req.asynchronous() && !is_integer(req.queries.type);
 
-  // A handful of queries: one graph launch (small_batch.hpp), when the request is one for it.
-  if (run_small_batch(ctx, lease, index, req, plan)) return;
+  // A handful of queries: the fused kernels or one graph launch (small_batch.hpp), when the
+  // request is one for them; the fused kernels check device queries themselves.
+  if (run_small_batch(ctx, lease, index, req, plan, device_check)) return;
+  if (device_check) reject_unusable_device_queries(ctx, stream, plan, req.queries);
 
   // Scratch for one chunk, reused by every chunk. Out of memory (e.g. many large searches at
   // once) halves the chunk and tries again; only a single query that cannot fit fails.

@@ -35,6 +35,11 @@ struct SearchPlan {
 // Fails (Errc::Unsupported) when a query's probed lists could hold 2^31 vectors.
 SearchPlan plan_search(const SearchIndexView& index, const SearchRequest& req);
 
+// Fails (Errc::InvalidArgument, naming the first bad row, nothing written) when a device-memory
+// query would be refused on the host (reject_unusable_rows): a kernel and a synchronisation.
+void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, const SearchPlan& plan,
+                                    const MatrixView& queries);
+
 // Queries per chunk before memory is tried: bounded by the candidate rows, coarse scores and
 // result scratch (or the index's scratch share).
 int64_t initial_chunk(const DeviceContext& ctx, const SearchIndexView& index, const SearchPlan& plan, int64_t n);

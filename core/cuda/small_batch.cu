@@ -210,14 +210,18 @@ bool SmallBatchGraphs::run(const DeviceContext& ctx, const DeviceContext::Lease&
 }
 
 bool run_small_batch(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
-                     const SearchRequest& req, const SearchPlan& plan) {
+                     const SearchRequest& req, const SearchPlan& plan, bool& device_check) {
   const int64_t n = req.n();
   if (n < 1 || n > kSmallBatchMax || plan.k > kSmallBatchMaxK || plan.empty) return false;
   if (index.scanner != nullptr || req.filter != nullptr || !lease.own_stream()) return false;
   Worker& w = lease.worker();
   if (!w.graphs) w.graphs = std::make_shared<SmallBatchGraphs>();
-  if (fused_takes(n, plan.nprobe) && w.graphs->fused().run(ctx, lease, index, req, plan)) return true;
+  if (fused_takes(n, plan.nprobe) && w.graphs->fused().run(ctx, lease, index, req, plan, device_check)) return true;
   if (index.state_id == 0 || !graphs_enabled() || !ctx.pool_enabled()) return false;
+  if (device_check) {  // the graph's kernels do not check: the separate check first
+    reject_unusable_device_queries(ctx, lease.stream(), plan, req.queries);
+    device_check = false;
+  }
   return w.graphs->run(ctx, lease, index, req, plan);
 }
 

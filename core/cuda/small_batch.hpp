@@ -98,7 +98,10 @@ class SmallBatchGraphs {
 };
 
 // The one place that decides whether a search takes the latency path, and runs it there.
+// device_check: device-memory queries still to be checked (reject_unusable_device_queries);
+// cleared once this call has checked them, whether or not it then took the search. The
+// fused kernels check them inside the search, with no synchronisation of their own.
 bool run_small_batch(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
-                     const SearchRequest& req, const SearchPlan& plan);
+                     const SearchRequest& req, const SearchPlan& plan, bool& device_check);
 
 }  // namespace ivfgpu::cuda

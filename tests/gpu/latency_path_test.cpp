@@ -542,4 +542,107 @@ TEST(GpuLatencyPath, BadDeviceQueriesAreRefusedWithoutWriting) {
   cudaFree(dd);
 }
 
+// The device check refuses exactly the rows the host check refuses, on every small-batch path:
+// rows one float step either side of the norm bound in the host's summation order (rounded
+// multiplies and adds, dimension by dimension), where a sum in another order can land on the
+// other side. Refused calls write nothing; accepted ones are answered by the path named.
+TEST(GpuLatencyPath, DeviceQueryCheckAgreesWithTheHostAtTheNormBound) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 40, k = 5, nq = 16;
+  const std::vector<float> x = clustered_vectors(20000, dim, 30, 83);
+  const std::vector<float> q = clustered_vectors(nq, dim, 30, 84);
+  IndexPtr l2 = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+  ASSERT_TRUE(l2);
+  const float bound = 3.4028235e38f / 8;  // kMaxSquaredNorm (core/vector_ops.hpp)
+  const auto host_order_sum = [&](const float* r) {
+    float s = 0.0f;
+    for (int64_t j = 0; j < dim; ++j) {
+      volatile float sq = r[j] * r[j];  // rounded apart from the add: no contraction
+      s = s + sq;
+    }
+    return s;
+  };
+  // Uneven values scaled by f: the last f whose row passes and the first that does not.
+  std::vector<double> shape(static_cast<std::size_t>(dim));
+  double norm = 0.0;
+  for (int64_t j = 0; j < dim; ++j) {
+    shape[j] = 1.0 + 0.5 * std::sin(1.3 * static_cast<double>(j));
+    norm += shape[j] * shape[j];
+  }
+  const double scale = std::sqrt(static_cast<double>(bound) / norm);
+  const auto row_at = [&](double f) {
+    std::vector<float> r(static_cast<std::size_t>(dim));
+    for (int64_t j = 0; j < dim; ++j) r[j] = static_cast<float>(shape[j] * scale * f);
+    return r;
+  };
+  std::vector<float> below, above;
+  for (double f = 1.0 - 2e-5; f < 1.0 + 2e-5; f += 2e-8) {
+    std::vector<float> r = row_at(f);
+    if (host_order_sum(r.data()) <= bound) {
+      below = r;
+    } else {
+      above = r;
+      break;
+    }
+  }
+  ASSERT_FALSE(below.empty());
+  ASSERT_FALSE(above.empty());
+
+  void* dq = nullptr;
+  int64_t* dids = nullptr;
+  float* dd = nullptr;
+  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nq * dim), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nq * k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * k), cudaSuccess);
+  auto dev = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+  auto host = make_params({{IVF_PARAM_NPROBE, 4}});
+  const auto untouched = [&](int64_t n) {
+    std::vector<unsigned char> b(sizeof(int64_t) * n * k);
+    EXPECT_EQ(cudaMemcpy(b.data(), dids, b.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return std::all_of(b.begin(), b.end(), [](unsigned char c) { return c == 0xab; });
+  };
+  // Batches of 1 (the row alone) and of 16 (the row at 9, the passing row also at 3).
+  for (Path path : {Path::Fused, Path::Direct, Path::Graph}) {
+    const PathScope scope(path);
+    for (int rep = 0; rep < 3; ++rep) {  // the graph path captures a shape on its second use
+      for (int64_t n : {int64_t{1}, nq}) {
+        for (bool refused : {false, true}) {
+          std::vector<float> qb(q.begin(), q.begin() + n * dim);
+          const int64_t at = n == 1 ? 0 : 9;
+          const std::vector<float>& row = refused ? above : below;
+          std::copy(row.begin(), row.end(), qb.begin() + at * dim);
+          if (n > 1) std::copy(below.begin(), below.end(), qb.begin() + 3 * dim);
+          const std::string what = std::string(path_name(path)) + " nq " + std::to_string(n) +
+                                   (refused ? " above" : " below") + " rep " + std::to_string(rep);
+          // The host check's verdict on these queries is the one expected.
+          std::vector<int64_t> hids(static_cast<std::size_t>(n * k));
+          std::vector<float> hd(hids.size());
+          EXPECT_EQ(ivf_search(l2.get(), host.get(), qb.data(), IVF_DTYPE_F32, n, dim, k, hids.data(), hd.data()),
+                    refused ? IVF_ERR_INVALID_ARGUMENT : IVF_OK)
+              << what << ": " << ivf_last_error_message();
+          ASSERT_EQ(cudaMemcpy(dq, qb.data(), sizeof(float) * n * dim, cudaMemcpyHostToDevice), cudaSuccess);
+          ASSERT_EQ(cudaMemset(dids, 0xab, sizeof(int64_t) * n * k), cudaSuccess);
+          const int64_t fused_before = fused_searches(l2.get());
+          const ivf_status st = ivf_search(l2.get(), dev.get(), dq, IVF_DTYPE_F32, n, dim, k, dids, dd);
+          if (refused) {
+            ASSERT_EQ(st, IVF_ERR_INVALID_ARGUMENT) << what;
+            const std::string msg = ivf_last_error_message();
+            EXPECT_NE(msg.find("search: query row " + std::to_string(at) + " "), std::string::npos) << msg;
+            EXPECT_NE(msg.find("squared norm"), std::string::npos) << msg;
+            EXPECT_TRUE(untouched(n)) << what;
+          } else {
+            ASSERT_EQ(st, IVF_OK) << what << ": " << ivf_last_error_message();
+            EXPECT_FALSE(untouched(n)) << what;
+            EXPECT_EQ(fused_searches(l2.get()) - fused_before, path == Path::Fused ? 1 : 0) << what;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(graph_searches(l2.get()), 0) << "the graph path never answered";
+  cudaFree(dq);
+  cudaFree(dids);
+  cudaFree(dd);
+}
+
 }  // namespace
