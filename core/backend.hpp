@@ -93,6 +93,10 @@ class Backend {
   // true: this search's host queries are checked by search() itself (SearchRequest::
   // check_queries), later than Index::search would, so that the check overlaps device work.
   virtual bool checks_queries_late(const SearchRequest&) const { return false; }
+  // Before a synchronous call reads or writes the caller's device memory: waits for the work
+  // the caller queued on the CUDA default streams of this backend's devices (cuda_backend.hpp
+  // wait_for_default_streams). Nothing to wait for without a device.
+  virtual void order_after_default_streams() const {}
 };
 
 // Picks the backend for params (AUTO: CUDA device params.device when usable, else CPU).

@@ -99,6 +99,7 @@ void Index::train(const MatrixView& x) {
                                     ") training vectors, got " + std::to_string(x.rows));
   if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "train: device memory needs an index on a CUDA backend");
+  if (!x.on_host()) backend_->order_after_default_streams();
   check_input_type(x, storage(), "train");
   mutate([&](const IndexState& current) {
     if (current.ntotal() > 0)
@@ -164,6 +165,7 @@ int64_t next_free_after(const std::vector<int64_t>& ids, int64_t current) {
 void Index::add(const MatrixView& input, const int64_t* ids) {
   if (!input.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "add: device memory needs an index on a CUDA backend");
+  if (!input.on_host()) backend_->order_after_default_streams();
   check_input_type(input, storage(), "add");
   HostStaged staged;
   const MatrixView x = staged.rows_of(*backend_, input, ids);
@@ -201,6 +203,7 @@ void Index::update(const MatrixView& input, const int64_t* ids) {
   if (ids == nullptr) fail(Errc::InvalidArgument, "update: ids is NULL (an update names the ids it replaces)");
   if (!input.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "update: device memory needs an index on a CUDA backend");
+  if (!input.on_host()) backend_->order_after_default_streams();
   check_input_type(input, storage(), "update");
   HostStaged staged;
   const MatrixView x = staged.rows_of(*backend_, input, ids);
@@ -240,6 +243,8 @@ void Index::search(SearchRequest req) const {
                                 std::to_string(max_k) + ")");
   if (req.memory == MemoryKind::Device && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "search: device memory needs an index on a CUDA backend");
+  // A caller's stream orders the search itself; a synchronous one waits for the default streams.
+  if (req.memory == MemoryKind::Device && !req.asynchronous()) backend_->order_after_default_streams();
   check_input_type(req.queries, storage(), "search");
   const bool batched = params_.dynamic_batching && req.batch_window_us > 0 && SearchBatcher::eligible(req);
   // A merged batch's members are checked one by one here: one bad caller fails alone.

@@ -441,6 +441,10 @@ class ShardedBackend final : public Backend {
     return m;
   }
 
+  void order_after_default_streams() const override {
+    for (auto& p : parts_) p->order_after_default_streams();
+  }
+
  private:
   static void host_only(MemoryKind m, const char* what) {
     if (m != MemoryKind::Host)

@@ -363,6 +363,9 @@ class CudaBackend final : public Backend {
   }
 
   int64_t max_k() const override { return select_max_k(ctx_.limits()); }
+  void order_after_default_streams() const override {
+    guarded([&] { wait_for_default_streams(ctx_.device()); });
+  }
 
   bool checks_queries_late(const SearchRequest& req) const override { return run_search_checks_queries_late(req); }
 

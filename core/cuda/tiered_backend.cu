@@ -282,6 +282,9 @@ class TieredBackend final : public Backend {
   }
 
   int64_t max_k() const override { return select_max_k(ctx_.limits()); }
+  void order_after_default_streams() const override {
+    guarded([&] { wait_for_default_streams(ctx_.device()); });
+  }
 
  private:
   template <typename F>

@@ -548,7 +548,7 @@ TEST(GpuLatencyPath, BadDeviceQueriesAreRefusedWithoutWriting) {
 // other side. Refused calls write nothing; accepted ones are answered by the path named.
 TEST(GpuLatencyPath, DeviceQueryCheckAgreesWithTheHostAtTheNormBound) {
   IVFTEST_REQUIRE_GPU();
-  const int64_t dim = 40, k = 5, nq = 16;
+  const int64_t dim = 40, kmax = 100, nq = 16;
   const std::vector<float> x = clustered_vectors(20000, dim, 30, 83);
   const std::vector<float> q = clustered_vectors(nq, dim, 30, 84);
   IndexPtr l2 = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
@@ -592,19 +592,22 @@ TEST(GpuLatencyPath, DeviceQueryCheckAgreesWithTheHostAtTheNormBound) {
   int64_t* dids = nullptr;
   float* dd = nullptr;
   ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nq * dim), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nq * k), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nq * kmax), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * kmax), cudaSuccess);
   auto dev = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
   auto host = make_params({{IVF_PARAM_NPROBE, 4}});
+  int64_t k = 0;
   const auto untouched = [&](int64_t n) {
     std::vector<unsigned char> b(sizeof(int64_t) * n * k);
     EXPECT_EQ(cudaMemcpy(b.data(), dids, b.size(), cudaMemcpyDeviceToHost), cudaSuccess);
     return std::all_of(b.begin(), b.end(), [](unsigned char c) { return c == 0xab; });
   };
-  // Batches of 1 (the row alone) and of 16 (the row at 9, the passing row also at 3).
+  // Batches of 1 (the row alone) and of 16 (the row at 9, the passing row also at 3); k 5 and
+  // 100 take the fused path's two merges.
   for (Path path : {Path::Fused, Path::Direct, Path::Graph}) {
     const PathScope scope(path);
-    for (int rep = 0; rep < 3; ++rep) {  // the graph path captures a shape on its second use
+    for (int rep = 0; rep < 6; ++rep) {  // the graph path captures a shape on its second use
+      k = rep % 2 == 0 ? 5 : kmax;
       for (int64_t n : {int64_t{1}, nq}) {
         for (bool refused : {false, true}) {
           std::vector<float> qb(q.begin(), q.begin() + n * dim);
@@ -613,7 +616,7 @@ TEST(GpuLatencyPath, DeviceQueryCheckAgreesWithTheHostAtTheNormBound) {
           std::copy(row.begin(), row.end(), qb.begin() + at * dim);
           if (n > 1) std::copy(below.begin(), below.end(), qb.begin() + 3 * dim);
           const std::string what = std::string(path_name(path)) + " nq " + std::to_string(n) +
-                                   (refused ? " above" : " below") + " rep " + std::to_string(rep);
+                                   (refused ? " above" : " below") + " k " + std::to_string(k);
           // The host check's verdict on these queries is the one expected.
           std::vector<int64_t> hids(static_cast<std::size_t>(n * k));
           std::vector<float> hd(hids.size());
@@ -639,10 +642,80 @@ TEST(GpuLatencyPath, DeviceQueryCheckAgreesWithTheHostAtTheNormBound) {
       }
     }
   }
-  EXPECT_GT(graph_searches(l2.get()), 0) << "the graph path never answered";
+  if (std::getenv("IVFGPU_DISABLE_MEMPOOL") == nullptr)  // graphs need the pool (small_batch.hpp)
+    EXPECT_GT(graph_searches(l2.get()), 0) << "the graph path never answered";
   cudaFree(dq);
   cudaFree(dids);
   cudaFree(dd);
+}
+
+// A synchronous device-memory call waits for the work the caller queued before it on the
+// default streams (the legacy one and the thread's per-thread one): the library's streams are
+// non-blocking, so without that wait a search reads queries a queued copy has not written yet,
+// and a queued cudaMemset of its outputs lands on its results. Each queued step here waits
+// behind a 2 GiB memset (most of a millisecond), far longer than a search of 16 queries.
+TEST(GpuLatencyPath, DeviceMemoryCallsWaitForTheDefaultStreams) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 40, nq = 16, k = 5, n = 20000;
+  const std::vector<float> x = clustered_vectors(n, dim, 30, 91);
+  const std::vector<float> q = clustered_vectors(nq, dim, 30, 92);
+  const std::vector<float> other = clustered_vectors(nq, dim, 30, 93);
+  IndexPtr idx = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+  ASSERT_TRUE(idx);
+  const std::size_t big_bytes = std::size_t{2} << 30;
+  void* big = nullptr;
+  float *dq = nullptr, *dq_src = nullptr, *dd = nullptr, *dx = nullptr;
+  int64_t *dids = nullptr, *dnew_ids = nullptr;
+  ASSERT_EQ(cudaMalloc(&big, big_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dnew_ids, sizeof(int64_t) * nq), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nq * dim), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dq_src, sizeof(float) * nq * dim), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nq * k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dx, sizeof(float) * nq * dim), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dq_src, q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
+  auto dev = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+  for (cudaStream_t caller : {cudaStreamLegacy, cudaStreamPerThread}) {
+    const std::string which = caller == cudaStreamLegacy ? "legacy stream" : "per-thread stream";
+    const Searched want = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, 4);  // before this loop's add
+    for (int rep = 0; rep < 3; ++rep) {
+      // The queries buffer holds other (valid) queries until the queued copy lands.
+      ASSERT_EQ(cudaMemcpy(dq, other.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(big, rep, big_bytes, caller), cudaSuccess);
+      ASSERT_EQ(cudaMemcpyAsync(dq, dq_src, sizeof(float) * nq * dim, cudaMemcpyDeviceToDevice, caller), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(dids, 0xff, sizeof(int64_t) * nq * k, caller), cudaSuccess);
+      ASSERT_EQ(ivf_search(idx.get(), dev.get(), dq, IVF_DTYPE_F32, nq, dim, k, dids, dd), IVF_OK)
+          << ivf_last_error_message();
+      Searched got;
+      got.ids.resize(static_cast<std::size_t>(nq * k));
+      got.dists.resize(got.ids.size());
+      ASSERT_EQ(cudaMemcpy(got.ids.data(), dids, sizeof(int64_t) * got.ids.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got.dists.data(), dd, sizeof(float) * got.dists.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(same_results(got.ids, got.dists, want.ids, want.dists, nq, k), "") << which << " rep " << rep;
+    }
+    // An add reads rows a queued copy writes: the stored rows are the copied ones.
+    const int64_t first_id = 1000000 + (caller == cudaStreamLegacy ? 0 : nq);
+    std::vector<int64_t> new_ids(static_cast<std::size_t>(nq));
+    for (int64_t i = 0; i < nq; ++i) new_ids[i] = first_id + i;
+    ASSERT_EQ(cudaMemcpy(dnew_ids, new_ids.data(), sizeof(int64_t) * nq, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dx, 0, sizeof(float) * nq * dim), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(big, 7, big_bytes, caller), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(dx, dq_src, sizeof(float) * nq * dim, cudaMemcpyDeviceToDevice, caller), cudaSuccess);
+    auto add_params = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+    ASSERT_EQ(ivf_add_ex(idx.get(), add_params.get(), dx, IVF_DTYPE_F32, nq, dim, dnew_ids), IVF_OK)
+        << ivf_last_error_message();
+    std::vector<float> stored(static_cast<std::size_t>(nq * dim));
+    ASSERT_EQ(ivf_get(idx.get(), nullptr, new_ids.data(), nq, stored.data(), IVF_DTYPE_F32, dim, nullptr), IVF_OK)
+        << ivf_last_error_message();
+    EXPECT_EQ(stored, q) << which << ": ivf_add read rows before the queued copy wrote them";
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (void* p : {big, static_cast<void*>(dq), static_cast<void*>(dq_src), static_cast<void*>(dids),
+                  static_cast<void*>(dd), static_cast<void*>(dx), static_cast<void*>(dnew_ids)})
+    cudaFree(p);
 }
 
 }  // namespace

@@ -334,7 +334,10 @@ IVF_API IVF_NODISCARD ivf_status ivf_reset(ivf_index* index);
 /** ivf_train with parameters: params (NULL = defaults) is read for IVF_PARAM_MEMORY_KIND and
  *  IVF_PARAM_CUDA_STREAM. With IVF_MEMORY_DEVICE, data is a CUDA device pointer on the index's
  *  device (CUDA index only, else IVF_ERR_INVALID_ARGUMENT); a stream, when set, is one the
- *  caller's producer work was queued on: the library waits for it before reading data. The
+ *  caller's producer work was queued on: the library waits for it before reading data. With
+ *  or without one, it also waits for the work queued on the default stream of the index's
+ *  device (the legacy stream and the calling thread's per-thread stream), such as the
+ *  cudaMemcpy or cudaMemset that filled data: both can return before their bytes land. The
  *  call is synchronous either way. Otherwise as ivf_train. */
 IVF_API IVF_NODISCARD ivf_status ivf_train_ex(ivf_index* index, const ivf_params* params,
                                               const void* data, ivf_dtype dtype, int64_t n,
@@ -353,9 +356,14 @@ IVF_API IVF_NODISCARD ivf_status ivf_add_ex(ivf_index* index, const ivf_params* 
  *  +INFINITY (L2) or -INFINITY (inner product, cosine). Both output buffers must hold n*k
  *  elements; nothing beyond n*k is written (see the failure rule at the top of this header).
  *  Queries with NaN/Inf, or (L2, inner product) a squared norm beyond FLT_MAX / 8:
- *  IVF_ERR_INVALID_ARGUMENT. Device-memory queries are checked on the device before the search
- *  (one more synchronisation); an asynchronous search (IVF_PARAM_CUDA_STREAM with device memory)
- *  cannot wait for a check and is not checked: with such a query its results are unspecified.
+ *  IVF_ERR_INVALID_ARGUMENT. Device-memory queries are checked on the device (a handful of
+ *  queries inside the search's own kernels; more with one more synchronisation first); an
+ *  asynchronous search (IVF_PARAM_CUDA_STREAM with device memory) cannot wait for a check and
+ *  is not checked: with such a query its results are unspecified. A synchronous device-memory
+ *  search first waits for the work queued on the default stream of the index's device (the
+ *  legacy stream and the calling thread's per-thread stream: e.g. the cudaMemcpy that filled
+ *  queries or a cudaMemset of ids, which can return before their bytes land); work on other
+ *  streams the caller synchronises first. An asynchronous one is ordered by its stream alone.
  *  An empty (trained) index pads every row.
  *  Untrained index: IVF_ERR_INVALID_STATE. k >= 1; n >= 1. The CPU backend takes any k; a CUDA
  *  index takes k up to a limit read from the device's shared memory (16384 on an H100) and
