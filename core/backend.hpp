@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -20,6 +21,13 @@
 #include "types.hpp"
 
 namespace ivfgpu {
+
+// A caller's device-memory argument: where, how many bytes, and its name for errors.
+struct DeviceRange {
+  const void* data;
+  std::size_t bytes;
+  const char* what;
+};
 
 struct BackendInfo {
   BackendKind kind = BackendKind::Cpu;
@@ -93,10 +101,12 @@ class Backend {
   // true: this search's host queries are checked by search() itself (SearchRequest::
   // check_queries), later than Index::search would, so that the check overlaps device work.
   virtual bool checks_queries_late(const SearchRequest&) const { return false; }
-  // Before a synchronous call reads or writes the caller's device memory: waits for the work
-  // the caller queued on the CUDA default streams of this backend's devices (cuda_backend.hpp
-  // wait_for_default_streams). Nothing to wait for without a device.
-  virtual void order_after_default_streams() const {}
+  // Before a call reads or writes the caller's device memory (IVF_MEMORY_DEVICE): each range
+  // must be memory the index's device can address, else Errc::InvalidArgument naming it; a
+  // synchronous call (the library's own stream) then waits for the work the caller queued on
+  // the CUDA default streams (cuda/caller_memory.hpp). Backends without a device take no
+  // device memory (Index refuses it first).
+  virtual void accept_device_memory(std::initializer_list<DeviceRange> /*ranges*/, bool /*synchronous*/) const {}
 };
 
 // Picks the backend for params (AUTO: CUDA device params.device when usable, else CPU).

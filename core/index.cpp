@@ -33,6 +33,15 @@ struct HostStaged {
   }
 };
 
+// Device-memory rows and ids of an add or update: addressable by the index's device, and the
+// caller's default-stream work on them done (Backend::accept_device_memory).
+void accept_device_rows(const Backend& backend, const MatrixView& x, const int64_t* ids, const char* what) {
+  if (x.on_host()) return;
+  const std::string rows = std::string(what) + ": data", row_ids = std::string(what) + ": ids";
+  const std::size_t id_bytes = ids != nullptr ? static_cast<std::size_t>(x.rows) * sizeof(int64_t) : 0;
+  backend.accept_device_memory({{x.data, x.bytes(), rows.c_str()}, {ids, id_bytes, row_ids.c_str()}}, true);
+}
+
 void reject_padding_ids(const MatrixView& x, const int64_t* ids) {
   if (ids == nullptr || !x.on_host()) return;  // device ids: checked by the backend
   for (int64_t i = 0; i < x.rows; ++i)
@@ -99,7 +108,7 @@ void Index::train(const MatrixView& x) {
                                     ") training vectors, got " + std::to_string(x.rows));
   if (!x.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "train: device memory needs an index on a CUDA backend");
-  if (!x.on_host()) backend_->order_after_default_streams();
+  if (!x.on_host()) backend_->accept_device_memory({{x.data, x.bytes(), "train: data"}}, true);
   check_input_type(x, storage(), "train");
   mutate([&](const IndexState& current) {
     if (current.ntotal() > 0)
@@ -165,7 +174,7 @@ int64_t next_free_after(const std::vector<int64_t>& ids, int64_t current) {
 void Index::add(const MatrixView& input, const int64_t* ids) {
   if (!input.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "add: device memory needs an index on a CUDA backend");
-  if (!input.on_host()) backend_->order_after_default_streams();
+  accept_device_rows(*backend_, input, ids, "add");
   check_input_type(input, storage(), "add");
   HostStaged staged;
   const MatrixView x = staged.rows_of(*backend_, input, ids);
@@ -203,7 +212,7 @@ void Index::update(const MatrixView& input, const int64_t* ids) {
   if (ids == nullptr) fail(Errc::InvalidArgument, "update: ids is NULL (an update names the ids it replaces)");
   if (!input.on_host() && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "update: device memory needs an index on a CUDA backend");
-  if (!input.on_host()) backend_->order_after_default_streams();
+  accept_device_rows(*backend_, input, ids, "update");
   check_input_type(input, storage(), "update");
   HostStaged staged;
   const MatrixView x = staged.rows_of(*backend_, input, ids);
@@ -243,8 +252,15 @@ void Index::search(SearchRequest req) const {
                                 std::to_string(max_k) + ")");
   if (req.memory == MemoryKind::Device && backend_->kind() != BackendKind::Cuda)
     fail(Errc::InvalidArgument, "search: device memory needs an index on a CUDA backend");
-  // A caller's stream orders the search itself; a synchronous one waits for the default streams.
-  if (req.memory == MemoryKind::Device && !req.asynchronous()) backend_->order_after_default_streams();
+  if (req.memory == MemoryKind::Device) {
+    // A caller's stream orders an asynchronous search itself; a synchronous one waits for the
+    // default streams.
+    const auto cells = static_cast<std::size_t>(req.n()) * static_cast<std::size_t>(req.k);
+    backend_->accept_device_memory({{req.queries.data, req.queries.bytes(), "search: queries"},
+                                    {req.ids, cells * sizeof(int64_t), "search: ids"},
+                                    {req.dists, cells * sizeof(float), "search: dists"}},
+                                   !req.asynchronous());
+  }
   check_input_type(req.queries, storage(), "search");
   const bool batched = params_.dynamic_batching && req.batch_window_us > 0 && SearchBatcher::eligible(req);
   // A merged batch's members are checked one by one here: one bad caller fails alone.

@@ -2,6 +2,7 @@
 // from the C layer down to a backend (queries, training data, added rows).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "element_type.hpp"
@@ -19,6 +20,9 @@ struct MatrixView {
   template <class T>
   const T* as() const { return static_cast<const T*>(data); }
   bool on_host() const { return memory == MemoryKind::Host; }
+  std::size_t bytes() const {
+    return static_cast<std::size_t>(rows) * static_cast<std::size_t>(dim) * element_size(type);
+  }
   // The same matrix without its first `first` rows, `count` rows long.
   MatrixView rows_slice(int64_t first, int64_t count) const {
     MatrixView v = *this;

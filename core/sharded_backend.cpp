@@ -441,8 +441,10 @@ class ShardedBackend final : public Backend {
     return m;
   }
 
-  void order_after_default_streams() const override {
-    for (auto& p : parts_) p->order_after_default_streams();
+  // Device memory is the merging part's (part 0's device); every part's device waits.
+  void accept_device_memory(std::initializer_list<DeviceRange> ranges, bool synchronous) const override {
+    parts_[0]->accept_device_memory(ranges, synchronous);
+    for (std::size_t p = 1; p < parts_.size() && synchronous; ++p) parts_[p]->accept_device_memory({}, true);
   }
 
  private:

@@ -17,6 +17,7 @@
 #include "../kmeans_steps.hpp"
 #include "../vector_ops.hpp"
 #include "assign.hpp"
+#include "caller_memory.hpp"
 #include "check.hpp"
 #include "cublas_loader.hpp"
 #include "cuda_handles.hpp"
@@ -363,8 +364,8 @@ class CudaBackend final : public Backend {
   }
 
   int64_t max_k() const override { return select_max_k(ctx_.limits()); }
-  void order_after_default_streams() const override {
-    guarded([&] { wait_for_default_streams(ctx_.device()); });
+  void accept_device_memory(std::initializer_list<DeviceRange> ranges, bool synchronous) const override {
+    guarded([&] { cuda::accept_device_memory(ctx_.device(), ranges, synchronous); });
   }
 
   bool checks_queries_late(const SearchRequest& req) const override { return run_search_checks_queries_late(req); }

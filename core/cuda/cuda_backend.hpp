@@ -22,10 +22,5 @@ std::unique_ptr<Backend> make_tiered_backend(int64_t dim, const BuildParams& par
 std::unique_ptr<PartExchange> make_part_exchange(std::vector<int> devices);
 // Blocks until a caller's cudaStream_t (given as void*) has drained.
 void wait_for_stream(void* stream);
-// Blocks until the work queued on `device`'s default streams (the legacy one, and the calling
-// thread's per-thread one) is done. The library's streams are non-blocking, so they do not
-// wait for it themselves, and a cudaMemcpy from pageable memory or a cudaMemset returns before
-// its bytes land: a device-memory call right after one would read or write under it.
-void wait_for_default_streams(int device);
 
 }  // namespace ivfgpu::cuda

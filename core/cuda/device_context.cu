@@ -254,10 +254,4 @@ void DeviceContext::opt_in_shared_memory(const void* kernel, std::size_t bytes) 
 
 void wait_for_stream(void* stream) { IVF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
 
-void wait_for_default_streams(int device) {
-  DeviceGuard guard(device);
-  IVF_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
-  IVF_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
-}
-
 }  // namespace ivfgpu::cuda

@@ -23,6 +23,7 @@
 #include "../tier/tier_store.hpp"
 #include "../vector_ops.hpp"
 #include "assign.hpp"
+#include "caller_memory.hpp"
 #include "check.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_handles.hpp"
@@ -282,8 +283,8 @@ class TieredBackend final : public Backend {
   }
 
   int64_t max_k() const override { return select_max_k(ctx_.limits()); }
-  void order_after_default_streams() const override {
-    guarded([&] { wait_for_default_streams(ctx_.device()); });
+  void accept_device_memory(std::initializer_list<DeviceRange> ranges, bool synchronous) const override {
+    guarded([&] { cuda::accept_device_memory(ctx_.device(), ranges, synchronous); });
   }
 
  private:

@@ -1,9 +1,11 @@
-// A sticky CUDA error (here: a search reading a bogus device pointer) makes that call fail and
-// every later call on the index return DeviceLost, never a result. It poisons the process's
-// CUDA context, so it lives in a binary of its own.
+// A sticky CUDA error (a kernel faulting on the index's device) makes every later call on the
+// index return DeviceLost, never a result. It poisons the process's CUDA context, so it lives in
+// a binary of its own. A bogus device pointer given to a search no longer causes one: it is
+// refused first (InvalidArgument) and the device keeps serving, so the fault is the test's own.
 #include <gtest/gtest.h>
 
 #include "core/errors.hpp"
+#include "device_fault.hpp"
 #include "gpu_test_util.hpp"
 
 namespace gputest {
@@ -20,9 +22,7 @@ TEST(GpuDeviceLost, StickyErrorLosesTheIndexForGood) {
   Result ok = search(idx, q, 10, 5, 4);
   EXPECT_NE(ok.ids[0], -1);
 
-  // Device memory that is not device memory: the first kernel to read it faults.
-  std::vector<int64_t> ids(10 * 5, -7);
-  std::vector<float> dists(10 * 5, 0.0f);
+  // Device memory that is not device memory: refused before any kernel reads it.
   ivfgpu::SearchRequest a;
   a.queries = ivfgpu::MatrixView{reinterpret_cast<const float*>(uintptr_t{0x10}), ivfgpu::ElementType::F32, 10, dim,
                                  ivfgpu::MemoryKind::Device};
@@ -31,14 +31,20 @@ TEST(GpuDeviceLost, StickyErrorLosesTheIndexForGood) {
   a.ids = reinterpret_cast<int64_t*>(uintptr_t{0x1000});
   a.dists = reinterpret_cast<float*>(uintptr_t{0x2000});
   a.memory = ivfgpu::MemoryKind::Device;
-  bool threw = false;
   try {
     idx.search(a);
+    ADD_FAILURE() << "a search of an invalid device pointer must be refused";
   } catch (const ivfgpu::Error& e) {
-    threw = true;
-    std::printf("faulting search: %s\n", e.what());
+    EXPECT_EQ(e.code(), ivfgpu::Errc::InvalidArgument) << e.what();
+    std::printf("bogus device pointer: %s\n", e.what());
   }
-  EXPECT_TRUE(threw) << "a search reading an invalid device pointer must fail";
+  Result still = search(idx, q, 10, 5, 4);
+  EXPECT_EQ(still.ids, ok.ids) << "the device must still serve after the refusal";
+
+  // Now a real fault on the device.
+  const cudaError_t fault = ivftest::fault_the_device();
+  ASSERT_NE(fault, cudaSuccess) << "the faulting kernel did not fault";
+  std::printf("device fault: %s\n", cudaGetErrorString(fault));
 
   auto expect_lost = [](auto&& call, const char* what) {
     try {

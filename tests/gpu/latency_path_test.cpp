@@ -718,4 +718,91 @@ TEST(GpuLatencyPath, DeviceMemoryCallsWaitForTheDefaultStreams) {
     cudaFree(p);
 }
 
+// Device-memory arguments (IVF_MEMORY_DEVICE) must be memory the index's device can address:
+// a pageable host pointer would fault the kernels and lose the device for the whole process. Each
+// such argument of search (synchronous or on a stream), add and train is refused by name with
+// nothing written and the index unchanged; page-locked and managed memory are accepted and
+// answer as host memory does; the device still serves afterwards.
+TEST(GpuLatencyPath, DeviceMemoryArgumentsTheDeviceCannotAddressAreRefused) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 40, nq = 16, k = 5, n = 20000;
+  const std::vector<float> x = clustered_vectors(n, dim, 30, 95);
+  const std::vector<float> q = clustered_vectors(nq, dim, 30, 96);
+  IndexPtr idx = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
+  ASSERT_TRUE(idx);
+  const Searched want = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, 4);
+  float *dq = nullptr, *dd = nullptr;
+  int64_t* dids = nullptr;
+  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nq * dim), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nq * k), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * k), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dq, q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<int64_t> hids(static_cast<std::size_t>(nq * k), -7);
+  std::vector<float> hd(hids.size(), -7.0f);
+  auto dev = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+  auto on_stream = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(ivf_params_set_ptr(on_stream.get(), IVF_PARAM_CUDA_STREAM, s), IVF_OK);
+  const auto refused = [](ivf_status st, const std::string& what) {
+    const std::string msg = ivf_last_error_message();
+    if (st != IVF_ERR_INVALID_ARGUMENT) return "status " + std::to_string(st) + " for " + what + ": " + msg;
+    if (msg.find(what + " (IVF_MEMORY_DEVICE) is not CUDA device memory") == std::string::npos)
+      return "message for " + what + ": " + msg;
+    return std::string();
+  };
+  for (const ivf_params* p : {dev.get(), on_stream.get()}) {
+    EXPECT_EQ(refused(ivf_search(idx.get(), p, q.data(), IVF_DTYPE_F32, nq, dim, k, dids, dd), "search: queries"), "");
+    EXPECT_EQ(refused(ivf_search(idx.get(), p, dq, IVF_DTYPE_F32, nq, dim, k, hids.data(), dd), "search: ids"), "");
+    EXPECT_EQ(refused(ivf_search(idx.get(), p, dq, IVF_DTYPE_F32, nq, dim, k, dids, hd.data()), "search: dists"), "");
+  }
+  EXPECT_TRUE(std::all_of(hids.begin(), hids.end(), [](int64_t v) { return v == -7; }));
+  EXPECT_TRUE(std::all_of(hd.begin(), hd.end(), [](float v) { return v == -7.0f; }));
+  auto add_dev = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+  std::vector<int64_t> new_ids(static_cast<std::size_t>(nq));
+  for (int64_t i = 0; i < nq; ++i) new_ids[i] = 5000000 + i;
+  EXPECT_EQ(refused(ivf_add_ex(idx.get(), add_dev.get(), q.data(), IVF_DTYPE_F32, nq, dim, nullptr), "add: data"), "");
+  EXPECT_EQ(refused(ivf_add_ex(idx.get(), add_dev.get(), dq, IVF_DTYPE_F32, nq, dim, new_ids.data()), "add: ids"), "");
+  EXPECT_EQ(refused(ivf_update(idx.get(), add_dev.get(), q.data(), IVF_DTYPE_F32, nq, dim, new_ids.data()),
+                    "update: data"), "");
+  int64_t ntotal = -1;
+  ASSERT_EQ(ivf_ntotal(idx.get(), &ntotal), IVF_OK);
+  EXPECT_EQ(ntotal, n);
+  {
+    auto fp = make_params({{IVF_PARAM_BACKEND, IVF_BACKEND_CUDA}, {IVF_PARAM_NLIST, 64}});
+    IndexPtr fresh = make_index(dim, fp.get());
+    ASSERT_TRUE(fresh);
+    EXPECT_EQ(refused(ivf_train_ex(fresh.get(), add_dev.get(), x.data(), IVF_DTYPE_F32, n, dim), "train: data"), "");
+    int64_t trained = -1;
+    ASSERT_EQ(ivf_index_info(fresh.get(), IVF_INFO_IS_TRAINED, &trained), IVF_OK);
+    EXPECT_EQ(trained, 0);
+  }
+  // Page-locked host memory and managed memory are addressable: the same answers.
+  void* pinned = nullptr;
+  const std::size_t qbytes = sizeof(float) * nq * dim, ibytes = sizeof(int64_t) * nq * k, dbytes = sizeof(float) * nq * k;
+  ASSERT_EQ(ivf_host_alloc(qbytes + ibytes + dbytes, &pinned), IVF_OK);
+  void* managed = nullptr;
+  ASSERT_EQ(cudaMallocManaged(&managed, qbytes + ibytes + dbytes), cudaSuccess);
+  for (void* base : {pinned, managed}) {
+    auto* mq = static_cast<float*>(base);
+    auto* mids = reinterpret_cast<int64_t*>(static_cast<unsigned char*>(base) + qbytes);
+    auto* md = reinterpret_cast<float*>(static_cast<unsigned char*>(base) + qbytes + ibytes);
+    std::memcpy(mq, q.data(), qbytes);
+    ASSERT_EQ(ivf_search(idx.get(), dev.get(), mq, IVF_DTYPE_F32, nq, dim, k, mids, md), IVF_OK)
+        << (base == pinned ? "page-locked: " : "managed: ") << ivf_last_error_message();
+    const std::vector<int64_t> got_ids(mids, mids + nq * k);
+    const std::vector<float> got_d(md, md + nq * k);
+    EXPECT_EQ(same_results(got_ids, got_d, want.ids, want.dists, nq, k), "") << (base == pinned ? "page-locked" : "managed");
+  }
+  ASSERT_EQ(ivf_host_free(pinned), IVF_OK);
+  cudaFree(managed);
+  // The device still serves.
+  const Searched after = search_device(idx.get(), q, nq, dim, k, 4);
+  EXPECT_EQ(same_results(after.ids, after.dists, want.ids, want.dists, nq, k), "");
+  cudaStreamDestroy(s);
+  cudaFree(dq);
+  cudaFree(dids);
+  cudaFree(dd);
+}
+
 }  // namespace

@@ -333,8 +333,9 @@ IVF_API IVF_NODISCARD ivf_status ivf_reset(ivf_index* index);
 
 /** ivf_train with parameters: params (NULL = defaults) is read for IVF_PARAM_MEMORY_KIND and
  *  IVF_PARAM_CUDA_STREAM. With IVF_MEMORY_DEVICE, data is a CUDA device pointer on the index's
- *  device (CUDA index only, else IVF_ERR_INVALID_ARGUMENT); a stream, when set, is one the
- *  caller's producer work was queued on: the library waits for it before reading data. With
+ *  device (CUDA index only, else IVF_ERR_INVALID_ARGUMENT; so is a pointer that device cannot
+ *  address: pageable host memory, another device's memory. Page-locked host memory and managed
+ *  memory are accepted); a stream, when set, is one the caller's producer work was queued on: the library waits for it before reading data. With
  *  or without one, it also waits for the work queued on the default stream of the index's
  *  device (the legacy stream and the calling thread's per-thread stream), such as the
  *  cudaMemcpy or cudaMemset that filled data: both can return before their bytes land. The
@@ -364,6 +365,8 @@ IVF_API IVF_NODISCARD ivf_status ivf_add_ex(ivf_index* index, const ivf_params* 
  *  legacy stream and the calling thread's per-thread stream: e.g. the cudaMemcpy that filled
  *  queries or a cudaMemset of ids, which can return before their bytes land); work on other
  *  streams the caller synchronises first. An asynchronous one is ordered by its stream alone.
+ *  With IVF_MEMORY_DEVICE, queries, ids and dists must be memory the index's device can
+ *  address (as for ivf_train_ex), else IVF_ERR_INVALID_ARGUMENT naming the argument.
  *  An empty (trained) index pads every row.
  *  Untrained index: IVF_ERR_INVALID_STATE. k >= 1; n >= 1. The CPU backend takes any k; a CUDA
  *  index takes k up to a limit read from the device's shared memory (16384 on an H100) and
