@@ -111,27 +111,49 @@ std::vector<unsigned char> encode_rows(const std::vector<float>& x, ivf_dtype t)
   return out;
 }
 
+// n elements of T in device memory, freed on scope exit (also when an ASSERT returns early).
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(std::size_t n) {
+    EXPECT_EQ(cudaMalloc(&p_, sizeof(T) * std::max<std::size_t>(n, 1)), cudaSuccess);
+  }
+  ~DeviceArray() { cudaFree(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return p_; }
+
+ private:
+  T* p_ = nullptr;
+};
+
+// A device-memory search's arguments: nq x dim f32 queries (room for any query type) and nq x k
+// results.
+struct DeviceSearchArgs {
+  DeviceSearchArgs(int64_t nq, int64_t dim, int64_t k)
+      : queries(static_cast<std::size_t>(nq * dim)), ids(static_cast<std::size_t>(nq * k)),
+        dists(static_cast<std::size_t>(nq * k)) {}
+  DeviceArray<float> queries;
+  DeviceArray<int64_t> ids;
+  DeviceArray<float> dists;
+};
+
 // queries (nq x dim f32) searched with IVF_MEMORY_DEVICE: copied to the device, results back.
 Searched search_device(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
                        int64_t nprobe) {
   Searched s;
   s.ids.assign(static_cast<std::size_t>(nq * k), -7);
   s.dists.assign(s.ids.size(), -7.0f);
-  float* dq = nullptr;
-  int64_t* dids = nullptr;
-  float* dd = nullptr;
-  EXPECT_EQ(cudaMalloc(&dq, sizeof(float) * nq * dim), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nq * k), cudaSuccess);
-  EXPECT_EQ(cudaMalloc(&dd, sizeof(float) * nq * k), cudaSuccess);
+  const DeviceSearchArgs dev(nq, dim, k);
+  float* dq = dev.queries.get();
+  int64_t* dids = dev.ids.get();
+  float* dd = dev.dists.get();
   EXPECT_EQ(cudaMemcpy(dq, q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(cudaMemset(dids, 0xff, sizeof(int64_t) * nq * k), cudaSuccess);
   auto sp = make_params({{IVF_PARAM_NPROBE, nprobe}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
   EXPECT_EQ(ivf_search(idx, sp.get(), dq, IVF_DTYPE_F32, nq, dim, k, dids, dd), IVF_OK) << ivf_last_error_message();
   EXPECT_EQ(cudaMemcpy(s.ids.data(), dids, sizeof(int64_t) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(s.dists.data(), dd, sizeof(float) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
-  cudaFree(dq);
-  cudaFree(dids);
-  cudaFree(dd);
   return s;
 }
 
@@ -468,12 +490,10 @@ TEST(GpuLatencyPath, BadDeviceQueriesAreRefusedWithoutWriting) {
   IndexPtr cosine = cuda_index_of(dim, 64, IVF_METRIC_COSINE, IVF_DTYPE_F32, x);
   IndexPtr half = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_BF16, x);
   ASSERT_TRUE(l2 && cosine && half);
-  void* dq = nullptr;
-  int64_t* dids = nullptr;
-  float* dd = nullptr;
-  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nmax * dim), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nmax * k), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nmax * k), cudaSuccess);
+  const DeviceSearchArgs args(nmax, dim, k);
+  float* dq = args.queries.get();
+  int64_t* dids = args.ids.get();
+  float* dd = args.dists.get();
   auto dev = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
   const auto untouched = [&](int64_t nq) {
     std::vector<unsigned char> ids(sizeof(int64_t) * nq * k), dists(sizeof(float) * nq * k);
@@ -537,9 +557,6 @@ TEST(GpuLatencyPath, BadDeviceQueriesAreRefusedWithoutWriting) {
   EXPECT_EQ(ivf_search(l2.get(), async.get(), dq, IVF_DTYPE_F32, 16, dim, k, dids, dd), IVF_OK) << ivf_last_error_message();
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   cudaStreamDestroy(s);
-  cudaFree(dq);
-  cudaFree(dids);
-  cudaFree(dd);
 }
 
 // The device check refuses exactly the rows the host check refuses, on every small-batch path:
@@ -588,12 +605,10 @@ TEST(GpuLatencyPath, DeviceQueryCheckAgreesWithTheHostAtTheNormBound) {
   ASSERT_FALSE(below.empty());
   ASSERT_FALSE(above.empty());
 
-  void* dq = nullptr;
-  int64_t* dids = nullptr;
-  float* dd = nullptr;
-  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nq * dim), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nq * kmax), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * kmax), cudaSuccess);
+  const DeviceSearchArgs args(nq, dim, kmax);
+  float* dq = args.queries.get();
+  int64_t* dids = args.ids.get();
+  float* dd = args.dists.get();
   auto dev = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
   auto host = make_params({{IVF_PARAM_NPROBE, 4}});
   int64_t k = 0;
@@ -644,9 +659,6 @@ TEST(GpuLatencyPath, DeviceQueryCheckAgreesWithTheHostAtTheNormBound) {
   }
   if (std::getenv("IVFGPU_DISABLE_MEMPOOL") == nullptr)  // graphs need the pool (small_batch.hpp)
     EXPECT_GT(graph_searches(l2.get()), 0) << "the graph path never answered";
-  cudaFree(dq);
-  cudaFree(dids);
-  cudaFree(dd);
 }
 
 // A synchronous device-memory call waits for the work the caller queued before it on the
@@ -663,16 +675,15 @@ TEST(GpuLatencyPath, DeviceMemoryCallsWaitForTheDefaultStreams) {
   IndexPtr idx = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
   ASSERT_TRUE(idx);
   const std::size_t big_bytes = std::size_t{2} << 30;
-  void* big = nullptr;
-  float *dq = nullptr, *dq_src = nullptr, *dd = nullptr, *dx = nullptr;
-  int64_t *dids = nullptr, *dnew_ids = nullptr;
-  ASSERT_EQ(cudaMalloc(&big, big_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dnew_ids, sizeof(int64_t) * nq), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nq * dim), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dq_src, sizeof(float) * nq * dim), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nq * k), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * k), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dx, sizeof(float) * nq * dim), cudaSuccess);
+  const DeviceArray<unsigned char> big_buffer(big_bytes);
+  const DeviceArray<int64_t> new_ids_buffer(static_cast<std::size_t>(nq));
+  const DeviceArray<float> src_buffer(static_cast<std::size_t>(nq * dim)), rows_buffer(static_cast<std::size_t>(nq * dim));
+  const DeviceSearchArgs args(nq, dim, k);
+  void* big = big_buffer.get();
+  float *dq = args.queries.get(), *dq_src = src_buffer.get(), *dd = args.dists.get(), *dx = rows_buffer.get();
+  int64_t *dids = args.ids.get(), *dnew_ids = new_ids_buffer.get();
+  ASSERT_TRUE(big != nullptr && dnew_ids != nullptr && dq != nullptr && dq_src != nullptr && dids != nullptr &&
+              dd != nullptr && dx != nullptr);
   ASSERT_EQ(cudaMemcpy(dq_src, q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
   auto dev = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
   for (cudaStream_t caller : {cudaStreamLegacy, cudaStreamPerThread}) {
@@ -713,9 +724,6 @@ TEST(GpuLatencyPath, DeviceMemoryCallsWaitForTheDefaultStreams) {
     EXPECT_EQ(stored, q) << which << ": ivf_add read rows before the queued copy wrote them";
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  for (void* p : {big, static_cast<void*>(dq), static_cast<void*>(dq_src), static_cast<void*>(dids),
-                  static_cast<void*>(dd), static_cast<void*>(dx), static_cast<void*>(dnew_ids)})
-    cudaFree(p);
 }
 
 // Device-memory arguments (IVF_MEMORY_DEVICE) must be memory the index's device can address:
@@ -731,11 +739,10 @@ TEST(GpuLatencyPath, DeviceMemoryArgumentsTheDeviceCannotAddressAreRefused) {
   IndexPtr idx = cuda_index_of(dim, 64, IVF_METRIC_L2, IVF_DTYPE_F32, x);
   ASSERT_TRUE(idx);
   const Searched want = search_raw(idx.get(), q.data(), IVF_DTYPE_F32, nq, dim, k, 4);
-  float *dq = nullptr, *dd = nullptr;
-  int64_t* dids = nullptr;
-  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * nq * dim), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dids, sizeof(int64_t) * nq * k), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * nq * k), cudaSuccess);
+  const DeviceSearchArgs args(nq, dim, k);
+  float* dq = args.queries.get();
+  int64_t* dids = args.ids.get();
+  float* dd = args.dists.get();
   ASSERT_EQ(cudaMemcpy(dq, q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
   std::vector<int64_t> hids(static_cast<std::size_t>(nq * k), -7);
   std::vector<float> hd(hids.size(), -7.0f);
@@ -800,9 +807,6 @@ TEST(GpuLatencyPath, DeviceMemoryArgumentsTheDeviceCannotAddressAreRefused) {
   const Searched after = search_device(idx.get(), q, nq, dim, k, 4);
   EXPECT_EQ(same_results(after.ids, after.dists, want.ids, want.dists, nq, k), "");
   cudaStreamDestroy(s);
-  cudaFree(dq);
-  cudaFree(dids);
-  cudaFree(dd);
 }
 
 }  // namespace
