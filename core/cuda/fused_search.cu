@@ -24,6 +24,7 @@ constexpr int kCoarseThreads = 256;
 constexpr int kMinSlice = 64;      // centroids per coarse block: at least this many ...
 constexpr int kMaxSlices = 64;     // ... and at most this many blocks per query
 constexpr int kGroup = 8;          // centroids a warp scores at once: independent loads in flight
+constexpr std::size_t kCoarseNearBytes = 32 << 10;  // a slice's centroids up to this size are fetched into L1
 constexpr int kTileRows = 128;     // list rows per scan block, a thread each
 constexpr int kScanThreads = kTileRows;
 constexpr int kMergeThreads = 1024;   // the merge for k > 32: a block per query
@@ -122,6 +123,7 @@ struct CoarseArgs {
   int slice_len, slices, per_slice;  // slice_len: a power of two
   int metric;
   const float* centroids;
+  bool vec4;  // centroid rows 16-byte aligned (dim a multiple of 4)
   const float* centroid_norms;
   const int64_t* list_size;
   float* q_out;                    // n x dim: decoded, normalised queries for the scan
@@ -177,17 +179,35 @@ __device__ __forceinline__ bool call_refused(const int32_t* status, int64_t n) {
   return __any_sync(0xffffffffu, bad);
 }
 
-// Block (s, q): centroids [s * slice_len, ...) for query q; then, in the last block of q to
-// finish, the merge of every slice's best into q's probes and tile offsets.
+// Asks for [p, p + bytes) to be brought into L1 (`near`) or L2 by the block's threads, a line
+// each, without waiting for it: the coarse kernel's centroids travel while its query does.
+__device__ __forceinline__ void prefetch_bytes(const void* p, std::size_t bytes, bool near) {
+  const char* base = static_cast<const char*>(p);
+  for (std::size_t at = static_cast<std::size_t>(threadIdx.x) * 128; at < bytes; at += std::size_t{blockDim.x} * 128) {
+    const std::size_t g = __cvta_generic_to_global(base + at);
+    if (near) asm volatile("prefetch.global.L1 [%0];" ::"l"(g));
+    else asm volatile("prefetch.global.L2 [%0];" ::"l"(g));
+  }
+}
+
+// Block (s, q): centroids [s * slice_len, ...) for query q, whose best per_slice keys it writes
+// out (sorted, or every key unsorted when per_slice is the whole slice: the merge sorts them
+// anyway); then, in the last block of q to finish, the merge of every slice's keys into q's
+// probes and tile offsets.
 template <class Q>
 __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs a) {
-  __shared__ float qs[kFusedMaxDim];
+  __shared__ __align__(16) float qs[kFusedMaxDim];
   __shared__ unsigned long long keys[kFusedMaxMerge];
   __shared__ double partial[kCoarseThreads / 32];
   __shared__ bool last;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t q = blockIdx.y, dim = a.dim;
   let_next_kernel_launch();
+  const int slice = a.slice_len;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * slice;
+  const int count = static_cast<int>(a.nlist - c0 < slice ? a.nlist - c0 : slice);
+  const std::size_t slice_bytes = sizeof(float) * static_cast<std::size_t>(count * dim);
+  prefetch_bytes(a.centroids + c0 * dim, slice_bytes, slice_bytes <= kCoarseNearBytes);
   const Q* raw = static_cast<const Q*>(a.queries) + q * dim;
   for (int64_t j = tid; j < dim; j += blockDim.x) qs[j] = DeviceElement<Q>::load1(raw + j);
   __syncthreads();
@@ -216,47 +236,66 @@ __global__ void __launch_bounds__(kCoarseThreads) coarse_probe_kernel(CoarseArgs
   if (blockIdx.x == 0)
     for (int64_t j = tid; j < dim; j += blockDim.x) a.q_out[q * dim + j] = qs[j];
 
-  // This block's slice: a warp scores kGroup centroids at once, lanes across the dimensions.
-  const int slice = a.slice_len;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * slice;
-  const int count = static_cast<int>(a.nlist - c0 < slice ? a.nlist - c0 : slice);
+  // This block's slice: a warp scores kGroup centroids at once, lanes across the dimensions
+  // (four at a time where rows are 16-byte aligned); lane r ends with centroid g + r's key.
+  const bool every_key = a.per_slice == slice;
+  unsigned long long* slice_out = a.slice_best + (q * a.slices + blockIdx.x) * a.per_slice;
   for (int g = warp * kGroup; g < slice; g += kCoarseThreads / 32 * kGroup) {
     float dot[kGroup];
 #pragma unroll
     for (int r = 0; r < kGroup; ++r) dot[r] = 0.0f;
+    const float norm = a.metric == kL2 && lane < kGroup && g + lane < count ? a.centroid_norms[c0 + g + lane] : 0.0f;
     const float* c = a.centroids + (c0 + g) * dim;
-    for (int64_t j = lane; j < dim; j += 32) {
-      const float qj = qs[j];
+    if (a.vec4) {
+      for (int64_t j = 4 * lane; j < dim; j += 128) {
+        const float4 qv = *reinterpret_cast<const float4*>(qs + j);
 #pragma unroll
-      for (int r = 0; r < kGroup; ++r)
-        if (g + r < count) dot[r] = fmaf(qj, c[r * dim + j], dot[r]);
+        for (int r = 0; r < kGroup; ++r)
+          if (g + r < count) {
+            const float4 cv = __ldg(reinterpret_cast<const float4*>(c + r * dim + j));
+            dot[r] = fmaf(qv.x, cv.x, dot[r]);
+            dot[r] = fmaf(qv.y, cv.y, dot[r]);
+            dot[r] = fmaf(qv.z, cv.z, dot[r]);
+            dot[r] = fmaf(qv.w, cv.w, dot[r]);
+          }
+      }
+    } else {
+      for (int64_t j = lane; j < dim; j += 32) {
+        const float qj = qs[j];
+#pragma unroll
+        for (int r = 0; r < kGroup; ++r)
+          if (g + r < count) dot[r] = fmaf(qj, c[r * dim + j], dot[r]);
+      }
     }
+    unsigned long long mine = kNoEntry;
 #pragma unroll
     for (int r = 0; r < kGroup; ++r) {
       const float d = warp_sum(dot[r]);
-      if (lane != 0) continue;
-      const int i = g + r;
-      if (i < count) {
-        const float key = a.metric == kL2 ? -2.0f * d + a.centroid_norms[c0 + i] : -d;
-        keys[i] = (static_cast<unsigned long long>(to_ordered(key)) << 32) | static_cast<uint32_t>(c0 + i);
-      } else {
-        keys[i] = kNoEntry;
+      const float nr = __shfl_sync(0xffffffffu, norm, r);
+      if (lane == r && g + r < count) {
+        const float key = a.metric == kL2 ? -2.0f * d + nr : -d;
+        mine = (static_cast<unsigned long long>(to_ordered(key)) << 32) | static_cast<uint32_t>(c0 + g + r);
       }
     }
+    if (lane < kGroup) {
+      if (every_key) slice_out[g + lane] = mine;
+      else keys[g + lane] = mine;
+    }
   }
-  __syncthreads();
-  unsigned long long* best = a.slice_best + (q * a.slices + blockIdx.x) * a.per_slice;
-  block_smallest_sorted(keys, slice, a.per_slice, slice);
-  for (int i = tid; i < a.per_slice; i += blockDim.x) best[i] = keys[i];
+  if (!every_key) {
+    __syncthreads();
+    block_smallest_sorted(keys, slice, a.per_slice, slice);
+    for (int i = tid; i < a.per_slice; i += blockDim.x) slice_out[i] = keys[i];
+  }
 
-  // The last block of this query merges.
+  // The last block of this query merges the slices' keys into its probes, best first.
   if (!last_to_arrive(&a.done[q], a.slices, last)) return;
   const int total = a.slices * a.per_slice, m = pow2_at_least(total);
   const unsigned long long* all = a.slice_best + q * a.slices * a.per_slice;
   // Padded to a power of two for the sort, and to whole batches for block_smallest32/64.
   for (int i = tid; i < (m > 64 ? m : 64); i += blockDim.x) keys[i] = i < total ? __ldcg(all + i) : kNoEntry;
   __syncthreads();
-  block_smallest_sorted(keys, total, static_cast<int>(a.nprobe), m);  // the probes, best first
+  block_smallest_sorted(keys, total, static_cast<int>(a.nprobe), m);
   // Probes (best first) and the exclusive prefix of their tile counts.
   using Scan = cub::BlockScan<int32_t, kCoarseThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
@@ -314,19 +353,18 @@ struct ProbeExtents {
   const int64_t* size;
 };
 
-// Tile t of query q: its rows' distances, sorted on chip, the best min(k, 128) written out.
-// The rows are staged through shared memory a chunk of dimensions at a time (coalesced reads,
-// transposed so each thread reads its own row without bank conflicts); then a thread per row
-// sums in dimension order exactly as the list-major scan does (one fma per dimension into one
-// fp32 total), so a query's distances are the same bits whichever path answers it. Integer
-// rows with integer queries: the exact integer, rounded once.
-template <class T, bool IP, bool INT>
-__device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, const ProbeExtents& pe,
-                          unsigned long long* keys, float (*xs)[kTileRows + 1], int64_t q, int64_t t) {
-  using E = DeviceElement<T>;
-  const int tid = threadIdx.x;
-  const int64_t np = a.nprobe, dim = a.dim;
-  int64_t lo = 0, hi = np;  // off[lo] <= t < off[hi]
+// Tile t of query q: the rows it covers (first storage slot, count; count 0 past the last tile).
+template <class T>
+struct TileRows {
+  const T* rows;
+  int64_t first;
+  int count;
+};
+
+template <class T>
+__device__ TileRows<T> locate_tile(const TileScanArgs<T>& a, const ProbeExtents& pe, int64_t t, int64_t tiles) {
+  if (t >= tiles) return TileRows<T>{a.vectors, 0, 0};
+  int64_t lo = 0, hi = a.nprobe;  // off[lo] <= t < off[hi]
   while (hi - lo > 1) {
     const int64_t mid = (lo + hi) / 2;
     if (pe.off[mid] <= t) lo = mid; else hi = mid;
@@ -334,37 +372,62 @@ __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, const Probe
   const int64_t r0 = (t - pe.off[lo]) * kTileRows;
   const int64_t first = pe.start[lo] + r0;
   const int64_t left = pe.size[lo] - r0;
-  const int count = static_cast<int>(left < kTileRows ? left : kTileRows);
+  return TileRows<T>{a.vectors + first * a.dim, first, static_cast<int>(left < kTileRows ? left : kTileRows)};
+}
+
+// Aligned rows: a thread's share of one chunk of a tile, loaded into registers while the chunk
+// before is staged and summed (zeros past the tile's rows and past dim).
+constexpr int kChunkLoads = kTileRows * (kChunk / 4) / kScanThreads;
+
+template <class T>
+__device__ __forceinline__ void load_chunk(float4 (&pending)[kChunkLoads], const TileRows<T>& tile, int64_t j0,
+                                           int64_t dim) {
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int u = 0; u < kChunkLoads; ++u) {
+    const int e = tid + u * kScanThreads, rr = e / (kChunk / 4), jj = (e % (kChunk / 4)) * 4;
+    pending[u] = (rr < tile.count && j0 + jj < dim) ? DeviceElement<T>::load4(tile.rows + rr * dim + j0 + jj)
+                                                    : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// Tile t of query q (rows `tile`): its rows' distances, sorted on chip, the best min(k, 128)
+// written out. The rows are staged through shared memory a chunk of dimensions at a time
+// (coalesced reads, transposed so each thread reads its own row without bank conflicts); then a
+// thread per row sums in dimension order exactly as the list-major scan does (one fma per
+// dimension into one fp32 total), so a query's distances are the same bits whichever path
+// answers it. Integer rows with integer queries: the exact integer, rounded once.
+// Aligned rows (a.vec4): `pending` holds the tile's first chunk on entry, and the last chunk's
+// turn loads the first chunk of `next` (the block's next tile) into it, so a block keeps rows
+// in flight across its tiles' sorts and writes.
+template <class T, bool IP, bool INT>
+__device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, const TileRows<T>& tile, const TileRows<T>& next,
+                          float4 (&pending)[kChunkLoads], unsigned long long* keys, float (*xs)[kTileRows + 1],
+                          int64_t q, int64_t t) {
+  using E = DeviceElement<T>;
+  const int tid = threadIdx.x;
+  const int64_t dim = a.dim;
+  const int count = tile.count;
+  const int64_t first = tile.first;
   const int r = tid;
   bool ok = r < count;
   if (ok) ok = !slot_removed(a.removed, first + r);
-  const T* rows = a.vectors + first * dim;
+  const T* rows = tile.rows;
   float acc = 0.0f;
   long long iacc = 0;
-  // Aligned rows: each thread's share of the next chunk is loaded into registers while this
-  // one is staged and summed, so the loads overlap the sums and barriers.
-  constexpr int kLoads = kTileRows * (kChunk / 4) / kScanThreads;
-  float4 pending[kLoads];
-  const auto load_chunk = [&](int64_t j0) {
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int e = tid + u * kScanThreads, rr = e / (kChunk / 4), jj = (e % (kChunk / 4)) * 4;
-      pending[u] = (rr < count && j0 + jj < dim) ? E::load4(rows + rr * dim + j0 + jj) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  };
-  if (a.vec4) load_chunk(0);
   for (int64_t j0 = 0; j0 < dim; j0 += kChunk) {
     __syncthreads();  // the previous chunk is consumed
     if (a.vec4) {
 #pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
+      for (int u = 0; u < kChunkLoads; ++u) {
         const int e = tid + u * kScanThreads, rr = e / (kChunk / 4), jj = (e % (kChunk / 4)) * 4;
         xs[jj][rr] = staged_value<INT>(pending[u].x);
         xs[jj + 1][rr] = staged_value<INT>(pending[u].y);
         xs[jj + 2][rr] = staged_value<INT>(pending[u].z);
         xs[jj + 3][rr] = staged_value<INT>(pending[u].w);
       }
-      if (j0 + kChunk < dim) load_chunk(j0 + kChunk);
+      if (j0 + kChunk < dim) load_chunk(pending, tile, j0 + kChunk, dim);
+      else if (next.count > 0) load_chunk(pending, next, 0, dim);
     } else {
 #pragma unroll 4
       for (int e = tid; e < kTileRows * kChunk; e += kScanThreads) {
@@ -443,9 +506,14 @@ __global__ void __launch_bounds__(kScanThreads) tile_scan_kernel(TileScanArgs<T>
   __syncthreads();
   const int64_t tiles = off_s[np];
   const ProbeExtents pe{off_s, start_s, size_s};
+  float4 pending[kChunkLoads];
+  TileRows<T> tile = locate_tile(a, pe, blockIdx.x, tiles);
+  if (a.vec4 && tile.count > 0) load_chunk(pending, tile, 0, dim);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const TileRows<T> next = locate_tile(a, pe, t + gridDim.x, tiles);
     __syncthreads();  // the previous tile's keys are written out
-    scan_tile<T, IP, INT>(a, qs, pe, keys, xs, q, t);
+    scan_tile<T, IP, INT>(a, qs, tile, next, pending, keys, xs, q, t);
+    tile = next;
   }
 }
 
@@ -511,19 +579,27 @@ __global__ void __launch_bounds__(kSliceMergeThreads) merge_small_k_kernel(Merge
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t q = blockIdx.y, k = a.k, slices = gridDim.x;
   wait_for_previous_kernel();
-  if (a.status != nullptr && call_refused(a.status, a.n)) return;  // every block alike: counters stay zero
-  const int64_t total = static_cast<int64_t>(a.tile_off[q * (a.nprobe + 1) + a.nprobe]) * a.kk;
-  const int64_t base = q * a.max_tiles * a.kk;
-  const int64_t per = (total + slices - 1) / slices;
-  const int64_t lo = blockIdx.x * per, hi = lo + per < total ? lo + per : total;
-  WarpBest best;
-  for (int64_t i0 = lo + static_cast<int64_t>(warp) * 32 * kMergeLoads; i0 < hi;
-       i0 += static_cast<int64_t>(kSliceMergeThreads) * kMergeLoads) {
-    unsigned long long e[kMergeLoads];
+  // The blocks share the most candidates a query can have (the host's bound), not the count
+  // the coarse kernel wrote: a block's first loads then go out with that count's and the
+  // verdicts', not after them; candidates past the count are dropped once it arrives.
+  const int64_t cap = static_cast<int64_t>(a.max_tiles) * a.kk, base = q * cap;
+  const int64_t per = (cap + slices - 1) / slices;
+  const int64_t lo = blockIdx.x * per, hi = lo + per < cap ? lo + per : cap;
+  const int64_t first = lo + static_cast<int64_t>(warp) * 32 * kMergeLoads;
+  constexpr int64_t kStride = static_cast<int64_t>(kSliceMergeThreads) * kMergeLoads;
+  unsigned long long e[kMergeLoads];
+  const auto load = [&](int64_t i0) {
 #pragma unroll
     for (int u = 0; u < kMergeLoads; ++u) e[u] = candidate_entry(a, base, i0 + u * 32 + lane, hi);
+  };
+  load(first);
+  const int64_t total = static_cast<int64_t>(a.tile_off[q * (a.nprobe + 1) + a.nprobe]) * a.kk;
+  if (a.status != nullptr && call_refused(a.status, a.n)) return;  // every block alike: counters stay zero
+  WarpBest best;
+  for (int64_t i0 = first; i0 < hi && i0 < total; i0 += kStride) {
+    if (i0 != first) load(i0);
 #pragma unroll
-    for (int u = 0; u < kMergeLoads; ++u) best.offer(e[u], static_cast<int>(k));
+    for (int u = 0; u < kMergeLoads; ++u) best.offer(i0 + u * 32 + lane < total ? e[u] : kNoEntry, static_cast<int>(k));
   }
   // A warp list's entries past k are dropped first: they are not among its k best.
   const unsigned long long mine = block_merge_sorted32(lane < k ? best.mine : kNoEntry, buf);
@@ -691,7 +767,8 @@ bool FusedSmallSearch::run(const DeviceContext& ctx, const DeviceContext::Lease&
   const int metric = plan.metric == Metric::L2 ? kL2 : plan.metric == Metric::Cosine ? kCosine : kIP;
   CoarseArgs ca{queries, dim, nlist, nprobe, static_cast<int>(slice_len), static_cast<int>(slices),
                 static_cast<int>(per_slice), metric,
-                index.centroids, index.centroid_norms, lists.size,
+                index.centroids, dim % 4 == 0 && reinterpret_cast<uintptr_t>(index.centroids) % 16 == 0,
+                index.centroid_norms, lists.size,
                 reinterpret_cast<float*>(scratch + lay.q_out),
                 reinterpret_cast<unsigned long long*>(scratch + lay.slice_best), done_.data(),
                 reinterpret_cast<int32_t*>(scratch + lay.probes), reinterpret_cast<int32_t*>(scratch + lay.tile_off),

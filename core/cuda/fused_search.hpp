@@ -3,19 +3,23 @@
 //
 //   1. coarse_probe: each block scores a slice of the centroids (64 or more, at most 64 slices)
 //      for one query (decoding and, for cosine, normalising it on the way) and keeps its best
-//      nprobe; the last block of the query to finish merges the slices into the probe list and
-//      the per-probe tile offsets.
+//      nprobe (every key, unsorted, when nprobe covers the slice); the last block of the query
+//      to finish merges the slices into the probe list and the per-probe tile offsets.
 //   2. tile_scan: each block takes 128 rows of one probed list for one query, stages them
 //      through shared memory 32 dimensions at a time, and a thread per row computes the exact
 //      distance (fp32 in dimension order, or exact integers for integer rows with integer
-//      queries); it sorts them on chip and writes only the best min(k, 128).
+//      queries); it sorts them on chip and writes only the best min(k, 128). A block loads the
+//      first chunk of its next tile while it sums the last chunk of this one.
 //   3. merge_topk: one block per query keeps the k best of those candidates: for k <= 32 in
 //      each warp's registers (an entry is inserted only when it beats the warp's k-th), else
 //      in shared memory (a bitonic sort when its buffer fills, then only keys below the k-th
 //      enter); then writes ids and distances.
 //
 // Warps score 8 centroids at once so that their loads are in flight together: one at a
-// time, a batch-1 search was bound by load latency, not bandwidth.
+// time, a batch-1 search was bound by load latency, not bandwidth. Each block asks for its
+// slice's centroids (a prefetch) before it reads the query, so the two round trips overlap:
+// the slices' scores were done 9.8 us into a batch-1 search at nprobe 64 before, 2.9 us after
+// (globaltimer marks, H200).
 //
 // Host queries are read, and host results written, by the kernels themselves through the
 // worker's pinned staging (mapped memory: no copy engine round trips). Distances are the
