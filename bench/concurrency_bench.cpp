@@ -11,6 +11,9 @@
 // --clients N is the serving mode of issue 14: N threads of batch-1 searches (--threads N
 // --batch 1); --window-us W > 0 creates the index with IVF_PARAM_DYNAMIC_BATCHING and searches
 // with IVF_PARAM_BATCH_WINDOW_US = W, and reports how many calls were merged.
+// --nprobe and --window-us take comma lists: each pair is measured on the one index, in turn
+// (the JSON file then holds one line per pair; each pair's writer phase adds to the index, so
+// later pairs search a larger one). --writer none measures searches alone.
 #include <ivfgpu/ivfgpu.h>
 
 #include <algorithm>
@@ -39,10 +42,11 @@ using ivftools::percentile;
 
 
 struct Options {
-  int64_t n = 1000000, dim = 128, nlist = 1024, nprobe = 16, batch = 1, k = 10, threads = 32, add_rows = 10000;
-  int64_t window_us = 0;  // > 0: dynamic batching with this window
+  int64_t n = 1000000, dim = 128, nlist = 1024, batch = 1, k = 10, threads = 32, add_rows = 10000;
+  int64_t nprobe = 16, window_us = 0;  // the pair being measured (window > 0: dynamic batching)
+  std::vector<int64_t> nprobes{16}, windows{0};
   double seconds = 5;
-  bool mixed = false;
+  bool mixed = false, writer = true;
   int32_t backend = IVF_BACKEND_AUTO;
   std::string json;
 };
@@ -51,15 +55,31 @@ struct Options {
   std::fprintf(code ? stderr : stdout,
                "usage: concurrency_bench [--n N] [--dim D] [--nlist L] [--nprobe P] [--batch B] [--k K]\n"
                "                         [--threads T] [--seconds S] [--add-rows R] [--backend auto|cpu|cuda]\n"
-               "                         [--json FILE] [--clients N] [--window-us W]\n");
+               "                         [--json FILE] [--clients N] [--window-us W[,W...]]\n"
+               "                         [--writer add|mixed|none]   (--nprobe also takes a list)\n");
   std::exit(code);
 }
 
 Options parse(int argc, char** argv) {
   Options o;
-  std::map<std::string, int64_t*> ints = {{"--n", &o.n},           {"--dim", &o.dim},       {"--nlist", &o.nlist},
-                                          {"--nprobe", &o.nprobe}, {"--batch", &o.batch},   {"--k", &o.k},
-                                          {"--threads", &o.threads}, {"--add-rows", &o.add_rows}};
+  std::map<std::string, int64_t*> ints = {{"--n", &o.n},         {"--dim", &o.dim},         {"--nlist", &o.nlist},
+                                          {"--batch", &o.batch}, {"--k", &o.k},             {"--threads", &o.threads},
+                                          {"--add-rows", &o.add_rows}};
+  // A comma list of integers >= least.
+  auto list = [](const char* name, const char* v, int64_t least) {
+    std::vector<int64_t> out;
+    for (const char* c = v;;) {
+      char* end = nullptr;
+      const long long x = std::strtoll(c, &end, 10);
+      if (end == c || x < least || (*end != ',' && *end != '\0')) {
+        std::fprintf(stderr, "%s: expected a comma list of integers >= %lld, got '%s'\n", name, (long long)least, v);
+        usage(2);
+      }
+      out.push_back(x);
+      if (*end == '\0') return out;
+      c = end + 1;
+    }
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") usage(0);
@@ -79,10 +99,13 @@ Options parse(int argc, char** argv) {
       const std::string b = v;
       o.backend = b == "cpu" ? IVF_BACKEND_CPU : b == "cuda" || b == "gpu" ? IVF_BACKEND_CUDA : b == "auto" ? IVF_BACKEND_AUTO : -1;
       if (o.backend < 0) usage(2);
+    } else if (a == "--nprobe") {
+      o.nprobes = list("--nprobe", v, 1);
     } else if (a == "--writer") {
       const std::string w = v;
-      if (w != "add" && w != "mixed") usage(2);
+      if (w != "add" && w != "mixed" && w != "none") usage(2);
       o.mixed = w == "mixed";
+      o.writer = w != "none";
     } else if (a == "--json") {
       o.json = v;
     } else if (a == "--clients") {
@@ -90,8 +113,7 @@ Options parse(int argc, char** argv) {
       if (*end != '\0' || o.threads <= 0) usage(2);
       o.batch = 1;
     } else if (a == "--window-us") {
-      o.window_us = std::strtoll(v, &end, 10);
-      if (*end != '\0' || o.window_us < 0) usage(2);
+      o.windows = list("--window-us", v, 0);
     } else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       usage(2);
@@ -165,13 +187,69 @@ Phase run_phase(ivf_index* idx, const Options& o, const ivftools::Matrix& q, con
   return ph;
 }
 
+// One (nprobe, window) pair: searches alone, then (unless --writer none) beside one writer.
+void measure(ivf_index* idx, const Options& o, const ivftools::Matrix& q, const ivftools::Matrix& extra,
+             const std::vector<double>& idle_add, std::ofstream* json) {
+  int64_t merged0 = 0;
+  check(ivf_index_info(idx, IVF_INFO_MERGED_SEARCHES, &merged0), "info");
+  const Phase alone = run_phase(idx, o, q, extra, false);
+  const Phase loaded = o.writer ? run_phase(idx, o, q, extra, true) : Phase{};
+
+  const double p50a = percentile(alone.search_ms, 0.5), p99a = percentile(alone.search_ms, 0.99);
+  std::printf("\nnprobe %lld, window %lld us\n%-22s %10s %10s %12s\n", (long long)o.nprobe, (long long)o.window_us,
+              "searches", "p50 ms", "p99 ms", "QPS");
+  std::printf("%-22s %10.3f %10.3f %12.0f\n", "alone", p50a, p99a, alone.queries / alone.seconds);
+  double p50w = 0, p99w = 0;
+  if (o.writer) {
+    p50w = percentile(loaded.search_ms, 0.5);
+    p99w = percentile(loaded.search_ms, 0.99);
+    std::printf("%-22s %10.3f %10.3f %12.0f\n", "with one writer", p50w, p99w, loaded.queries / loaded.seconds);
+    std::printf("search p99 with a writer / alone: %.2fx (goal <= 2x)\n", p99a > 0 ? p99w / p99a : 0.0);
+  }
+  if (o.window_us > 0) {
+    int64_t merged = 0;
+    check(ivf_index_info(idx, IVF_INFO_MERGED_SEARCHES, &merged), "info");
+    std::printf("dynamic batching, window %lld us: %lld of %lld calls answered in merged batches\n",
+                (long long)o.window_us, (long long)(merged - merged0),
+                (long long)(alone.search_ms.size() + loaded.search_ms.size()));
+  }
+  if (o.writer) {
+    std::printf("\n%-22s %8s %10s %10s %10s\n", "adds", "count", "p50 ms", "p99 ms", "max ms");
+    std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", "idle index", idle_add.size(), percentile(idle_add, 0.5),
+                percentile(idle_add, 0.99), percentile(idle_add, 1.0));
+    auto row = [](const char* name, const std::vector<double>& v) {
+      if (!v.empty())
+        std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", name, v.size(), percentile(v, 0.5), percentile(v, 0.99),
+                    percentile(v, 1.0));
+    };
+    row("under search load", loaded.add_ms);
+    row("updates under load", loaded.update_ms);
+    row("removes under load", loaded.remove_ms);
+  }
+  if (json != nullptr) {
+    *json << "{\"n\":" << o.n << ",\"dim\":" << o.dim << ",\"nlist\":" << o.nlist << ",\"nprobe\":" << o.nprobe
+          << ",\"batch\":" << o.batch << ",\"threads\":" << o.threads << ",\"window_us\":" << o.window_us
+          << ",\"add_rows\":" << o.add_rows << ",\"search_p50_ms_alone\":" << p50a << ",\"search_p99_ms_alone\":" << p99a
+          << ",\"qps_alone\":" << alone.queries / alone.seconds;
+    if (o.writer)
+      *json << ",\"search_p50_ms_writer\":" << p50w << ",\"search_p99_ms_writer\":" << p99w
+            << ",\"qps_writer\":" << loaded.queries / loaded.seconds << ",\"adds_under_load\":" << loaded.add_ms.size()
+            << ",\"add_p50_ms_load\":" << percentile(loaded.add_ms, 0.5)
+            << ",\"add_p99_ms_load\":" << percentile(loaded.add_ms, 0.99)
+            << ",\"add_p50_ms_idle\":" << percentile(idle_add, 0.5)
+            << ",\"update_p50_ms_load\":" << percentile(loaded.update_ms, 0.5)
+            << ",\"remove_p50_ms_load\":" << percentile(loaded.remove_ms, 0.5);
+    *json << "}\n";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  std::printf("libivfgpu %s concurrency_bench: %lld x %lld, nlist %lld, nprobe %lld, k %lld, batch %lld, %lld searchers\n",
-              ivf_version(), (long long)o.n, (long long)o.dim, (long long)o.nlist, (long long)o.nprobe, (long long)o.k,
-              (long long)o.batch, (long long)o.threads);
+  Options o = parse(argc, argv);
+  std::printf("libivfgpu %s concurrency_bench: %lld x %lld, nlist %lld, k %lld, batch %lld, %lld searchers\n",
+              ivf_version(), (long long)o.n, (long long)o.dim, (long long)o.nlist, (long long)o.k, (long long)o.batch,
+              (long long)o.threads);
   const ivftools::Matrix base = ivftools::gaussian_mixture(o.n, o.dim, o.nlist, 1, 2);
   const ivftools::Matrix q = ivftools::gaussian_mixture(std::max<int64_t>(10000, o.batch), o.dim, o.nlist, 1, 3);
   const ivftools::Matrix extra = ivftools::gaussian_mixture(std::max<int64_t>(4 * o.add_rows, 100000), o.dim, o.nlist, 1, 4);
@@ -179,7 +257,9 @@ int main(int argc, char** argv) {
   check(ivf_params_create(&p), "params");
   check(ivf_params_set_int(p, IVF_PARAM_NLIST, o.nlist), "nlist");
   check(ivf_params_set_int(p, IVF_PARAM_BACKEND, o.backend), "backend");
-  if (o.window_us > 0) check(ivf_params_set_int(p, IVF_PARAM_DYNAMIC_BATCHING, 1), "dynamic batching");
+  // A window of 0 keeps a call alone, so one index with the option on measures every window.
+  if (*std::max_element(o.windows.begin(), o.windows.end()) > 0)
+    check(ivf_params_set_int(p, IVF_PARAM_DYNAMIC_BATCHING, 1), "dynamic batching");
   ivf_index* idx = nullptr;
   check(ivf_create(&idx, o.dim, p), "create");
   int64_t backend = 0;
@@ -190,54 +270,23 @@ int main(int argc, char** argv) {
 
   // Adds on an idle index, for comparison.
   std::vector<double> idle_add;
-  for (int i = 0; i < 5; ++i) {
-    const auto a0 = Clock::now();
-    check(ivf_add(idx, extra.data.data() + i * o.add_rows * o.dim, IVF_DTYPE_F32, o.add_rows, o.dim, nullptr), "add");
-    idle_add.push_back(ms_since(a0));
-  }
-  const Phase alone = run_phase(idx, o, q, extra, false);
-  const Phase loaded = run_phase(idx, o, q, extra, true);
-
-  const double p50a = percentile(alone.search_ms, 0.5), p99a = percentile(alone.search_ms, 0.99);
-  const double p50w = percentile(loaded.search_ms, 0.5), p99w = percentile(loaded.search_ms, 0.99);
-  std::printf("\n%-22s %10s %10s %12s\n", "searches", "p50 ms", "p99 ms", "QPS");
-  std::printf("%-22s %10.3f %10.3f %12.0f\n", "alone", p50a, p99a, alone.queries / alone.seconds);
-  std::printf("%-22s %10.3f %10.3f %12.0f\n", "with one writer", p50w, p99w, loaded.queries / loaded.seconds);
-  std::printf("search p99 with a writer / alone: %.2fx (goal <= 2x)\n", p99a > 0 ? p99w / p99a : 0.0);
-  if (o.window_us > 0) {
-    int64_t merged = 0;
-    check(ivf_index_info(idx, IVF_INFO_MERGED_SEARCHES, &merged), "info");
-    std::printf("dynamic batching, window %lld us: %lld of %lld calls answered in merged batches\n",
-                (long long)o.window_us, (long long)merged,
-                (long long)(alone.search_ms.size() + loaded.search_ms.size()));
-  }
+  if (o.writer)
+    for (int i = 0; i < 5; ++i) {
+      const auto a0 = Clock::now();
+      check(ivf_add(idx, extra.data.data() + i * o.add_rows * o.dim, IVF_DTYPE_F32, o.add_rows, o.dim, nullptr), "add");
+      idle_add.push_back(ms_since(a0));
+    }
+  std::ofstream json;
+  if (!o.json.empty()) json.open(o.json);
+  for (const int64_t nprobe : o.nprobes)
+    for (const int64_t window : o.windows) {
+      o.nprobe = nprobe;
+      o.window_us = window;
+      measure(idx, o, q, extra, idle_add, o.json.empty() ? nullptr : &json);
+    }
   int64_t graphs = 0;
   check(ivf_index_info(idx, IVF_INFO_GRAPH_SEARCHES, &graphs), "info");
-  std::printf("searches answered by a captured graph (latency path): %lld\n", (long long)graphs);
-  std::printf("\n%-22s %8s %10s %10s %10s\n", "adds", "count",
-              "p50 ms", "p99 ms", "max ms");
-  std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", "idle index", idle_add.size(), percentile(idle_add, 0.5),
-              percentile(idle_add, 0.99), percentile(idle_add, 1.0));
-  auto row = [](const char* name, const std::vector<double>& v) {
-    if (!v.empty())
-      std::printf("%-22s %8zu %10.2f %10.2f %10.2f\n", name, v.size(), percentile(v, 0.5), percentile(v, 0.99),
-                  percentile(v, 1.0));
-  };
-  row("under search load", loaded.add_ms);
-  row("updates under load", loaded.update_ms);
-  row("removes under load", loaded.remove_ms);
-  if (!o.json.empty()) {
-    std::ofstream j(o.json);
-    j << "{\"n\":" << o.n << ",\"dim\":" << o.dim << ",\"nlist\":" << o.nlist << ",\"nprobe\":" << o.nprobe
-      << ",\"batch\":" << o.batch << ",\"threads\":" << o.threads << ",\"add_rows\":" << o.add_rows
-      << ",\"search_p50_ms_alone\":" << p50a << ",\"search_p99_ms_alone\":" << p99a
-      << ",\"search_p50_ms_writer\":" << p50w << ",\"search_p99_ms_writer\":" << p99w
-      << ",\"qps_alone\":" << alone.queries / alone.seconds << ",\"qps_writer\":" << loaded.queries / loaded.seconds
-      << ",\"adds_under_load\":" << loaded.add_ms.size() << ",\"add_p50_ms_load\":" << percentile(loaded.add_ms, 0.5)
-      << ",\"add_p99_ms_load\":" << percentile(loaded.add_ms, 0.99) << ",\"add_p50_ms_idle\":" << percentile(idle_add, 0.5)
-      << ",\"update_p50_ms_load\":" << percentile(loaded.update_ms, 0.5)
-      << ",\"remove_p50_ms_load\":" << percentile(loaded.remove_ms, 0.5) << "}\n";
-  }
+  std::printf("\nsearches answered by a captured graph (latency path): %lld\n", (long long)graphs);
   ivf_free(idx);
   ivf_params_free(p);
   return 0;
