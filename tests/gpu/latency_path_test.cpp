@@ -445,6 +445,16 @@ TEST(GpuLatencyPath, HostBatchEqualsDeviceBatchAndResetRecaptures) {
     EXPECT_EQ(compare_paths(idx.get(), path, q.data(), IVF_DTYPE_F32, 3, dim, k, 4), "") << path_name(path);
 }
 
+// The first nq rows of q with `bad` written into two of them: rows nq / 2 (returned in
+// *first, the row a refusal must name) and nq - 1.
+std::vector<float> with_two_bad_rows(const std::vector<float>& q, int64_t nq, int64_t dim, float bad, int64_t* first) {
+  std::vector<float> qb(q.begin(), q.begin() + nq * dim);
+  *first = nq / 2;
+  qb[(nq - 1) * dim + 3] = bad;
+  qb[*first * dim + dim - 1] = bad;
+  return qb;
+}
+
 // Host queries no distance is defined for are refused at every batch size, naming the first such
 // row, with the output buffers untouched: batches past the small-batch paths are checked while
 // their first chunk runs on the GPU (search.hpp, run_search_checks_queries_late), the small ones
@@ -461,10 +471,8 @@ TEST(GpuLatencyPath, BadHostQueriesAreRefusedWithoutWritingAtEveryBatchSize) {
   for (int64_t nq : {int64_t{1}, int64_t{16}, int64_t{64}, int64_t{65}, int64_t{3000}, nmax}) {
     for (float bad : {nan, -inf, huge}) {
       // Two bad rows: the call names the first. A huge row is refused under L2 only.
-      std::vector<float> qb(q.begin(), q.begin() + nq * dim);
-      const int64_t first = nq / 2, second = nq - 1;
-      qb[second * dim + 3] = bad;
-      qb[first * dim + dim - 1] = bad;
+      int64_t first = 0;
+      const std::vector<float> qb = with_two_bad_rows(q, nq, dim, bad, &first);
       std::vector<int64_t> ids(static_cast<std::size_t>(nq * k), -7);
       std::vector<float> dists(ids.size(), -7.0f);
       const ivf_status st = ivf_search(l2.get(), nullptr, qb.data(), IVF_DTYPE_F32, nq, dim, k, ids.data(), dists.data());
@@ -512,10 +520,8 @@ TEST(GpuLatencyPath, BadDeviceQueriesAreRefusedWithoutWriting) {
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity(), huge = 1e19f;
   for (int64_t nq : {int64_t{1}, int64_t{16}, int64_t{65}, nmax}) {
     for (float bad : {nan, -inf, huge}) {
-      std::vector<float> qb(q.begin(), q.begin() + nq * dim);
-      const int64_t first = nq / 2, second = nq - 1;
-      qb[second * dim + 3] = bad;
-      qb[first * dim + dim - 1] = bad;
+      int64_t first = 0;
+      const std::vector<float> qb = with_two_bad_rows(q, nq, dim, bad, &first);
       ASSERT_EQ(cudaMemcpy(dq, qb.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
       ASSERT_EQ(cudaMemset(dids, 0xab, sizeof(int64_t) * nq * k), cudaSuccess);
       ASSERT_EQ(cudaMemset(dd, 0xab, sizeof(float) * nq * k), cudaSuccess);
