@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "errors.hpp"
@@ -10,8 +11,18 @@ namespace ivfgpu::progress {
 
 namespace {
 thread_local Scope* current = nullptr;
-// Calls come at least this often while the loops run (the contract says ~100 ms).
-constexpr auto kEvery = std::chrono::milliseconds(50);
+// Calls come at least this often while the loops run (the contract says ~100 ms). Tests set
+// IVFGPU_PROGRESS_EVERY_MS=0 to be called at every step, so that a cancel lands where they ask.
+std::chrono::milliseconds every() {
+  static const std::chrono::milliseconds interval = [] {
+    const char* e = std::getenv("IVFGPU_PROGRESS_EVERY_MS");
+    if (e == nullptr || *e == '\0') return std::chrono::milliseconds(50);
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    return *end == '\0' && v >= 0 && v <= 50 ? std::chrono::milliseconds(v) : std::chrono::milliseconds(50);
+  }();
+  return interval;
+}
 
 const char* stage_name(Stage s) {
   switch (s) {
@@ -63,10 +74,15 @@ void set(double fraction) {
   Scope* s = current;
   if (s == nullptr || s->finished_) return;
   if (fraction > s->fraction_) s->fraction_ = std::min(fraction, 1.0);
-  if (std::chrono::steady_clock::now() - s->last_ >= kEvery) s->call(s->fraction_);
+  if (std::chrono::steady_clock::now() - s->last_ >= every()) s->call(s->fraction_);
 }
 
 void poll() { set(0.0); }
+
+bool active() {
+  const Scope* s = current;
+  return s != nullptr && !s->finished_;
+}
 
 void finish() {
   Scope* s = current;

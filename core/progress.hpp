@@ -1,7 +1,8 @@
 // Progress and cancellation of one long call (train, add, load, search): the caller's callback,
 // visible to the engine's loops on the calling thread for the duration of the call. Loops call
 // set(fraction) between steps and poll() inside long ones; either calls the callback when it is
-// due (the call's start, every ~50 ms, the end) and throws Errc::Cancelled when it returns
+// due (the call's start, every ~50 ms, the end; IVFGPU_PROGRESS_EVERY_MS sets the interval, so
+// that tests can see every step) and throws Errc::Cancelled when it returns
 // non-zero. A mutation reports 1.0 before it publishes, so a cancel at any point (0%, 99%, the
 // last call) leaves the index exactly as it was. Worker threads (parallel_for) never call it.
 #pragma once
@@ -27,6 +28,7 @@ class Scope {
   friend void set(double);
   friend void poll();
   friend void finish();
+  friend bool active();
   void call(double fraction);
   Callback fn_;
   void* user_;
@@ -56,5 +58,8 @@ void set(double fraction);
 void poll();
 // The work is done, about to publish: reports 1.0 now (a last chance to cancel).
 void finish();
+// Whether this thread's call has a callback still to be told (waits on the GPU then poll while
+// they wait instead of blocking in the driver; without one they block as before).
+bool active();
 
 }  // namespace ivfgpu::progress

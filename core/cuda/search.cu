@@ -14,9 +14,11 @@
 #include "assign.hpp"
 #include "candidates.cuh"
 #include "check.hpp"
+#include "cuda_handles.hpp"
 #include "device_buffer.hpp"
 #include "element_rows.hpp"
 #include "launch.cuh"
+#include "progress_wait.hpp"
 #include "query_upload.hpp"
 #include "rows.hpp"
 #include "scan.hpp"
@@ -250,6 +252,33 @@ void enqueue_host_chunk(const DeviceContext& ctx, const DeviceContext::Lease& le
   enqueue_scan(ctx, lease, index, req, plan, s, staged, rows, ids, dists);
 }
 
+// Rows [q0, q0 + rows) of a call: device memory straight through; host memory through the
+// staging buffers and back. A call whose host queries are still to be checked (check_pending)
+// is checked while its first chunk runs, before any result is copied out, so that a refused
+// call writes no output.
+void enqueue_search_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
+                          const SearchRequest& req, const SearchPlan& plan, ChunkScratch& scratch,
+                          DeviceBuffer<unsigned char>& q_in, DeviceBuffer<int64_t>& ids_out,
+                          DeviceBuffer<float>& dists_out, bool& check_pending, int64_t q0, int64_t rows) {
+  const int64_t k = plan.k;
+  const std::size_t row_in = static_cast<std::size_t>(plan.dim) * element_size(plan.qtype);
+  const auto* raw = static_cast<const unsigned char*>(req.queries.data) + row_in * static_cast<std::size_t>(q0);
+  if (req.memory != MemoryKind::Host) {
+    enqueue_chunk(ctx, lease, index, req, plan, scratch, raw, rows, req.ids + q0 * k, req.dists + q0 * k);
+    return;
+  }
+  enqueue_host_chunk(ctx, lease, index, req, plan, scratch, raw, q_in.data(), rows, ids_out.data(), dists_out.data());
+  if (check_pending) {
+    check_pending = false;  // the caller waits for the queued chunk if this throws
+    reject_unusable_rows(req.queries, plan.metric, "search: query");
+  }
+  const cudaStream_t stream = lease.stream();
+  IVF_CUDA_CHECK(cudaMemcpyAsync(req.ids + q0 * k, ids_out.data(), sizeof(int64_t) * rows * k,
+                                 cudaMemcpyDeviceToHost, stream));
+  IVF_CUDA_CHECK(cudaMemcpyAsync(req.dists + q0 * k, dists_out.data(), sizeof(float) * rows * k,
+                                 cudaMemcpyDeviceToHost, stream));
+}
+
 }  // namespace
 
 // Device-memory queries get the check Index::search gives host queries (NaN or Inf; under L2
@@ -330,33 +359,32 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
       chunk = (chunk + 1) / 2;
     }
   }
-  for (int64_t q0 = 0; q0 < n; q0 += chunk) {
-    progress::set(static_cast<double>(q0) / static_cast<double>(n));
-    const int64_t rows = std::min(chunk, n - q0);
-    const auto* raw = static_cast<const unsigned char*>(req.queries.data) + row_in * static_cast<std::size_t>(q0);
-    if (!host) {
-      enqueue_chunk(ctx, lease, index, req, plan, scratch, raw, rows, req.ids + q0 * k, req.dists + q0 * k);
-      continue;
+  // A synchronous call returns only after its queued work: an exception past this point (a
+  // cancel from the progress callback, a failed check, a CUDA error) waits for what is queued
+  // before it leaves, so nothing is written to the caller's buffers after the call returns.
+  // An asynchronous call's work belongs to the caller's stream (ivfgpu.h).
+  const bool synchronous = host || lease.own_stream();
+  // With a progress callback a synchronous call queues its chunks at most two ahead of the
+  // GPU: the fraction then counts finished queries, and a cancel stops the queueing within a
+  // chunk or two. An asynchronous call only queues: its fraction counts queued queries.
+  const bool reporting = synchronous && progress::active();
+  UniqueEvent chunk_done[2];
+  if (reporting)
+    for (UniqueEvent& e : chunk_done) e = make_event();
+  try {
+    for (int64_t q0 = 0, c = 0; q0 < n; q0 += chunk, ++c) {
+      if (reporting && c >= 2) wait_reporting(chunk_done[c % 2].get());  // chunk c - 2 is done
+      const int64_t done = reporting ? std::max<int64_t>(0, q0 - chunk) : q0;
+      progress::set(static_cast<double>(done) / static_cast<double>(n));
+      enqueue_search_chunk(ctx, lease, index, req, plan, scratch, q_in, ids_out, dists_out, check_pending, q0,
+                           std::min(chunk, n - q0));
+      if (reporting) IVF_CUDA_CHECK(cudaEventRecord(chunk_done[c % 2].get(), stream));
     }
-    enqueue_host_chunk(ctx, lease, index, req, plan, scratch, raw, q_in.data(), rows, ids_out.data(),
-                       dists_out.data());
-    if (check_pending) {
-      // Every query is checked now, while the first chunk runs, before any result is copied
-      // out: a refused call writes no output. The state's memory must outlive the queued work.
-      check_pending = false;
-      try {
-        reject_unusable_rows(req.queries, plan.metric, "search: query");
-      } catch (...) {
-        (void)cudaStreamSynchronize(stream);
-        throw;
-      }
-    }
-    IVF_CUDA_CHECK(cudaMemcpyAsync(req.ids + q0 * k, ids_out.data(), sizeof(int64_t) * rows * k,
-                                   cudaMemcpyDeviceToHost, stream));
-    IVF_CUDA_CHECK(cudaMemcpyAsync(req.dists + q0 * k, dists_out.data(), sizeof(float) * rows * k,
-                                   cudaMemcpyDeviceToHost, stream));
+    if (synchronous) wait_reporting(stream, /*always=*/true);
+  } catch (...) {
+    if (synchronous) (void)cudaStreamSynchronize(stream);
+    throw;
   }
-  if (host || lease.own_stream()) IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace ivfgpu::cuda

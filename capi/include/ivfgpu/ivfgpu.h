@@ -267,11 +267,20 @@ IVF_API IVF_NODISCARD ivf_status ivf_params_set_ptr(ivf_params* params, ivf_para
 /** Progress and cancellation of long calls. A callback set on the parameters of ivf_train_ex,
  *  ivf_add_ex, ivf_search, ivf_load or ivf_deserialize is called on the calling thread with the
  *  call's stage and the fraction done (0 to 1, never decreasing): once at the start (0), about
- *  every 50 ms while the work runs (on the GPU: between device steps), and once at the end (1,
- *  before a mutation publishes its result). Returning 0 continues; any other value cancels the
- *  call, which returns IVF_ERR_CANCELLED with the index exactly as it was (a mutation publishes
- *  nothing, a load returns no handle; a cancelled search's outputs are unspecified). The
- *  callback must not call into the same index's mutations; it may read the index. */
+ *  every 50 ms while the work runs (on the GPU: between device steps and while the calling
+ *  thread waits for the device), and once at the end (1, before a mutation publishes its
+ *  result). Returning 0 continues; any other value cancels the call, which returns
+ *  IVF_ERR_CANCELLED with the index exactly as it was (a mutation publishes nothing, a load
+ *  returns no handle; a cancelled search's outputs are unspecified). To cancel from another
+ *  thread, have the callback return a flag that thread sets. A synchronous search returns,
+ *  cancelled or not, only after the device work it queued, so nothing is written to its
+ *  outputs after it returns. An asynchronous search (IVF_MEMORY_DEVICE on a caller's
+ *  IVF_PARAM_CUDA_STREAM) only queues work: its fraction counts the queries queued, 1 means
+ *  queued rather than done, and a cancel stops further queueing while the work already queued
+ *  runs on the caller's stream and may write any of the outputs. A search merged by dynamic
+ *  batching reports while it waits for its batch; a cancel then is answered when the batch is
+ *  done (the other callers' searches go on). The callback must not call into the same index's
+ *  mutations; it may read the index. */
 typedef int32_t ivf_progress_stage;
 #define IVF_PROGRESS_TRAIN  1
 #define IVF_PROGRESS_ADD    2
