@@ -15,6 +15,7 @@
 #include "../element_convert.hpp"
 #include "../errors.hpp"
 #include "../kmeans_steps.hpp"
+#include "../progress.hpp"
 #include "../vector_ops.hpp"
 #include "assign.hpp"
 #include "caller_memory.hpp"
@@ -30,6 +31,7 @@
 #include "id_ops.hpp"
 #include "id_set.hpp"
 #include "kmeans.hpp"
+#include "progress_wait.hpp"
 #include "rows.hpp"
 #include "search.hpp"
 #include "select.hpp"
@@ -170,20 +172,28 @@ class CudaBackend final : public Backend {
         if (reserved >= 0)
           fail(Errc::InvalidArgument, "add: id -1 is reserved for padding (row " + std::to_string(reserved) + ")");
       }
+      // Progress (a callback set on the call): the steps' shares are rough; with a callback the
+      // GPU steps are waited for while it is told (wait_reporting), without one nothing waits
+      // more than before.
       const AddRows in = add_rows(stream, rows);
+      progress::set(0.2);
       const float* x = in.values;
       DeviceBuffer<int32_t> assign(ctx_, static_cast<std::size_t>(n), stream);
       assign_nearest(ctx_, stream, lease.blas(), x, n, dim_, cur.device->centroids.data(), cur.device->norms.data(),
                      params_.nlist, params_.metric, assign.data());
+      wait_reporting(stream);
+      progress::set(0.5);
       const int64_t* row_ids = d_ids.data() != nullptr ? d_ids.data() : ids;
       DeviceBuffer<int64_t> slots(ctx_, static_cast<std::size_t>(n), stream);
       auto s = std::make_shared<CudaState>();
       s->host = cur.host;
       s->device = cur.device;
       s->store = cur.store->append(ctx_, stream, in.stored, row_ids, assign.data(), n, slots.data());
+      progress::set(0.8);
       // Same storage: the map gains the new rows; a grown storage moved every row: map it anew.
       s->ids = s->store->same_storage(*cur.store) ? map_with_rows(ctx_, stream, *cur.ids, row_ids, slots.data(), n)
                                                   : build_id_map(ctx_, stream, *s->store);
+      wait_reporting(stream);
       return s;
     });
   }
