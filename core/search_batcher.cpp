@@ -31,8 +31,11 @@ void SearchBatcher::search(const SearchRequest& req, int64_t window_us, int64_t 
       open_.erase(it);  // full: no one else joins; the leader may go now
       b->cv.notify_all();
     }
-    b->cv.wait(lock, [&] { return b->done; });
+    // The leader writes this call's rows when the batch is done, so the call cannot leave
+    // before then: a cancel from its callback while it waits is answered after the batch.
+    const std::exception_ptr cancelled = wait_reporting(lock, *b, [&] { return b->done; }, kNever);
     if (b->error) std::rethrow_exception(b->error);
+    if (cancelled) std::rethrow_exception(cancelled);
     return;
   }
   // Lead a new batch: wait for the window (or a full batch), then run it.
@@ -41,7 +44,10 @@ void SearchBatcher::search(const SearchRequest& req, int64_t window_us, int64_t 
   b->rows = req.n();
   open_[key] = b;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(window_us);
-  b->cv.wait_until(lock, deadline, [&] { return open_.count(key) == 0 || open_[key] != b; });
+  // A cancel while the window is open closes the batch: the callers who joined are still
+  // answered (below), and this call then returns the cancel.
+  const std::exception_ptr cancelled =
+      wait_reporting(lock, *b, [&] { return open_.count(key) == 0 || open_[key] != b; }, deadline);
   auto still = open_.find(key);
   if (still != open_.end() && still->second == b) open_.erase(still);
   // From here the batch is closed: its members are fixed.
@@ -53,7 +59,7 @@ void SearchBatcher::search(const SearchRequest& req, int64_t window_us, int64_t 
   std::exception_ptr error;
   try {
     if (members.size() == 1) {
-      run(req);
+      if (!cancelled) run(req);
     } else {
       std::vector<float> queries(static_cast<std::size_t>(rows * dim));
       std::vector<int64_t> ids(static_cast<std::size_t>(rows * req.k));
@@ -81,6 +87,36 @@ void SearchBatcher::search(const SearchRequest& req, int64_t window_us, int64_t 
   b->cv.notify_all();
   lock.unlock();
   if (error) std::rethrow_exception(error);
+  if (cancelled) std::rethrow_exception(cancelled);
+}
+
+template <class Pred>
+std::exception_ptr SearchBatcher::wait_reporting(std::unique_lock<std::mutex>& lock, Batch& b, Pred&& ready,
+                                                 std::chrono::steady_clock::time_point deadline) {
+  // Slices of the progress interval, so that a caller with a callback is still told while it
+  // waits; the callback runs outside the batcher's lock (it is the caller's code).
+  constexpr auto kSlice = std::chrono::milliseconds(25);
+  std::exception_ptr cancelled;
+  while (!ready()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    const bool reporting = !cancelled && progress::active();
+    if (!reporting && deadline == kNever) {
+      b.cv.wait(lock, ready);
+      break;
+    }
+    b.cv.wait_until(lock, reporting && deadline - now > kSlice ? now + kSlice : deadline, ready);
+    if (!reporting || ready()) continue;
+    lock.unlock();
+    try {
+      progress::poll();
+    } catch (...) {
+      cancelled = std::current_exception();
+    }
+    lock.lock();
+    if (cancelled && deadline != kNever) break;  // a leader stops waiting; a joiner cannot
+  }
+  return cancelled;
 }
 
 }  // namespace ivfgpu

@@ -7,7 +7,9 @@
 // depend on the others in its batch (queries are searched independently).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -48,6 +50,14 @@ class SearchBatcher {
     std::exception_ptr error;
     std::condition_variable cv;
   };
+
+  // Waits on b's condition until ready() or the deadline, calling this thread's progress
+  // callback about every slice while it waits; returns a cancel it asked for (a joiner keeps
+  // waiting for its batch: its rows are written by the leader; a leader stops waiting).
+  static constexpr std::chrono::steady_clock::time_point kNever = std::chrono::steady_clock::time_point::max();
+  template <class Pred>
+  static std::exception_ptr wait_reporting(std::unique_lock<std::mutex>& lock, Batch& b, Pred&& ready,
+                                           std::chrono::steady_clock::time_point deadline);
 
   mutable std::mutex mutex_;
   std::map<Key, std::shared_ptr<Batch>> open_;
