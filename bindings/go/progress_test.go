@@ -245,6 +245,43 @@ func TestContextCancelledDuringTheCall(t *testing.T) {
 	}
 }
 
+// Another goroutine cancels a running search through its context: the search's first report
+// waits until the context is cancelled, so the cancel lands inside the call on every machine;
+// the index answers as before afterwards.
+func TestSearchCancelledFromAnotherGoroutine(t *testing.T) {
+	ix, data := filledIndex(t)
+	queries := data[:200*dim]
+	before, err := ix.Search(queries, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	go func() {
+		<-started
+		cancel()
+	}()
+	var once sync.Once
+	_, err = ix.SearchContext(ctx, queries, 5, ivfgpu.WithProgress(func(ivfgpu.Stage, float64) error {
+		once.Do(func() {
+			close(started)
+			<-ctx.Done()
+		})
+		return nil
+	}))
+	wantCancelled(t, "search cancelled meanwhile", err, context.Canceled)
+	after, err := ix.Search(queries, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range before.IDs {
+		if before.IDs[i] != after.IDs[i] || before.Distances[i] != after.Distances[i] {
+			t.Fatalf("result %d changed after a cancelled search", i)
+		}
+	}
+}
+
 type stopError struct{ at float64 }
 
 func (e stopError) Error() string { return "stopped by the test" }

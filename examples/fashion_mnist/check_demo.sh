@@ -88,11 +88,13 @@ run sift_cached $small --nprobe 32 --nq 100
 cmp -s "$work/sift_cache.out" "$work/sift_cached.out" ||
   [ "$(last_recall "$work/sift_cache.out")" = "$(last_recall "$work/sift_cached.out")" ] || fail "the cached run differs"
 
-# On a terminal (script(1) gives it one): progress for the exact neighbours and the adding.
+# On a terminal (script(1) gives it one): progress for the exact neighbours, the training and the
+# adding.
 if command -v script > /dev/null; then
   IVFGPU_PROGRESS_DELAY_MS=0 script -qec "'$prog' $small --nq 100 --k 7 --nprobe 32" "$work/tty.log" > /dev/null 2>&1 ||
     fail "the run on a terminal failed: $(tail -3 "$work/tty.log")"
   grep -q "exact neighbours (once, cached): 100 / 100" "$work/tty.log" || fail "no progress for the exact neighbours on a terminal"
+  grep -q "training (%): 100 / 100" "$work/tty.log" || fail "no progress for the training on a terminal"
   grep -q "adding: 10000 / 10000" "$work/tty.log" || fail "no progress for the adding on a terminal"
 fi
 

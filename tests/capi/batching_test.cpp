@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -181,47 +182,149 @@ TEST(DynamicBatching, SmallBatchesEqualTheBatchPath) {
     }
 }
 
-// A caller that cancels through its progress callback fails alone, also when it leads the
-// batch: the merged search it runs for the others never reports to it. The leader starts first
-// and waits its 200 ms window, so any report from inside the merged search would be due (and
-// would cancel every member); only its closing report may cancel, and only its own call.
+// Callers' progress callbacks while they wait in a batch (ivfgpu.h): a follower reports while
+// it waits for its leader; the count of followers that have reported from inside the batch
+// tells the tests when everyone has joined, whatever the machine's speed.
+struct BatchReports {
+  std::atomic<int> joined{0};  // followers that reported while waiting in the batch
+  std::atomic<int> cancel_follower{-1};  // this follower cancels once it has joined
+  std::atomic<int> leader_calls_after_cancel{0};
+  bool leader_cancelled = false;
+  int leader_reports = 0;
+  double leader_cancelled_at = -1.0;  // the fraction of its cancelling report: < 1 while waiting
+};
+struct Follower {
+  BatchReports* shared;
+  int index;
+  int reports = 0;
+  double cancelled_at = -1.0;
+  static int32_t fn(ivf_progress_stage, double fraction, void* user) {
+    auto* f = static_cast<Follower*>(user);
+    if (++f->reports == 2) f->shared->joined++;  // the first report is the call's start
+    if (f->reports < 2 || f->shared->cancel_follower.load() != f->index) return 0;
+    if (f->cancelled_at < 0) f->cancelled_at = fraction;
+    return 1;
+  }
+};
+
+struct BatchOfTwelve {
+  int64_t dim = 8, nlist = 8, nbase = 4000;
+  std::vector<float> base = clustered_vectors(nbase, dim, 16, 7);
+  IndexPtr idx;
+  BatchOfTwelve() {
+    auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_DYNAMIC_BATCHING, 1}});
+    idx = make_index(dim, p.get());
+    EXPECT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim), IVF_OK);
+    EXPECT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim, nullptr), IVF_OK);
+  }
+  // Query row t, alone (no batching), for comparison.
+  Searched solo(int t) const { return search_all(idx.get(), std::vector<float>(base.begin() + t * dim, base.begin() + (t + 1) * dim), 1, dim, 5, 8); }
+  // Follower t's search (window long enough for everyone to join) with its callback.
+  ivf_status follow(Follower& f, std::vector<int64_t>& ids, std::vector<float>& d) const {
+    auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 5000000}});
+    EXPECT_EQ(ivf_params_set_progress(sp.get(), &Follower::fn, &f), IVF_OK);
+    ids.assign(5, -7);
+    d.assign(5, 0.0f);
+    return ivf_search(idx.get(), sp.get(), base.data() + f.index * dim, IVF_DTYPE_F32, 1, dim, 5, ids.data(), d.data());
+  }
+};
+
+// A leader that cancels while its window is open fails alone: the batch closes, the callers
+// who joined are answered (each as alone), and the merged search it runs for them never
+// reports to it. The leader cancels only once all 11 followers have reported from inside the
+// batch, so the test does not depend on the machine's speed.
 TEST(DynamicBatching, ACancellingLeaderFailsAlone) {
   if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
-  const int64_t dim = 8, nlist = 8, nbase = 4000;
-  const auto base = clustered_vectors(nbase, dim, 16, 7);
-  auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_DYNAMIC_BATCHING, 1}});
-  IndexPtr idx = make_index(dim, p.get());
-  ASSERT_EQ(ivf_train(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim), IVF_OK);
-  ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, nbase, dim, nullptr), IVF_OK);
-  // Continues at its first report (the start), cancels at any later one.
-  const auto cancel_after_start = [](ivf_progress_stage, double, void* user) -> int32_t {
-    return (*static_cast<int*>(user))++ > 0 ? 1 : 0;
+  BatchOfTwelve b;
+  BatchReports shared;
+  const auto leader_fn = [](ivf_progress_stage, double fraction, void* user) -> int32_t {
+    auto* s = static_cast<BatchReports*>(user);
+    ++s->leader_reports;
+    if (s->leader_cancelled) {
+      s->leader_calls_after_cancel++;
+      return 1;
+    }
+    if (s->leader_reports > 1 && s->joined.load() == 11) {
+      s->leader_cancelled = true;
+      s->leader_cancelled_at = fraction;
+    }
+    return s->leader_cancelled ? 1 : 0;
   };
-  std::atomic<int> ok{0}, other{0};
   ivf_status leader = IVF_OK;
-  int reports = 0;
   std::thread lead([&] {
-    auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 200000}});
-    EXPECT_EQ(ivf_params_set_progress(sp.get(), cancel_after_start, &reports), IVF_OK);
+    auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 5000000}});
+    EXPECT_EQ(ivf_params_set_progress(sp.get(), leader_fn, &shared), IVF_OK);
     std::vector<int64_t> ids(5);
     std::vector<float> d(5);
-    leader = ivf_search(idx.get(), sp.get(), base.data(), IVF_DTYPE_F32, 1, dim, 5, ids.data(), d.data());
+    leader = ivf_search(b.idx.get(), sp.get(), b.base.data(), IVF_DTYPE_F32, 1, b.dim, 5, ids.data(), d.data());
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the leader opens the batch first
+  std::vector<Follower> fs;
+  for (int t = 1; t < 12; ++t) fs.push_back(Follower{&shared, t});
+  std::vector<ivf_status> status(12, IVF_OK);
+  std::vector<std::vector<int64_t>> ids(12);
+  std::vector<std::vector<float>> d(12);
   std::vector<std::thread> followers;
-  for (int t = 1; t < 12; ++t)
-    followers.emplace_back([&, t] {
-      auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 200000}});
-      std::vector<int64_t> ids(5);
-      std::vector<float> d(5);
-      const ivf_status s = ivf_search(idx.get(), sp.get(), base.data() + t * dim, IVF_DTYPE_F32, 1, dim, 5, ids.data(), d.data());
-      (s == IVF_OK ? ok : other)++;
-    });
+  for (int t = 1; t < 12; ++t) followers.emplace_back([&, t] { status[t] = b.follow(fs[t - 1], ids[t], d[t]); });
   lead.join();
   for (auto& th : followers) th.join();
   EXPECT_EQ(leader, IVF_ERR_CANCELLED);
-  EXPECT_EQ(reports, 2) << "the start and the end, nothing from the merged search";
-  EXPECT_EQ(ok.load(), 11);
-  EXPECT_EQ(other.load(), 0);
-  EXPECT_GE(merged(idx.get()), 12) << "the followers joined the leader's batch";
+  EXPECT_TRUE(shared.leader_cancelled);
+  EXPECT_LT(shared.leader_cancelled_at, 1.0) << "the leader cancelled while its window was open";
+  EXPECT_EQ(shared.leader_calls_after_cancel.load(), 0) << "nothing reports to the leader after its cancel";
+  for (int t = 1; t < 12; ++t) {
+    EXPECT_EQ(status[t], IVF_OK) << "follower " << t;
+    const Searched alone = b.solo(t);
+    EXPECT_EQ(same_results(ids[t], d[t], alone.ids, alone.dists, 1, 5), "") << "follower " << t;
+  }
+  EXPECT_GE(merged(b.idx.get()), 12) << "the followers joined the leader's batch";
+}
+
+// A follower that cancels while it waits in a batch is answered when the batch is done (the
+// leader writes its rows then, so it cannot leave earlier): IVF_ERR_CANCELLED for it, the
+// answer it would get alone for everyone else.
+TEST(DynamicBatching, AFollowerThatCancelsIsAnsweredAfterItsBatch) {
+  if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
+  BatchOfTwelve b;
+  BatchReports shared;
+  shared.cancel_follower = 3;
+  // The leader closes its window once every follower has reported from inside the batch.
+  const auto leader_fn = [](ivf_progress_stage, double, void* user) -> int32_t {
+    (void)user;
+    return 0;
+  };
+  ivf_status leader = IVF_ERR_INTERNAL;
+  std::vector<int64_t> leader_ids(5);
+  std::vector<float> leader_d(5);
+  std::thread lead([&] {
+    auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 1500000}});
+    EXPECT_EQ(ivf_params_set_progress(sp.get(), leader_fn, &shared), IVF_OK);
+    leader = ivf_search(b.idx.get(), sp.get(), b.base.data(), IVF_DTYPE_F32, 1, b.dim, 5, leader_ids.data(), leader_d.data());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<Follower> fs;
+  for (int t = 1; t < 12; ++t) fs.push_back(Follower{&shared, t});
+  std::vector<ivf_status> status(12, IVF_OK);
+  std::vector<std::vector<int64_t>> ids(12);
+  std::vector<std::vector<float>> d(12);
+  std::vector<std::thread> followers;
+  for (int t = 1; t < 12; ++t) followers.emplace_back([&, t] { status[t] = b.follow(fs[t - 1], ids[t], d[t]); });
+  lead.join();
+  for (auto& th : followers) th.join();
+  EXPECT_GE(shared.joined.load(), 11) << "every follower reported while it waited";
+  EXPECT_EQ(leader, IVF_OK);
+  const Searched lone = b.solo(0);
+  EXPECT_EQ(same_results(leader_ids, leader_d, lone.ids, lone.dists, 1, 5), "");
+  for (int t = 1; t < 12; ++t) {
+    if (t == 3) {
+      EXPECT_EQ(status[t], IVF_ERR_CANCELLED);
+      EXPECT_GE(fs[t - 1].cancelled_at, 0.0);
+      EXPECT_LT(fs[t - 1].cancelled_at, 1.0) << "it cancelled while it waited, not at its end";
+      continue;
+    }
+    EXPECT_EQ(status[t], IVF_OK) << "follower " << t;
+    const Searched alone = b.solo(t);
+    EXPECT_EQ(same_results(ids[t], d[t], alone.ids, alone.dists, 1, 5), "") << "follower " << t;
+  }
+  EXPECT_GE(merged(b.idx.get()), 12) << "the followers joined the leader's batch";
 }
