@@ -219,13 +219,39 @@ struct BatchOfTwelve {
   }
   // Query row t, alone (no batching), for comparison.
   Searched solo(int t) const { return search_all(idx.get(), std::vector<float>(base.begin() + t * dim, base.begin() + (t + 1) * dim), 1, dim, 5, 8); }
-  // Follower t's search (window long enough for everyone to join) with its callback.
-  ivf_status follow(Follower& f, std::vector<int64_t>& ids, std::vector<float>& d) const {
-    auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 5000000}});
-    EXPECT_EQ(ivf_params_set_progress(sp.get(), &Follower::fn, &f), IVF_OK);
+  // One call of query row `row` with a window long enough for everyone to join.
+  ivf_status search(int row, int64_t window_us, ivf_progress_fn fn, void* user, std::vector<int64_t>& ids,
+                    std::vector<float>& d) const {
+    auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, window_us}});
+    EXPECT_EQ(ivf_params_set_progress(sp.get(), fn, user), IVF_OK);
     ids.assign(5, -7);
     d.assign(5, 0.0f);
-    return ivf_search(idx.get(), sp.get(), base.data() + f.index * dim, IVF_DTYPE_F32, 1, dim, 5, ids.data(), d.data());
+    return ivf_search(idx.get(), sp.get(), base.data() + row * dim, IVF_DTYPE_F32, 1, dim, 5, ids.data(), d.data());
+  }
+  struct Outcome {
+    std::vector<Follower> followers;   // followers[t - 1]: row t's
+    std::vector<ivf_status> status;    // [0]: the leader's
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<std::vector<float>> d;
+  };
+  // The leader (row 0, leader_fn on `shared`, the window given) opens a batch; 20 ms later the
+  // 11 followers (rows 1-11, Follower::fn, a 5 s window) join it.
+  Outcome run(ivf_progress_fn leader_fn, BatchReports& shared, int64_t window_us) const {
+    Outcome o;
+    o.status.assign(12, IVF_ERR_INTERNAL);
+    o.ids.resize(12);
+    o.d.resize(12);
+    for (int t = 1; t < 12; ++t) o.followers.push_back(Follower{&shared, t});
+    std::thread lead([&] { o.status[0] = search(0, window_us, leader_fn, &shared, o.ids[0], o.d[0]); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the leader opens the batch first
+    std::vector<std::thread> followers;
+    for (int t = 1; t < 12; ++t)
+      followers.emplace_back([&, t] {
+        o.status[t] = search(t, 5000000, &Follower::fn, &o.followers[t - 1], o.ids[t], o.d[t]);
+      });
+    lead.join();
+    for (auto& th : followers) th.join();
+    return o;
   }
 };
 
@@ -250,32 +276,15 @@ TEST(DynamicBatching, ACancellingLeaderFailsAlone) {
     }
     return s->leader_cancelled ? 1 : 0;
   };
-  ivf_status leader = IVF_OK;
-  std::thread lead([&] {
-    auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 5000000}});
-    EXPECT_EQ(ivf_params_set_progress(sp.get(), leader_fn, &shared), IVF_OK);
-    std::vector<int64_t> ids(5);
-    std::vector<float> d(5);
-    leader = ivf_search(b.idx.get(), sp.get(), b.base.data(), IVF_DTYPE_F32, 1, b.dim, 5, ids.data(), d.data());
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the leader opens the batch first
-  std::vector<Follower> fs;
-  for (int t = 1; t < 12; ++t) fs.push_back(Follower{&shared, t});
-  std::vector<ivf_status> status(12, IVF_OK);
-  std::vector<std::vector<int64_t>> ids(12);
-  std::vector<std::vector<float>> d(12);
-  std::vector<std::thread> followers;
-  for (int t = 1; t < 12; ++t) followers.emplace_back([&, t] { status[t] = b.follow(fs[t - 1], ids[t], d[t]); });
-  lead.join();
-  for (auto& th : followers) th.join();
-  EXPECT_EQ(leader, IVF_ERR_CANCELLED);
+  const BatchOfTwelve::Outcome o = b.run(leader_fn, shared, 5000000);
+  EXPECT_EQ(o.status[0], IVF_ERR_CANCELLED);
   EXPECT_TRUE(shared.leader_cancelled);
   EXPECT_LT(shared.leader_cancelled_at, 1.0) << "the leader cancelled while its window was open";
   EXPECT_EQ(shared.leader_calls_after_cancel.load(), 0) << "nothing reports to the leader after its cancel";
   for (int t = 1; t < 12; ++t) {
-    EXPECT_EQ(status[t], IVF_OK) << "follower " << t;
+    EXPECT_EQ(o.status[t], IVF_OK) << "follower " << t;
     const Searched alone = b.solo(t);
-    EXPECT_EQ(same_results(ids[t], d[t], alone.ids, alone.dists, 1, 5), "") << "follower " << t;
+    EXPECT_EQ(same_results(o.ids[t], o.d[t], alone.ids, alone.dists, 1, 5), "") << "follower " << t;
   }
   EXPECT_GE(merged(b.idx.get()), 12) << "the followers joined the leader's batch";
 }
@@ -288,43 +297,20 @@ TEST(DynamicBatching, AFollowerThatCancelsIsAnsweredAfterItsBatch) {
   BatchOfTwelve b;
   BatchReports shared;
   shared.cancel_follower = 3;
-  // The leader closes its window once every follower has reported from inside the batch.
-  const auto leader_fn = [](ivf_progress_stage, double, void* user) -> int32_t {
-    (void)user;
-    return 0;
-  };
-  ivf_status leader = IVF_ERR_INTERNAL;
-  std::vector<int64_t> leader_ids(5);
-  std::vector<float> leader_d(5);
-  std::thread lead([&] {
-    auto sp = make_params({{IVF_PARAM_BATCH_WINDOW_US, 1500000}});
-    EXPECT_EQ(ivf_params_set_progress(sp.get(), leader_fn, &shared), IVF_OK);
-    leader = ivf_search(b.idx.get(), sp.get(), b.base.data(), IVF_DTYPE_F32, 1, b.dim, 5, leader_ids.data(), leader_d.data());
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  std::vector<Follower> fs;
-  for (int t = 1; t < 12; ++t) fs.push_back(Follower{&shared, t});
-  std::vector<ivf_status> status(12, IVF_OK);
-  std::vector<std::vector<int64_t>> ids(12);
-  std::vector<std::vector<float>> d(12);
-  std::vector<std::thread> followers;
-  for (int t = 1; t < 12; ++t) followers.emplace_back([&, t] { status[t] = b.follow(fs[t - 1], ids[t], d[t]); });
-  lead.join();
-  for (auto& th : followers) th.join();
+  // The leader only reports; its 1.5 s window outlasts the followers' arrival.
+  const auto leader_fn = [](ivf_progress_stage, double, void*) -> int32_t { return 0; };
+  const BatchOfTwelve::Outcome o = b.run(leader_fn, shared, 1500000);
   EXPECT_GE(shared.joined.load(), 11) << "every follower reported while it waited";
-  EXPECT_EQ(leader, IVF_OK);
-  const Searched lone = b.solo(0);
-  EXPECT_EQ(same_results(leader_ids, leader_d, lone.ids, lone.dists, 1, 5), "");
-  for (int t = 1; t < 12; ++t) {
+  for (int t = 0; t < 12; ++t) {
     if (t == 3) {
-      EXPECT_EQ(status[t], IVF_ERR_CANCELLED);
-      EXPECT_GE(fs[t - 1].cancelled_at, 0.0);
-      EXPECT_LT(fs[t - 1].cancelled_at, 1.0) << "it cancelled while it waited, not at its end";
+      EXPECT_EQ(o.status[t], IVF_ERR_CANCELLED);
+      EXPECT_GE(o.followers[t - 1].cancelled_at, 0.0);
+      EXPECT_LT(o.followers[t - 1].cancelled_at, 1.0) << "it cancelled while it waited, not at its end";
       continue;
     }
-    EXPECT_EQ(status[t], IVF_OK) << "follower " << t;
+    EXPECT_EQ(o.status[t], IVF_OK) << "caller " << t;
     const Searched alone = b.solo(t);
-    EXPECT_EQ(same_results(ids[t], d[t], alone.ids, alone.dists, 1, 5), "") << "follower " << t;
+    EXPECT_EQ(same_results(o.ids[t], o.d[t], alone.ids, alone.dists, 1, 5), "") << "caller " << t;
   }
   EXPECT_GE(merged(b.idx.get()), 12) << "the followers joined the leader's batch";
 }

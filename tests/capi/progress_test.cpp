@@ -83,6 +83,13 @@ struct Fixture {
     auto p = make_params({{IVF_PARAM_NLIST, nlist}, {IVF_PARAM_BACKEND, backend()}, {IVF_PARAM_KMEANS_ITERS, 20}});
     return make_index(dim, p.get());
   }
+  // Trained and holding every row.
+  IndexPtr filled() const {
+    IndexPtr idx = make();
+    EXPECT_EQ(ivf_train(idx.get(), x.data(), IVF_DTYPE_F32, n, dim), IVF_OK);
+    EXPECT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
+    return idx;
+  }
 };
 
 int64_t version(const ivf_index* idx) {
@@ -184,9 +191,7 @@ TEST(Progress, GarbageReturnCodesCancel) {
 TEST(Progress, ACancelledLoadReturnsNoHandle) {
   if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   Fixture f;
-  IndexPtr idx = f.make();
-  ASSERT_EQ(ivf_train(idx.get(), f.x.data(), IVF_DTYPE_F32, f.n, f.dim), IVF_OK);
-  ASSERT_EQ(ivf_add(idx.get(), f.x.data(), IVF_DTYPE_F32, f.n, f.dim, nullptr), IVF_OK);
+  IndexPtr idx = f.filled();
   const std::string path = ::testing::TempDir() + "progress_load.ivf";
   ASSERT_EQ(ivf_save(idx.get(), path.c_str()), IVF_OK);
   ivf_index* raw = nullptr;
@@ -204,9 +209,7 @@ TEST(Progress, ACancelledLoadReturnsNoHandle) {
 TEST(Progress, ACancelledSearchSaysSo) {
   if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   Fixture f;
-  IndexPtr idx = f.make();
-  ASSERT_EQ(ivf_train(idx.get(), f.x.data(), IVF_DTYPE_F32, f.n, f.dim), IVF_OK);
-  ASSERT_EQ(ivf_add(idx.get(), f.x.data(), IVF_DTYPE_F32, f.n, f.dim, nullptr), IVF_OK);
+  IndexPtr idx = f.filled();
   Recorder r;
   r.cancel_from = 0.0;
   std::vector<int64_t> ids(f.n * 5);
@@ -224,9 +227,7 @@ TEST(Progress, ACancelledSearchSaysSo) {
 TEST(Progress, AnotherThreadCancelsARunningSearch) {
   if (backend() == IVF_BACKEND_CUDA) IVFTEST_REQUIRE_GPU();
   Fixture f;
-  IndexPtr idx = f.make();
-  ASSERT_EQ(ivf_train(idx.get(), f.x.data(), IVF_DTYPE_F32, f.n, f.dim), IVF_OK);
-  ASSERT_EQ(ivf_add(idx.get(), f.x.data(), IVF_DTYPE_F32, f.n, f.dim, nullptr), IVF_OK);
+  IndexPtr idx = f.filled();
   const Searched base = search_all(idx.get(), f.x, 50, f.dim, 10, 8);
 
   struct Shared {
