@@ -146,18 +146,20 @@ template <class T, bool IP, bool PRUNE>
 __global__ void __launch_bounds__(kThreads, 2)
     list_mma_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm, PruneState pr) {
   // Two buffers of a slice for the queries and two for the rows: slice i + 1 is staged while
-  // slice i is multiplied, so one barrier per slice suffices. PRUNE's epilogue costs share the
-  // memory: they are written after every warp's last products (a barrier between) and read
-  // before the next row tile stages (its first barrier between).
-  // Pitch 72: a warp's 8-byte stores of its accumulators (8 rows x 4 column pairs) hit 32 banks.
-  constexpr int kCostPitch = 72;
+  // slice i is multiplied, so one barrier per slice suffices.
   using Slice = float[2][kMmaTile][kMmaSlab];  // [slab][row][dimension, swizzled]
   constexpr int kSliceFloats = 2 * kMmaTile * kMmaSlab, kStageFloats = 4 * kSliceFloats;
-  static_assert(kMmaTile * kCostPitch <= kStageFloats, "the costs fit the staging buffers");
   __shared__ __align__(16) float stage_mem[kStageFloats];
   Slice* const qs = reinterpret_cast<Slice*>(stage_mem);  // qs[buffer]
   Slice* const xs = reinterpret_cast<Slice*>(stage_mem + 2 * kSliceFloats);
-  float(*const costs)[kCostPitch] = reinterpret_cast<float(*)[kCostPitch]>(stage_mem);
+  // PRUNE: the pessimistic costs of the rows that beat a query row's bound, and which of them
+  // were written (written[r], bit c): only those are read. They share the staging memory: they
+  // are written after every warp's last products (a barrier between) and read before the next
+  // row tile stages (its first barrier between).
+  static_assert(kMmaTile * kMmaTile <= kStageFloats, "the costs fit the staging buffers");
+  float(*const costs)[kMmaTile] = reinterpret_cast<float(*)[kMmaTile]>(stage_mem);
+  __shared__ unsigned long long written[PRUNE ? kMmaTile : 1];
+  __shared__ int any_counted;  // PRUNE: whether any row of the tile counted a cost (rare)
   __shared__ float qn2[kMmaTile], xn2[kMmaTile], qlen[kMmaTile], xlen[kMmaTile];
   __shared__ int64_t out_base[kMmaTile];
   __shared__ int64_t q_row[kMmaTile];
@@ -165,7 +167,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   // PRUNE: each query row's bound (as this block knows it) and per-tile thresholds.
   __shared__ uint32_t qbound[PRUNE ? kMmaTile : 1];
   __shared__ PruneRows<PRUNE ? kMmaTile : 1> rows_pr;
-  __shared__ float xmax_part[2];
+  __shared__ float xmax_part[kThreads / 32];
+  // PRUNE: half of each tile row's squared norm (L2; 0 for inner product), or +inf where the row
+  // is excluded or past the tile's end, so that t = dot - xhalf fails every test there.
+  __shared__ float xhalf[PRUNE ? kMmaTile : 1];
   // PRUNE, L2: the unit's list centroid, moved off queries and rows alike (distances do not
   // change; norms, and with them the error bound, shrink to the cluster's scale).
   constexpr bool kCentre = PRUNE && !IP;
@@ -188,9 +193,11 @@ __global__ void __launch_bounds__(kThreads, 2)
               (((2 * s + (lane >> 4)) ^ sw) * 16);
   const uint32_t b_at =
       static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0][wv + (lane & 7)][0])) + (((lane >> 3) ^ sw) * 16);
+  if constexpr (PRUNE)
+    for (int i = tid; i < kMmaTile; i += kThreads) written[i] = 0;  // cleared again by each reader
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
-    const int64_t l = unit_of(a.tile_off, a.nlist, t), size = a.list_size[l];
+    const int64_t l = block_unit_of(a.tile_off, a.nlist, t), size = a.list_size[l];
     const int64_t nvt = (size + kMmaTile - 1) / kMmaTile;
     const int64_t nunits = (nvt + kMmaUnitTiles - 1) / kMmaUnitTiles;
     const int64_t local = t - a.tile_off[l];
@@ -297,34 +304,135 @@ __global__ void __launch_bounds__(kThreads, 2)
           qnorm += sum;
         }
         if (active) {
-          // Both slabs' fragments are loaded before the first mma, so that the shared-memory
-          // latency of the second slab hides behind the first slab's products.
-          uint32_t af[2][2][2][4], bf[2][2][4];  // [slab][mi][s], [slab][ni]
+          // One slab's fragments at a time. Loading both slabs' first (48 registers) kept the
+          // kernel at its 128-register cap, where the compiler recomputed the lanes' ldmatrix
+          // addresses every slice (ncu); per slab, 1-3% faster (bench/RESULTS.md, session 36).
           const uint32_t at = b * kBufferBytes;
 #pragma unroll
           for (int slab = 0; slab < 2; ++slab) {
+            uint32_t af[2][2][4], bf[2][4];
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
               for (int s = 0; s < 2; ++s)
-                ldmatrix_x4(af[slab][mi][s], a_at[s] + at + slab * kSlabBytes + mi * 16 * kRowBytes);
+                ldmatrix_x4(af[mi][s], a_at[s] + at + slab * kSlabBytes + mi * 16 * kRowBytes);
 #pragma unroll
             for (int ni = 0; ni < 2; ++ni)
-              ldmatrix_x4(bf[slab][ni], b_at + at + slab * kSlabBytes + ni * 8 * kRowBytes);
-          }
-#pragma unroll
-          for (int slab = 0; slab < 2; ++slab)
+              ldmatrix_x4(bf[ni], b_at + at + slab * kSlabBytes + ni * 8 * kRowBytes);
 #pragma unroll
             for (int s = 0; s < 2; ++s)
 #pragma unroll
               for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
                 for (int ni = 0; ni < 2; ++ni) {
-                  const uint32_t(&A)[4] = af[slab][mi][s];
-                  mma_tf32(acc[mi][ni], A[0], A[1], A[2], A[3], bf[slab][ni][2 * s], bf[slab][ni][2 * s + 1]);
+                  const uint32_t(&A)[4] = af[mi][s];
+                  mma_tf32(acc[mi][ni], A[0], A[1], A[2], A[3], bf[ni][2 * s], bf[ni][2 * s + 1]);
                 }
+          }
         }
         if (more) __syncthreads();  // the staged slice is visible; this one's buffer is free
+      }
+      if constexpr (PRUNE) {
+        // Squared norms: the four lanes of a row (vec4) hold its parts; element-wise staging
+        // summed query row tid (tid < 64) or tile row tid - 64 (next 64) whole. The tile's
+        // largest row norm comes from a warp maximum (rows past the tile's end stage a copy of
+        // its first row: they cannot raise it) and one barrier.
+        float xsq = 0.0f;
+        if (a.vec4) {
+          qnorm += __shfl_xor_sync(kFullMask, qnorm, 1);
+          qnorm += __shfl_xor_sync(kFullMask, qnorm, 2);
+          xnorm += __shfl_xor_sync(kFullMask, xnorm, 1);
+          xnorm += __shfl_xor_sync(kFullMask, xnorm, 2);
+          xsq = xnorm;
+          if (tid % 4 == 0) {
+            if (first_tile) qn2[tid / 4] = qnorm;  // the same queries on the unit's later tiles
+            const int v = tid / 4;
+            xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * xnorm) : __int_as_float(0x7f800000);
+          }
+        } else if (tid < kMmaTile) {
+          qn2[tid] = qnorm;
+        } else if (tid < 2 * kMmaTile) {
+          const int v = tid - kMmaTile;
+          xsq = qnorm;
+          xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * qnorm) : __int_as_float(0x7f800000);
+        }
+        for (int o = 1; o < 32; o *= 2) xsq = fmaxf(xsq, __shfl_xor_sync(kFullMask, xsq, o));
+        if (lane == 0) xmax_part[warp] = xsq;
+        __syncthreads();
+        if (tid == 0) any_counted = 0;  // last read before the previous tile's end
+        if (tid < pcount) {
+          float xmax = xmax_part[0];
+#pragma unroll
+          for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
+          prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
+        }
+        __syncthreads();
+        if (active) {
+          // The lane's four tile columns c0 + 8 ni + e, the same for each of its query rows.
+          const int c0 = wv + t4 / 2;
+          float2 xh[2];
+#pragma unroll
+          for (int ni = 0; ni < 2; ++ni) xh[ni] = *reinterpret_cast<const float2*>(&xhalf[c0 + 8 * ni]);
+          const auto t_of = [&](int mi, int h, int ni, int e) {
+            return acc[mi][ni][2 * h + e] - (e == 0 ? xh[ni].x : xh[ni].y);
+          };
+          bool any_take = false, any_below = false;
+          for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+            const float2 th = rows_pr.thresholds[r];
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const float tv = t_of(mi, h, ni, e);
+                any_take |= tv >= th.x;
+                any_below |= tv > th.y;
+              }
+          });
+          // Both rare once a bound holds (~11 appended rows per query on the bench's data).
+          if (any_take || any_below) {
+            for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+              const float2 th = rows_pr.thresholds[r];
+              const float qsq = IP ? 0.0f : qn2[r], m = rows_pr.margin[r];
+              const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
+              int below = 0;
+              unsigned long long bits = 0;
+#pragma unroll
+              for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const float tv = t_of(mi, h, ni, e);
+                  const float base = IP ? -tv : fmaf(-2.0f, tv, qsq);  // the cost without its margin
+                  if (tv >= th.x) append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base, m));
+                  if (tv > th.y) {
+                    ++below;
+                    bits |= 1ull << (c0 + 8 * ni + e);
+                    costs[r][c0 + 8 * ni + e] = __fadd_ru(base, m);  // pessimistic
+                  }
+                }
+              if (below > 0) {
+                any_counted = 1;
+                atomicAdd(&rows_pr.below[r], below);
+                atomicOr(&written[r], bits);
+              }
+            });
+          }
+        }
+        __syncthreads();
+        // A row with k costs that beat its bound lowers it to their k-th (+inf stands for the
+        // columns not written); the marks are cleared for the next tile, which writes none
+        // before two barriers more.
+        for (int r = warp; any_counted && r < pcount; r += kThreads / 32) {
+          const int below = rows_pr.below[r];
+          if (below >= pr.k) {
+            const unsigned long long w = written[r];
+            const float inf = __int_as_float(0x7f800000);
+            lower_row_bound(pr, q_row[r], (w >> lane) & 1 ? costs[r][lane] : inf,
+                            (w >> (lane + 32)) & 1 ? costs[r][lane + 32] : inf, qbound[r]);
+          }
+          __syncwarp();
+          if (below > 0 && lane == 0) written[r] = 0;
+        }
+        continue;
       }
       if (a.vec4) {  // the four lanes of a row hold its partial norms
         qnorm += __shfl_xor_sync(0xffffffffu, qnorm, 1);
@@ -347,68 +455,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int v = tid - kMmaTile;
         const float xl = sqrtf(xn2[v]);
         xlen[v] = xl;
-        if constexpr (PRUNE) {
-          // The tile's largest row norm: one margin per query row then covers all its rows.
-          float mx = v < vcount ? xl : 0.0f;
-          for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, o));
-          if (lane == 0) xmax_part[v / 32] = mx;
-        } else if (v < vcount) {
-          atomic_max_nonneg(list_norm + l, xl);  // only the keys pass's refinement reads these
-        }
-      }
-      if constexpr (PRUNE) {
-        __syncthreads();
-        if (tid < pcount)
-          prune_row_thresholds(mg, qlen[tid], fmaxf(xmax_part[0], xmax_part[1]), qbound[tid], rows_pr, tid);
-        __syncthreads();
-        if (active) {
-          // The lane's four tile columns c0 + 8 ni + e: their squared norms and whether they count
-          // are the same for each of its query rows.
-          const int c0 = wv + t4 / 2;
-          float xsq[2][2];
-          bool ok[2][2];
-#pragma unroll
-          for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              xsq[ni][e] = IP ? 0.0f : xn2[c0 + 8 * ni + e];
-              ok[ni][e] = keep[c0 + 8 * ni + e];
-            }
-          for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
-            const float qsq = IP ? 0.0f : qn2[r], m = rows_pr.margin[r];
-            const float take = rows_pr.take[r], lower = rows_pr.lower[r];
-            float base[2][2];  // the cost without its margin (smaller is better for both metrics)
-            bool any_take = false;
-            int below = 0;
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni) {
-              float v[2];
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const float dot = acc[mi][ni][2 * h + e];
-                base[ni][e] = IP ? -dot : fmaf(-2.0f, dot, qsq + xsq[ni][e]);
-                any_take |= ok[ni][e] && base[ni][e] <= take;
-                below += (ok[ni][e] && base[ni][e] < lower) ? 1 : 0;
-                v[e] = ok[ni][e] ? __fadd_ru(base[ni][e], m) : __int_as_float(0x7f800000);  // pessimistic
-              }
-              *reinterpret_cast<float2*>(&costs[r][c0 + 8 * ni]) = make_float2(v[0], v[1]);
-            }
-            if (any_take) {  // rare (~11 rows per query on the bench's data): the rows that can still enter
-              const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
-#pragma unroll
-              for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                  if (ok[ni][e] && base[ni][e] <= take)
-                    append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base[ni][e], m));
-            }
-            if (below > 0) atomicAdd(&rows_pr.below[r], below);
-          });
-        }
-        __syncthreads();
-        for (int r = warp; r < pcount; r += kThreads / 32)
-          if (rows_pr.below[r] >= pr.k) lower_row_bound(pr, q_row[r], costs[r][lane], costs[r][lane + 32], qbound[r]);
-        continue;
+        if (v < vcount) atomic_max_nonneg(list_norm + l, xl);  // only the keys pass's refinement reads these
       }
       __syncthreads();
       if (!active) continue;

@@ -99,27 +99,40 @@ __device__ __forceinline__ uint32_t warp_kth_of_64(uint32_t o0, uint32_t o1, int
 }
 
 // Per query row of a tile: its margin (from the tile's largest row norm, so it covers every
-// row of the tile) and the two thresholds on the cost without margin, `base`: a row is
-// appended when its optimistic cost base - margin can reach the bound u (base <= take), and
-// counts toward lowering it when its pessimistic cost base + margin beats u (base < lower).
-// Rounded outward, so the float comparisons never decide against the real ones.
+// row of the tile) and two thresholds. With `base` the cost without margin, a row is appended
+// when its optimistic cost base - margin can reach the bound u (base <= take = u + m), and
+// counts toward lowering it when its pessimistic cost base + margin beats u (base < lower =
+// u - m). The epilogue tests neither on base itself: it tests t = dot - |x|^2 / 2 (L2; the
+// dot product itself for inner product), so that each (query, row) costs one subtraction and
+// two comparisons. With base = |q|^2 - 2t (L2) or -t (inner product) the conditions become
+//   append: t >= append_at = (|q|^2 - take) / 2   (inner product: -take)
+//   count:  t >  count_at  = (|q|^2 - lower) / 2  (inner product: -lower)
+// Every threshold is rounded outward, so the float comparisons never decide against the real
+// ones; the rounding of t itself is one more rounding of the L2 assembly, which the margin's
+// b term bounds (MarginTerms). Without a bound every row is appended (append_at is the lowest
+// finite float, so that excluded rows, t = -inf, still fail) and every kept row counts.
 template <int N>
 struct PruneRows {
-  float margin[N], take[N], lower[N];
+  float margin[N];
+  float2 thresholds[N];  // (append_at, count_at)
   int below[N];
 };
 
 constexpr uint32_t kNoBound = 0xffffffffu;  // an ordered key past every cost
 
-template <int N>
-__device__ __forceinline__ void prune_row_thresholds(const MarginTerms& mg, float qlen, float xmax, uint32_t u,
+template <bool IP, int N>
+__device__ __forceinline__ void prune_row_thresholds(const MarginTerms& mg, float qsq, float xmax, uint32_t u,
                                                      PruneRows<N>& rows, int r) {
-  const float m = candidate_margin(mg, qlen, xmax), inf = __int_as_float(0x7f800000);
-  const float uf = from_ordered(u);
+  const float m = candidate_margin(mg, sqrtf(qsq), xmax), inf = __int_as_float(0x7f800000);
   rows.margin[r] = m;
-  rows.take[r] = u == kNoBound ? inf : __fadd_ru(uf, m);
-  rows.lower[r] = u == kNoBound ? inf : __fsub_rd(uf, m);
   rows.below[r] = 0;
+  if (u == kNoBound) {
+    rows.thresholds[r] = make_float2(-3.4028235e38f, -inf);
+    return;
+  }
+  const float uf = from_ordered(u), take = __fadd_ru(uf, m), lower = __fsub_rd(uf, m);
+  rows.thresholds[r] = IP ? make_float2(-take, -lower)
+                          : make_float2(__fmul_rd(0.5f, __fsub_rd(qsq, take)), __fmul_ru(0.5f, __fsub_ru(qsq, lower)));
 }
 
 // A row that can still enter: its candidate position and optimistic cost.
