@@ -50,6 +50,16 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  // bf16 x bf16 products are exact in fp32; the roundings to bf16 (at most 2^-8 of each operand,
+  // relatively: 8 significant bits) are what candidate_margin bounds.
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // The place of dimension j (< 16) of staged row r in its slab row (see the layout above).
 __device__ __forceinline__ int slab_col(int r, int j) { return ((((j >> 2) ^ (r >> 1)) & 3) << 2) | (j & 3); }
 
@@ -61,29 +71,39 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t at) {
                : "r"(at));
 }
 
-// Thread tid stages row tid / 4, dimensions slab * 16 + (tid % 4) * 4 .. + 3 of the slice, for
-// slab 0 and 1: its two float4 belong to one row, so its partial norm is that row's. Its row
-// pointer is resolved once per tile, already offset to its four columns. A tile row past the
-// last (no query, no row) stages a copy of the tile's first row instead of zeros: its products
-// and norm are never read (the epilogue skips query rows past pcount and rows not kept), and the
-// loads then need no predicate.
-template <class R>
-__device__ __forceinline__ const R* mma_thread_row(const R* row, const R* first) {
-  return (row != nullptr ? row : first) + (threadIdx.x % 4) * 4;
+// Thread tid stages row tid / 4 of the slice: its two float4 belong to one row, so its partial
+// norm is that row's. TF32: dimensions slab * 16 + (tid % 4) * 4 .. + 3 for slab 0 and 1; BF16
+// (one slab of 32 dimensions, below): (tid % 4) * 8 .. + 7, the 16-byte chunk tid % 4 once
+// converted. Its row pointer is resolved once per tile, already offset to its columns. A tile
+// row past the last (no query, no row) stages a copy of the tile's first row instead of zeros:
+// its products and norm are never read (the epilogue skips query rows past pcount and rows not
+// kept), and the loads then need no predicate.
+template <bool BF16>
+__device__ __forceinline__ int mma_thread_col() {
+  return (threadIdx.x % 4) * (BF16 ? 8 : 4);
 }
-template <class R>
+template <bool BF16>
+constexpr int kMmaSecond = BF16 ? 4 : kMmaSlab;  // where a thread's second float4 starts
+template <bool BF16, class R>
+__device__ __forceinline__ const R* mma_thread_row(const R* row, const R* first) {
+  return (row != nullptr ? row : first) + mma_thread_col<BF16>();
+}
+template <bool BF16, class R>
 __device__ __forceinline__ void mma_load_slice(float4 (&v)[2], const R* p, int d0, int dim) {
   if (d0 + kMmaSlice <= dim) {  // a whole slice: no dimension past the row's end
     v[0] = DeviceElement<R>::load4(p + d0);
-    v[1] = DeviceElement<R>::load4(p + d0 + kMmaSlab);
+    v[1] = DeviceElement<R>::load4(p + d0 + kMmaSecond<BF16>);
     return;
   }
-  const int c = (threadIdx.x % 4) * 4;
+  const int c = mma_thread_col<BF16>();
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    const int j = d0 + s * kMmaSlab;
+    const int j = d0 + s * kMmaSecond<BF16>;
     v[s] = j + c < dim ? DeviceElement<R>::load4(p + j) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
+}
+__device__ __forceinline__ void add_squares(float& sum, const float4& v) {
+  sum = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, sum))));
 }
 // norm: whether to add the staged values' squares to `sum` (a unit's query norms are summed
 // on its first row tile only).
@@ -93,31 +113,80 @@ __device__ __forceinline__ void mma_store_slice(float (*s)[kMmaTile][kMmaSlab], 
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     *reinterpret_cast<float4*>(&s[i][r][slab_col(r, c)]) = v[i];
-    if (norm) sum = fmaf(v[i].x, v[i].x, fmaf(v[i].y, v[i].y, fmaf(v[i].z, v[i].z, fmaf(v[i].w, v[i].w, sum))));
+    if (norm) add_squares(sum, v[i]);
+  }
+}
+
+// BF16 operands (the pruned pass). A slice's 32 dimensions are one slab of bf16, 64 bytes a row,
+// chunk c (dimensions 8c .. 8c + 7) of row r stored at chunk c ^ ((r / 2) % 4): the byte layout
+// of a TF32 slab. An m16n8k16 bf16 fragment takes from an 8 x 8 .b16 ldmatrix matrix exactly
+// what an m16n8k8 TF32 fragment takes from the same bytes read as 8 x 4 words, so the lanes'
+// ldmatrix addresses are the same; each k step covers 16 dimensions instead of 8.
+// Round to nearest even, two at a time: lo goes to the lower half (the lower dimension).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ uint32_t bf16_chunk_at(int r, int chunk) { return r * 64 + (((chunk ^ (r >> 1)) & 3) << 4); }
+// The squares are summed from the fp32 values, before they are rounded to bf16.
+__device__ __forceinline__ void mma_store_slice_bf16(unsigned char* slab, const float4 (&v)[2], float& sum,
+                                                     bool norm) {
+  const int r = threadIdx.x / 4;
+  *reinterpret_cast<uint4*>(slab + bf16_chunk_at(r, threadIdx.x % 4)) =
+      make_uint4(pack_bf16(v[0].x, v[0].y), pack_bf16(v[0].z, v[0].w), pack_bf16(v[1].x, v[1].y),
+                 pack_bf16(v[1].z, v[1].w));
+  if (norm) {
+    add_squares(sum, v[0]);
+    add_squares(sum, v[1]);
   }
 }
 // Element-wise staging (dimensions not a multiple of four, or unaligned rows).
 // centre: the list's centroid staged in shared memory (moved off every value), or nullptr.
 template <class R, class RowPtr>
+__device__ __forceinline__ float mma_stage_value(RowPtr row_ptr, int r, int64_t j, int64_t dim, const float* centre) {
+  const R* p = row_ptr(r);
+  float v = 0.0f;
+  if (p != nullptr && j < dim) {
+    v = DeviceElement<R>::load1(p + j);
+    if (centre != nullptr) v -= centre[j];
+  }
+  return v;
+}
+template <class R, class RowPtr>
 __device__ __forceinline__ void mma_stage_slice1(float (*s)[kMmaTile][kMmaSlab], RowPtr row_ptr, int64_t d0,
                                                  int64_t dim, const float* centre) {
   for (int e = threadIdx.x; e < kMmaTile * kMmaSlice; e += kThreads) {
     const int r = e / kMmaSlice, j = e % kMmaSlice;
-    const R* p = row_ptr(r);
-    float v = 0.0f;
-    if (p != nullptr && d0 + j < dim) {
-      v = DeviceElement<R>::load1(p + d0 + j);
-      if (centre != nullptr) v -= centre[d0 + j];
-    }
-    s[j / kMmaSlab][r][slab_col(r, j % kMmaSlab)] = v;
+    s[j / kMmaSlab][r][slab_col(r, j % kMmaSlab)] = mma_stage_value<R>(row_ptr, r, d0 + j, dim, centre);
   }
 }
-// The same for this thread's two staged float4 (mma_load_slice's columns).
+// BF16: a warp stages one row per step (32 dimensions), so it also sums the row's squares (fp32,
+// before rounding) into norms[r] when norms is given: each row has one writer, lane 0 of its warp.
+template <class R, class RowPtr>
+__device__ __forceinline__ void mma_stage_slice1_bf16(unsigned char* slab, RowPtr row_ptr, int64_t d0, int64_t dim,
+                                                      const float* centre, float* norms) {
+  static_assert(kMmaSlice == 32, "a warp stages one row of a slice");
+  for (int e = threadIdx.x; e < kMmaTile * kMmaSlice; e += kThreads) {
+    const int r = e / kMmaSlice, j = e % kMmaSlice;
+    const float v = mma_stage_value<R>(row_ptr, r, d0 + j, dim, centre);
+    uint16_t h;
+    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(v));
+    *reinterpret_cast<uint16_t*>(slab + bf16_chunk_at(r, j / 8) + (j % 8) * 2) = h;
+    if (norms != nullptr) {
+      float sq = v * v;
+      for (int o = 16; o > 0; o /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      if (threadIdx.x % 32 == 0) norms[r] += sq;
+    }
+  }
+}
+// The centroid off this thread's two staged float4 (mma_load_slice's columns).
+template <bool BF16>
 __device__ __forceinline__ void mma_centre(float4 (&v)[2], const float* centre, int d0) {
-  const int c = (threadIdx.x % 4) * 4;
+  const int c = mma_thread_col<BF16>();
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    const float4 m = *reinterpret_cast<const float4*>(centre + d0 + s * kMmaSlab + c);
+    const float4 m = *reinterpret_cast<const float4*>(centre + d0 + s * kMmaSecond<BF16> + c);
     v[s] = make_float4(v[s].x - m.x, v[s].y - m.y, v[s].z - m.z, v[s].w - m.w);
   }
 }
@@ -176,6 +245,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr bool kCentre = PRUNE && !IP;
   __shared__ __align__(16) float centre_s[kCentre ? kMmaMaxCentredDim : 4];
   const bool centred = kCentre && a.centroids != nullptr && a.dim <= kMmaMaxCentredDim;
+  // The pruned pass multiplies bf16 operands (half the shared-memory traffic and mma count of
+  // TF32, which left the pass bound by shared memory at d = 960); the keys pass keeps TF32, whose
+  // margin its refinement recomputes.
+  constexpr bool kBf16 = PRUNE;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
@@ -194,7 +267,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t b_at =
       static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0][wv + (lane & 7)][0])) + (((lane >> 3) ^ sw) * 16);
   if constexpr (PRUNE)
-    for (int i = tid; i < kMmaTile; i += kThreads) written[i] = 0;  // cleared again by each reader
+    for (int i = tid; i < kMmaTile; i += kThreads) {
+      written[i] = 0;  // cleared again by each reader
+      xn2[i] = 0.0f;   // element-wise bf16 staging adds to it; cleared again by the epilogue
+    }
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
     const int64_t l = block_unit_of(a.tile_off, a.nlist, t), size = a.list_size[l];
@@ -210,6 +286,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     load_query_tile<kMmaTile>(a, l, qt, pcount, 0, q_row, out_base);
     // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
     if (PRUNE && tid < pcount) qbound[tid] = __ldcg(pr.bound + q_row[tid]);
+    if (kBf16 && !a.vec4 && tid < kMmaTile) qn2[tid] = 0.0f;  // summed while the first tile stages
     if (centred) {  // zero past dim: the padded dimensions stay zero
       const int64_t padded = (a.dim + kMmaSlice - 1) / kMmaSlice * kMmaSlice;
       for (int64_t j = tid; j < padded; j += kThreads) centre_s[j] = j < a.dim ? a.centroids[l * a.dim + j] : 0.0f;
@@ -248,17 +325,26 @@ __global__ void __launch_bounds__(kThreads, 2)
       float qnorm = 0.0f, xnorm = 0.0f;
       const bool first_tile = vt == vt_begin;
       const int dim = static_cast<int>(a.dim);
-      const float* my_q = mma_thread_row(q_ptr(tid / 4), q_ptr(0));
-      const T* my_x = mma_thread_row(x_ptr(tid / 4), x_ptr(0));
+      const float* my_q = mma_thread_row<kBf16>(q_ptr(tid / 4), q_ptr(0));
+      const T* my_x = mma_thread_row<kBf16>(x_ptr(tid / 4), x_ptr(0));
       // Slice d0 into shared buffer b: from the registers (vec4), or element-wise.
       const auto stage = [&](int d0, int b) {
         if (a.vec4) {
           if (centre != nullptr) {
-            mma_centre(qv, centre, d0);
-            mma_centre(xv, centre, d0);
+            mma_centre<kBf16>(qv, centre, d0);
+            mma_centre<kBf16>(xv, centre, d0);
           }
-          mma_store_slice(qs[b], qv, qnorm, first_tile);
-          mma_store_slice(xs[b], xv, xnorm, true);
+          if constexpr (kBf16) {
+            mma_store_slice_bf16(reinterpret_cast<unsigned char*>(qs[b]), qv, qnorm, first_tile);
+            mma_store_slice_bf16(reinterpret_cast<unsigned char*>(xs[b]), xv, xnorm, true);
+          } else {
+            mma_store_slice(qs[b], qv, qnorm, first_tile);
+            mma_store_slice(xs[b], xv, xnorm, true);
+          }
+        } else if constexpr (kBf16) {
+          mma_stage_slice1_bf16<float>(reinterpret_cast<unsigned char*>(qs[b]), q_ptr, d0, a.dim, centre,
+                                       first_tile ? qn2 : nullptr);
+          mma_stage_slice1_bf16<T>(reinterpret_cast<unsigned char*>(xs[b]), x_ptr, d0, a.dim, centre, xn2);
         } else {
           mma_stage_slice1<float>(qs[b], q_ptr, d0, a.dim, centre);
           mma_stage_slice1<T>(xs[b], x_ptr, d0, a.dim, centre);
@@ -269,17 +355,17 @@ __global__ void __launch_bounds__(kThreads, 2)
       const auto prefetch = [&](int d0) {
         if (!a.vec4) return;
         if (d0 < dim) {
-          mma_load_slice(qv, my_q, d0, dim);
-          mma_load_slice(xv, my_x, d0, dim);
+          mma_load_slice<kBf16>(qv, my_q, d0, dim);
+          mma_load_slice<kBf16>(xv, my_x, d0, dim);
         } else if (vt + 1 < vt_end) {
-          mma_load_slice(qv, my_q, 0, dim);
-          mma_load_slice(xv, mma_thread_row(next_ptr(tid / 4), next_ptr(0)), 0, dim);
+          mma_load_slice<kBf16>(qv, my_q, 0, dim);
+          mma_load_slice<kBf16>(xv, mma_thread_row<kBf16>(next_ptr(tid / 4), next_ptr(0)), 0, dim);
           preloaded = true;
         }
       };
       if (a.vec4 && !preloaded) {
-        mma_load_slice(qv, my_q, 0, dim);
-        mma_load_slice(xv, my_x, 0, dim);
+        mma_load_slice<kBf16>(qv, my_q, 0, dim);
+        mma_load_slice<kBf16>(xv, my_x, 0, dim);
       }
       preloaded = false;
       stage(0, 0);
@@ -292,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           stage(d0 + kMmaSlice, b ^ 1);
           prefetch(d0 + 2 * kMmaSlice);
         }
-        if (!a.vec4 && tid < 2 * kMmaTile) {  // thread tid's row: query row tid, or tile row tid - 64
+        if (!kBf16 && !a.vec4 && tid < 2 * kMmaTile) {  // thread tid's row: query row tid, or tile row tid - 64
           const int r = tid % kMmaTile;
           float(*sl)[kMmaTile][kMmaSlab] = tid < kMmaTile ? qs[b] : xs[b];
           float sum = 0.0f;
@@ -308,6 +394,21 @@ __global__ void __launch_bounds__(kThreads, 2)
           // kernel at its 128-register cap, where the compiler recomputed the lanes' ldmatrix
           // addresses every slice (ncu); per slab, 1-3% faster (bench/RESULTS.md, session 36).
           const uint32_t at = b * kBufferBytes;
+          if constexpr (kBf16) {  // the slice is one slab: two k steps of 16 dimensions
+            uint32_t af[2][2][4], bf[2][4];
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+              for (int s = 0; s < 2; ++s) ldmatrix_x4(af[mi][s], a_at[s] + at + mi * 16 * kRowBytes);
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni) ldmatrix_x4(bf[ni], b_at + at + ni * 8 * kRowBytes);
+#pragma unroll
+            for (int s = 0; s < 2; ++s)
+#pragma unroll
+              for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < 2; ++ni) mma_bf16(acc[mi][ni], af[mi][s], bf[ni][2 * s], bf[ni][2 * s + 1]);
+          } else {
 #pragma unroll
           for (int slab = 0; slab < 2; ++slab) {
             uint32_t af[2][2][4], bf[2][4];
@@ -329,12 +430,13 @@ __global__ void __launch_bounds__(kThreads, 2)
                   mma_tf32(acc[mi][ni], A[0], A[1], A[2], A[3], bf[ni][2 * s], bf[ni][2 * s + 1]);
                 }
           }
+          }
         }
         if (more) __syncthreads();  // the staged slice is visible; this one's buffer is free
       }
       if constexpr (PRUNE) {
         // Squared norms: the four lanes of a row (vec4) hold its parts; element-wise staging
-        // summed query row tid (tid < 64) or tile row tid - 64 (next 64) whole. The tile's
+        // summed them into qn2 and xn2 (mma_stage_slice1_bf16). The tile's
         // largest row norm comes from a warp maximum (rows past the tile's end stage a copy of
         // its first row: they cannot raise it) and one barrier.
         float xsq = 0.0f;
@@ -349,12 +451,11 @@ __global__ void __launch_bounds__(kThreads, 2)
             const int v = tid / 4;
             xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * xnorm) : __int_as_float(0x7f800000);
           }
-        } else if (tid < kMmaTile) {
-          qn2[tid] = qnorm;
-        } else if (tid < 2 * kMmaTile) {
+        } else if (tid >= kMmaTile && tid < 2 * kMmaTile) {  // summed into qn2 and xn2 while staging
           const int v = tid - kMmaTile;
-          xsq = qnorm;
-          xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * qnorm) : __int_as_float(0x7f800000);
+          xsq = xn2[v];
+          xn2[v] = 0.0f;  // for the next tile's staging, two barriers on
+          xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * xsq) : __int_as_float(0x7f800000);
         }
         for (int o = 1; o < 32; o *= 2) xsq = fmaxf(xsq, __shfl_xor_sync(kFullMask, xsq, o));
         if (lane == 0) xmax_part[warp] = xsq;

@@ -14,10 +14,11 @@ namespace ivfgpu::cuda::scan_detail {
 
 // A bound on |key - exact| for a row of norm xn and a query of norm qn in `dim` dimensions,
 // where key is the tensor-core pass's distance (l2) or dot product and exact the SIMT scan's
-// fp32 value: both operands cut to TF32 (the tensor cores truncate: relative error below 2^-10 each),
-// products and sums in fp32 (dim + 4 roundings), the L2 assembly |q|^2 + |x|^2 - 2 q.x, and
-// the exact scan's own rounding of a sum bounded by (qn + xn)^2. Doubled for safety: a larger
-// margin only re-scores more rows. As a * qn * xn + b * (qn + xn)^2:
+// fp32 value: both operands as the tensor cores read them (TF32: the top 19 bits, a truncation
+// below 2^-10 of each operand relatively; bf16: 8 significant bits, rounded to nearest, at most 2^-8), products and
+// sums in fp32 (dim + 4 roundings), the L2 assembly |q|^2 + |x|^2 - 2 q.x, and the exact scan's
+// own rounding of a sum bounded by (qn + xn)^2. Doubled for safety: a larger margin only
+// re-scores more rows. As a * qn * xn + b * (qn + xn)^2:
 struct MarginTerms {
   float a = 0.0f, b = 0.0f;
 };
@@ -26,10 +27,12 @@ struct MarginTerms {
 // norms are those of q - c and x - c. Each coordinate difference then carries one more
 // rounding, u (|q_j - c_j| + |x_j - c_j|), which moves the squared distance by at most about
 // 2u (|q - c| + |x - c|)^2: 3u more in b.
-__host__ __device__ inline MarginTerms margin_terms(bool l2, int64_t dim, bool centered = false) {
+// bf16 (the pruned pass, scan_mma.cuh): the operands are rounded to bf16 instead of cut to TF32.
+__host__ __device__ inline MarginTerms margin_terms(bool l2, int64_t dim, bool centered = false, bool bf16 = false) {
   const float u = 5.9604645e-08f;  // 2^-24
   const float rounding = static_cast<float>(dim + 4) * u;
-  const float dot = 2.0f * 9.765625e-04f + rounding;
+  const float operand = bf16 ? 3.90625e-03f : 9.765625e-04f;  // 2^-8 : 2^-10
+  const float dot = 2.0f * operand + rounding;
   if (!l2) return MarginTerms{2.0f * (dot + rounding), 0.0f};
   return MarginTerms{4.0f * dot, 6.0f * rounding + (centered ? 3.0f * u : 0.0f)};
 }
