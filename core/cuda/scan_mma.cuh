@@ -29,8 +29,12 @@
 
 namespace ivfgpu::cuda::scan_detail {
 
-constexpr int kMmaSlice = 32; // dimensions staged per step
-constexpr int kMmaSlab = 16;  // dimensions per shared slab: two k steps of the mma
+constexpr int kMmaSlab = 16;  // TF32 dimensions per shared slab: two k steps of the mma
+// Dimensions staged per step: two slabs, of 16 fp32 (TF32) or 32 bf16 dimensions (BF16, below).
+template <bool BF16>
+constexpr int kMmaSlice = BF16 ? 64 : 32;
+template <bool BF16>
+constexpr int kMmaVecs = BF16 ? 4 : 2;  // float4 a thread stages per slice
 // The pruned L2 pass centres on the list's centroid up to this many dimensions (shared memory).
 constexpr int kMmaMaxCentredDim = 1024;
 
@@ -71,35 +75,38 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t at) {
                : "r"(at));
 }
 
-// Thread tid stages row tid / 4 of the slice: its two float4 belong to one row, so its partial
+// Thread tid stages row tid / 4 of the slice: its float4 belong to one row, so its partial
 // norm is that row's. TF32: dimensions slab * 16 + (tid % 4) * 4 .. + 3 for slab 0 and 1; BF16
-// (one slab of 32 dimensions, below): (tid % 4) * 8 .. + 7, the 16-byte chunk tid % 4 once
-// converted. Its row pointer is resolved once per tile, already offset to its columns. A tile
-// row past the last (no query, no row) stages a copy of the tile's first row instead of zeros:
-// its products and norm are never read (the epilogue skips query rows past pcount and rows not
-// kept), and the loads then need no predicate.
+// (slabs of 32 dimensions, below): slab * 32 + (tid % 4) * 8 .. + 7, which is the 16-byte chunk
+// tid % 4 of the slab once converted. Its row pointer is resolved once per tile, already offset
+// to its columns. A tile row past the last (no query, no row) stages a copy of the tile's first
+// row instead of zeros: its products and norm are never read (the epilogue skips query rows
+// past pcount and rows not kept), and the loads then need no predicate.
 template <bool BF16>
 __device__ __forceinline__ int mma_thread_col() {
   return (threadIdx.x % 4) * (BF16 ? 8 : 4);
 }
+// Where the thread's float4 number i starts, from its first column.
 template <bool BF16>
-constexpr int kMmaSecond = BF16 ? 4 : kMmaSlab;  // where a thread's second float4 starts
+__device__ __forceinline__ constexpr int mma_vec_offset(int i) {
+  return BF16 ? (i / 2) * 32 + (i % 2) * 4 : i * kMmaSlab;
+}
 template <bool BF16, class R>
 __device__ __forceinline__ const R* mma_thread_row(const R* row, const R* first) {
   return (row != nullptr ? row : first) + mma_thread_col<BF16>();
 }
 template <bool BF16, class R>
-__device__ __forceinline__ void mma_load_slice(float4 (&v)[2], const R* p, int d0, int dim) {
-  if (d0 + kMmaSlice <= dim) {  // a whole slice: no dimension past the row's end
-    v[0] = DeviceElement<R>::load4(p + d0);
-    v[1] = DeviceElement<R>::load4(p + d0 + kMmaSecond<BF16>);
+__device__ __forceinline__ void mma_load_slice(float4 (&v)[kMmaVecs<BF16>], const R* p, int d0, int dim) {
+  if (d0 + kMmaSlice<BF16> <= dim) {  // a whole slice: no dimension past the row's end
+#pragma unroll
+    for (int i = 0; i < kMmaVecs<BF16>; ++i) v[i] = DeviceElement<R>::load4(p + d0 + mma_vec_offset<BF16>(i));
     return;
   }
   const int c = mma_thread_col<BF16>();
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int j = d0 + s * kMmaSecond<BF16>;
-    v[s] = j + c < dim ? DeviceElement<R>::load4(p + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int i = 0; i < kMmaVecs<BF16>; ++i) {
+    const int j = d0 + mma_vec_offset<BF16>(i);
+    v[i] = j + c < dim ? DeviceElement<R>::load4(p + j) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
 __device__ __forceinline__ void add_squares(float& sum, const float4& v) {
@@ -117,28 +124,32 @@ __device__ __forceinline__ void mma_store_slice(float (*s)[kMmaTile][kMmaSlab], 
   }
 }
 
-// BF16 operands (the pruned pass). A slice's 32 dimensions are one slab of bf16, 64 bytes a row,
-// chunk c (dimensions 8c .. 8c + 7) of row r stored at chunk c ^ ((r / 2) % 4): the byte layout
-// of a TF32 slab. An m16n8k16 bf16 fragment takes from an 8 x 8 .b16 ldmatrix matrix exactly
-// what an m16n8k8 TF32 fragment takes from the same bytes read as 8 x 4 words, so the lanes'
-// ldmatrix addresses are the same; each k step covers 16 dimensions instead of 8.
+// BF16 operands (the pruned pass). A slab holds 32 dimensions of bf16, 64 bytes a row, chunk c
+// (dimensions 8c .. 8c + 7) of row r stored at chunk c ^ ((r / 2) % 4): the byte layout of a
+// TF32 slab. An m16n8k16 bf16 fragment takes from an 8 x 8 .b16 ldmatrix matrix exactly what an
+// m16n8k8 TF32 fragment takes from the same bytes read as 8 x 4 words, so the lanes' ldmatrix
+// addresses are the same; each k step covers 16 dimensions instead of 8.
 // Round to nearest even, two at a time: lo goes to the lower half (the lower dimension).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+constexpr int kBf16SlabBytes = kMmaTile * 64;
 __device__ __forceinline__ uint32_t bf16_chunk_at(int r, int chunk) { return r * 64 + (((chunk ^ (r >> 1)) & 3) << 4); }
 // The squares are summed from the fp32 values, before they are rounded to bf16.
-__device__ __forceinline__ void mma_store_slice_bf16(unsigned char* slab, const float4 (&v)[2], float& sum,
-                                                     bool norm) {
+__device__ __forceinline__ void mma_store_slice_bf16(unsigned char* slice, const float4 (&v)[kMmaVecs<true>],
+                                                     float& sum, bool norm) {
   const int r = threadIdx.x / 4;
-  *reinterpret_cast<uint4*>(slab + bf16_chunk_at(r, threadIdx.x % 4)) =
-      make_uint4(pack_bf16(v[0].x, v[0].y), pack_bf16(v[0].z, v[0].w), pack_bf16(v[1].x, v[1].y),
-                 pack_bf16(v[1].z, v[1].w));
-  if (norm) {
-    add_squares(sum, v[0]);
-    add_squares(sum, v[1]);
+#pragma unroll
+  for (int slab = 0; slab < 2; ++slab) {
+    const float4 &lo = v[2 * slab], &hi = v[2 * slab + 1];
+    *reinterpret_cast<uint4*>(slice + slab * kBf16SlabBytes + bf16_chunk_at(r, threadIdx.x % 4)) =
+        make_uint4(pack_bf16(lo.x, lo.y), pack_bf16(lo.z, lo.w), pack_bf16(hi.x, hi.y), pack_bf16(hi.z, hi.w));
+    if (norm) {
+      add_squares(sum, lo);
+      add_squares(sum, hi);
+    }
   }
 }
 // Element-wise staging (dimensions not a multiple of four, or unaligned rows).
@@ -156,38 +167,41 @@ __device__ __forceinline__ float mma_stage_value(RowPtr row_ptr, int r, int64_t 
 template <class R, class RowPtr>
 __device__ __forceinline__ void mma_stage_slice1(float (*s)[kMmaTile][kMmaSlab], RowPtr row_ptr, int64_t d0,
                                                  int64_t dim, const float* centre) {
-  for (int e = threadIdx.x; e < kMmaTile * kMmaSlice; e += kThreads) {
-    const int r = e / kMmaSlice, j = e % kMmaSlice;
+  for (int e = threadIdx.x; e < kMmaTile * kMmaSlice<false>; e += kThreads) {
+    const int r = e / kMmaSlice<false>, j = e % kMmaSlice<false>;
     s[j / kMmaSlab][r][slab_col(r, j % kMmaSlab)] = mma_stage_value<R>(row_ptr, r, d0 + j, dim, centre);
   }
 }
-// BF16: a warp stages one row per step (32 dimensions), so it also sums the row's squares (fp32,
+// BF16: a warp stages whole rows (one slab per step), so it also sums each row's squares (fp32,
 // before rounding) into norms[r] when norms is given: each row has one writer, lane 0 of its warp.
 template <class R, class RowPtr>
-__device__ __forceinline__ void mma_stage_slice1_bf16(unsigned char* slab, RowPtr row_ptr, int64_t d0, int64_t dim,
+__device__ __forceinline__ void mma_stage_slice1_bf16(unsigned char* slice, RowPtr row_ptr, int64_t d0, int64_t dim,
                                                       const float* centre, float* norms) {
-  static_assert(kMmaSlice == 32, "a warp stages one row of a slice");
-  for (int e = threadIdx.x; e < kMmaTile * kMmaSlice; e += kThreads) {
-    const int r = e / kMmaSlice, j = e % kMmaSlice;
-    const float v = mma_stage_value<R>(row_ptr, r, d0 + j, dim, centre);
-    uint16_t h;
-    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(v));
-    *reinterpret_cast<uint16_t*>(slab + bf16_chunk_at(r, j / 8) + (j % 8) * 2) = h;
+  const int lane = threadIdx.x % 32;
+  for (int r = threadIdx.x / 32; r < kMmaTile; r += kThreads / 32) {
+    float sq = 0.0f;
+#pragma unroll
+    for (int slab = 0; slab < 2; ++slab) {
+      const float v = mma_stage_value<R>(row_ptr, r, d0 + slab * 32 + lane, dim, centre);
+      uint16_t h;
+      asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(v));
+      *reinterpret_cast<uint16_t*>(slice + slab * kBf16SlabBytes + bf16_chunk_at(r, lane / 8) + (lane % 8) * 2) = h;
+      sq = fmaf(v, v, sq);
+    }
     if (norms != nullptr) {
-      float sq = v * v;
       for (int o = 16; o > 0; o /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-      if (threadIdx.x % 32 == 0) norms[r] += sq;
+      if (lane == 0) norms[r] += sq;
     }
   }
 }
 // The centroid off this thread's two staged float4 (mma_load_slice's columns).
 template <bool BF16>
-__device__ __forceinline__ void mma_centre(float4 (&v)[2], const float* centre, int d0) {
+__device__ __forceinline__ void mma_centre(float4 (&v)[kMmaVecs<BF16>], const float* centre, int d0) {
   const int c = mma_thread_col<BF16>();
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const float4 m = *reinterpret_cast<const float4*>(centre + d0 + s * kMmaSecond<BF16> + c);
-    v[s] = make_float4(v[s].x - m.x, v[s].y - m.y, v[s].z - m.z, v[s].w - m.w);
+  for (int i = 0; i < kMmaVecs<BF16>; ++i) {
+    const float4 m = *reinterpret_cast<const float4*>(centre + d0 + mma_vec_offset<BF16>(i) + c);
+    v[i] = make_float4(v[i].x - m.x, v[i].y - m.y, v[i].z - m.z, v[i].w - m.w);
   }
 }
 
@@ -249,6 +263,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   // TF32, which left the pass bound by shared memory at d = 960); the keys pass keeps TF32, whose
   // margin its refinement recomputes.
   constexpr bool kBf16 = PRUNE;
+  constexpr int kSlice = kMmaSlice<kBf16>;
+  static_assert(kMmaMaxCentredDim % kSlice == 0, "the staged centroid pads to whole slices");
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
@@ -288,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (PRUNE && tid < pcount) qbound[tid] = __ldcg(pr.bound + q_row[tid]);
     if (kBf16 && !a.vec4 && tid < kMmaTile) qn2[tid] = 0.0f;  // summed while the first tile stages
     if (centred) {  // zero past dim: the padded dimensions stay zero
-      const int64_t padded = (a.dim + kMmaSlice - 1) / kMmaSlice * kMmaSlice;
+      const int64_t padded = (a.dim + kSlice - 1) / kSlice * kSlice;
       for (int64_t j = tid; j < padded; j += kThreads) centre_s[j] = j < a.dim ? a.centroids[l * a.dim + j] : 0.0f;
     }
     const float* centre = centred ? centre_s : nullptr;
@@ -297,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       return q >= 0 ? a.queries + q * a.dim : nullptr;
     };
     const bool active = wq < pcount;  // a warp whose query rows are all past the tile's last
-    float4 qv[2], xv[2];
+    float4 qv[kMmaVecs<kBf16>], xv[kMmaVecs<kBf16>];
     bool preloaded = false;  // the first slice of this row tile came with the previous tile's last
     for (int64_t vt = vt_begin; vt < vt_end; ++vt) {
       const int64_t v0 = vt * kMmaTile;
@@ -369,21 +385,21 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       preloaded = false;
       stage(0, 0);
-      prefetch(kMmaSlice);
+      prefetch(kSlice);
       __syncthreads();
-      for (int d0 = 0, b = 0; d0 < dim; d0 += kMmaSlice, b ^= 1) {
-        const bool more = d0 + kMmaSlice < dim;
+      for (int d0 = 0, b = 0; d0 < dim; d0 += kSlice, b ^= 1) {
+        const bool more = d0 + kSlice < dim;
         // The other buffer was last read by the previous slice's products, before the barrier.
         if (more) {
-          stage(d0 + kMmaSlice, b ^ 1);
-          prefetch(d0 + 2 * kMmaSlice);
+          stage(d0 + kSlice, b ^ 1);
+          prefetch(d0 + 2 * kSlice);
         }
         if (!kBf16 && !a.vec4 && tid < 2 * kMmaTile) {  // thread tid's row: query row tid, or tile row tid - 64
           const int r = tid % kMmaTile;
           float(*sl)[kMmaTile][kMmaSlab] = tid < kMmaTile ? qs[b] : xs[b];
           float sum = 0.0f;
-          for (int i = 0; i < kMmaSlice; ++i) {
-            const int j = (i + r) % kMmaSlice;  // rotated: neighbouring rows read other banks
+          for (int i = 0; i < kSlice; ++i) {
+            const int j = (i + r) % kSlice;  // rotated: neighbouring rows read other banks
             const float v = sl[j / kMmaSlab][r][slab_col(r, j % kMmaSlab)];
             sum = fmaf(v, v, sum);
           }
@@ -394,20 +410,26 @@ __global__ void __launch_bounds__(kThreads, 2)
           // kernel at its 128-register cap, where the compiler recomputed the lanes' ldmatrix
           // addresses every slice (ncu); per slab, 1-3% faster (bench/RESULTS.md, session 36).
           const uint32_t at = b * kBufferBytes;
-          if constexpr (kBf16) {  // the slice is one slab: two k steps of 16 dimensions
-            uint32_t af[2][2][4], bf[2][4];
+          if constexpr (kBf16) {  // two slabs of two k steps of 16 dimensions
+            static_assert(kBf16SlabBytes == kSlabBytes, "a bf16 slab has a TF32 slab's bytes");
 #pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-              for (int s = 0; s < 2; ++s) ldmatrix_x4(af[mi][s], a_at[s] + at + mi * 16 * kRowBytes);
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni) ldmatrix_x4(bf[ni], b_at + at + ni * 8 * kRowBytes);
-#pragma unroll
-            for (int s = 0; s < 2; ++s)
+            for (int slab = 0; slab < 2; ++slab) {
+              uint32_t af[2][2][4], bf[2][4];
 #pragma unroll
               for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-                for (int ni = 0; ni < 2; ++ni) mma_bf16(acc[mi][ni], af[mi][s], bf[ni][2 * s], bf[ni][2 * s + 1]);
+                for (int s = 0; s < 2; ++s)
+                  ldmatrix_x4(af[mi][s], a_at[s] + at + slab * kSlabBytes + mi * 16 * kRowBytes);
+#pragma unroll
+              for (int ni = 0; ni < 2; ++ni) ldmatrix_x4(bf[ni], b_at + at + slab * kSlabBytes + ni * 8 * kRowBytes);
+#pragma unroll
+              for (int s = 0; s < 2; ++s)
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                  for (int ni = 0; ni < 2; ++ni)
+                    mma_bf16(acc[mi][ni], af[mi][s], bf[ni][2 * s], bf[ni][2 * s + 1]);
+            }
           } else {
 #pragma unroll
           for (int slab = 0; slab < 2; ++slab) {
