@@ -1,5 +1,6 @@
-// The tensor-core first pass (scan_tensor.cuh) on mma.sync m16n8k8 TF32 instructions; included
-// only by scan_tensor.cuh. Work unit: one list, 64-query tile, 64-row tile.
+// The tensor-core first pass (scan_tensor.cuh) on mma.sync: m16n8k8 TF32 for the keys pass,
+// m16n8k16 bf16 for the pruned pass (below, BF16); included only by scan_tensor.cuh. Work
+// unit: one list, 64-query tile, 64-row tile.
 //
 // Why mma.sync and not WMMA: WMMA's TF32 fragments load one float per instruction (12 shared
 // loads per 4 tensor-core instructions), and ncu showed a WMMA pass bound by that issue rate,

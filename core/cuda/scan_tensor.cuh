@@ -2,9 +2,10 @@
 // only by the scan_tiles_<type>.cu files, which instantiate both for their type.
 //
 // First pass: each block takes one (list, 64-query tile, 64-vector tile) of the list-major
-// schedule, stages both tiles in shared memory as fp32 (rows decoded), and multiplies them on
-// tensor cores in TF32 with fp32 accumulation (mma.sync m16n8k8, scan_mma.cuh), while SIMT
-// threads sum the exact fp32 squared norms of the same staged rows. The epilogue turns each dot product into a
+// schedule, stages both tiles in shared memory (rows decoded; the keys pass as fp32 for TF32
+// mma.sync m16n8k8, the pruned pass rounded to bf16 for m16n8k16, scan_mma.cuh) and multiplies
+// them on tensor cores with fp32 accumulation, while SIMT threads sum the fp32 squared norms of
+// the same values. The epilogue turns each dot product into a
 // distance (L2: |q|^2 + |x|^2 - 2 q.x) and widens it by a bound on its error (candidate_margin)
 // toward the pessimistic side, so the candidate row holds, for every row, a key no better than
 // its exact distance can be. Each list's largest row norm is kept for the refinement.
