@@ -44,15 +44,14 @@ __device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
   atomicMax(reinterpret_cast<int*>(at), __float_as_int(v));
 }
 
-__device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   // The operands are fp32 bit patterns: the tensor cores read their top 19 bits (truncation),
   // which candidate_margin bounds.
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -63,6 +62,15 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// One k step of the pass's operand type: 8 dimensions of TF32 or 16 of bf16 from the same bytes.
+template <bool BF16>
+__device__ __forceinline__ void mma_step(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (BF16) {
+    mma_bf16(d, a, b0, b1);
+  } else {
+    mma_tf32(d, a, b0, b1);
+  }
 }
 
 // The place of dimension j (< 16) of staged row r in its slab row (see the layout above).
@@ -409,29 +417,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (active) {
           // One slab's fragments at a time. Loading both slabs' first (48 registers) kept the
           // kernel at its 128-register cap, where the compiler recomputed the lanes' ldmatrix
-          // addresses every slice (ncu); per slab, 1-3% faster (bench/RESULTS.md, session 36).
+          // addresses every slice (ncu); per slab, 0-7% faster (bench/RESULTS.md, session 36).
           const uint32_t at = b * kBufferBytes;
-          if constexpr (kBf16) {  // two slabs of two k steps of 16 dimensions
-            static_assert(kBf16SlabBytes == kSlabBytes, "a bf16 slab has a TF32 slab's bytes");
-#pragma unroll
-            for (int slab = 0; slab < 2; ++slab) {
-              uint32_t af[2][2][4], bf[2][4];
-#pragma unroll
-              for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-                for (int s = 0; s < 2; ++s)
-                  ldmatrix_x4(af[mi][s], a_at[s] + at + slab * kSlabBytes + mi * 16 * kRowBytes);
-#pragma unroll
-              for (int ni = 0; ni < 2; ++ni) ldmatrix_x4(bf[ni], b_at + at + slab * kSlabBytes + ni * 8 * kRowBytes);
-#pragma unroll
-              for (int s = 0; s < 2; ++s)
-#pragma unroll
-                for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-                  for (int ni = 0; ni < 2; ++ni)
-                    mma_bf16(acc[mi][ni], af[mi][s], bf[ni][2 * s], bf[ni][2 * s + 1]);
-            }
-          } else {
+          // Two slabs of two k steps each (16 fp32 or 32 bf16 dimensions a slab: the same bytes).
+          static_assert(kBf16SlabBytes == kSlabBytes, "a bf16 slab has a TF32 slab's bytes");
 #pragma unroll
           for (int slab = 0; slab < 2; ++slab) {
             uint32_t af[2][2][4], bf[2][4];
@@ -448,11 +437,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
               for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-                for (int ni = 0; ni < 2; ++ni) {
-                  const uint32_t(&A)[4] = af[mi][s];
-                  mma_tf32(acc[mi][ni], A[0], A[1], A[2], A[3], bf[ni][2 * s], bf[ni][2 * s + 1]);
-                }
-          }
+                for (int ni = 0; ni < 2; ++ni)
+                  mma_step<kBf16>(acc[mi][ni], af[mi][s], bf[ni][2 * s], bf[ni][2 * s + 1]);
           }
         }
         if (more) __syncthreads();  // the staged slice is visible; this one's buffer is free
