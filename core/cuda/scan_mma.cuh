@@ -245,11 +245,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   Slice* const qs = reinterpret_cast<Slice*>(stage_mem);  // qs[buffer]
   Slice* const xs = reinterpret_cast<Slice*>(stage_mem + 2 * kSliceFloats);
   // PRUNE: the pessimistic costs of the rows that beat a query row's bound, and which of them
-  // were written (written[r], bit c): only those are read. They share the staging memory: they
-  // are written after every warp's last products (a barrier between) and read before the next
-  // row tile stages (its first barrier between).
-  static_assert(kMmaTile * kMmaTile <= kStageFloats, "the costs fit the staging buffers");
-  float(*const costs)[kMmaTile] = reinterpret_cast<float(*)[kMmaTile]>(stage_mem);
+  // were written (written[r], bit c): only those are read. They share the rows' staging memory
+  // (the queries' may hold a whole query tile, below): they are written after every warp's last
+  // products (a barrier between) and read before the next row tile stages (its first barrier
+  // between).
+  static_assert(kMmaTile * kMmaTile <= 2 * kSliceFloats, "the costs fit the rows' staging buffers");
+  float(*const costs)[kMmaTile] = reinterpret_cast<float(*)[kMmaTile]>(stage_mem + 2 * kSliceFloats);
   __shared__ unsigned long long written[PRUNE ? kMmaTile : 1];
   __shared__ int any_counted;  // PRUNE: whether any row of the tile counted a cost (rare)
   __shared__ float qn2[kMmaTile], xn2[kMmaTile], qlen[kMmaTile], xlen[kMmaTile];
@@ -274,6 +275,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr bool kBf16 = PRUNE;
   constexpr int kSlice = kMmaSlice<kBf16>;
   static_assert(kMmaMaxCentredDim % kSlice == 0, "the staged centroid pads to whole slices");
+  // Up to two slices (128 dimensions of bf16) the query tile fits the queries' two buffers, slice
+  // i in buffer i, which is where the double buffering puts it on every row tile: the unit's
+  // first row tile stages it and the others reuse it.
+  const bool q_resident = kBf16 && a.dim <= 2 * kSlice;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
@@ -349,6 +354,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
       float qnorm = 0.0f, xnorm = 0.0f;
       const bool first_tile = vt == vt_begin;
+      const bool stage_q = first_tile || !q_resident;
       const int dim = static_cast<int>(a.dim);
       const float* my_q = mma_thread_row<kBf16>(q_ptr(tid / 4), q_ptr(0));
       const T* my_x = mma_thread_row<kBf16>(x_ptr(tid / 4), x_ptr(0));
@@ -356,19 +362,20 @@ __global__ void __launch_bounds__(kThreads, 2)
       const auto stage = [&](int d0, int b) {
         if (a.vec4) {
           if (centre != nullptr) {
-            mma_centre<kBf16>(qv, centre, d0);
+            if (stage_q) mma_centre<kBf16>(qv, centre, d0);
             mma_centre<kBf16>(xv, centre, d0);
           }
           if constexpr (kBf16) {
-            mma_store_slice_bf16(reinterpret_cast<unsigned char*>(qs[b]), qv, qnorm, first_tile);
+            if (stage_q) mma_store_slice_bf16(reinterpret_cast<unsigned char*>(qs[b]), qv, qnorm, first_tile);
             mma_store_slice_bf16(reinterpret_cast<unsigned char*>(xs[b]), xv, xnorm, true);
           } else {
             mma_store_slice(qs[b], qv, qnorm, first_tile);
             mma_store_slice(xs[b], xv, xnorm, true);
           }
         } else if constexpr (kBf16) {
-          mma_stage_slice1_bf16<float>(reinterpret_cast<unsigned char*>(qs[b]), q_ptr, d0, a.dim, centre,
-                                       first_tile ? qn2 : nullptr);
+          if (stage_q)
+            mma_stage_slice1_bf16<float>(reinterpret_cast<unsigned char*>(qs[b]), q_ptr, d0, a.dim, centre,
+                                         first_tile ? qn2 : nullptr);
           mma_stage_slice1_bf16<T>(reinterpret_cast<unsigned char*>(xs[b]), x_ptr, d0, a.dim, centre, xn2);
         } else {
           mma_stage_slice1<float>(qs[b], q_ptr, d0, a.dim, centre);
@@ -380,16 +387,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       const auto prefetch = [&](int d0) {
         if (!a.vec4) return;
         if (d0 < dim) {
-          mma_load_slice<kBf16>(qv, my_q, d0, dim);
+          if (stage_q) mma_load_slice<kBf16>(qv, my_q, d0, dim);
           mma_load_slice<kBf16>(xv, my_x, d0, dim);
         } else if (vt + 1 < vt_end) {
-          mma_load_slice<kBf16>(qv, my_q, 0, dim);
+          if (!q_resident) mma_load_slice<kBf16>(qv, my_q, 0, dim);  // the next tile is not a first
           mma_load_slice<kBf16>(xv, mma_thread_row<kBf16>(next_ptr(tid / 4), next_ptr(0)), 0, dim);
           preloaded = true;
         }
       };
       if (a.vec4 && !preloaded) {
-        mma_load_slice<kBf16>(qv, my_q, 0, dim);
+        if (stage_q) mma_load_slice<kBf16>(qv, my_q, 0, dim);
         mma_load_slice<kBf16>(xv, my_x, 0, dim);
       }
       preloaded = false;

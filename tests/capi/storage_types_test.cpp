@@ -269,7 +269,10 @@ TEST(StorageTypes, FilesKeepTheTypeAndFaissExportRefusesIt) {
     ASSERT_EQ(ivf_add(idx.get(), x.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK);
     const auto bytes = bytes_of(idx.get());
     ivf_index* raw = nullptr;
-    ASSERT_EQ(ivf_deserialize(bytes.data(), bytes.size(), nullptr, &raw), IVF_OK) << ivf_last_error_message();
+    // Opened on the backend under test: without params AUTO takes a GPU where there is one, and
+    // the results contract does not promise the CPU's distance bits there.
+    auto open = make_params({{IVF_PARAM_BACKEND, backend()}});
+    ASSERT_EQ(ivf_deserialize(bytes.data(), bytes.size(), open.get(), &raw), IVF_OK) << ivf_last_error_message();
     IndexPtr back(raw);
     int64_t v = -1;
     ASSERT_EQ(ivf_index_info(back.get(), IVF_INFO_STORAGE_TYPE, &v), IVF_OK);
