@@ -104,6 +104,12 @@ template <bool BF16, class R>
 __device__ __forceinline__ const R* mma_thread_row(const R* row, const R* first) {
   return (row != nullptr ? row : first) + mma_thread_col<BF16>();
 }
+// The same for a tile of `count` consecutive rows of `dim` elements from `first`.
+template <bool BF16, class R>
+__device__ __forceinline__ const R* mma_tile_row(const R* first, int count, int64_t dim) {
+  const int r = static_cast<int>(threadIdx.x / 4);
+  return first + (r < count ? r : 0) * dim + mma_thread_col<BF16>();
+}
 template <bool BF16, class R>
 __device__ __forceinline__ void mma_load_slice(float4 (&v)[kMmaVecs<BF16>], const R* p, int d0, int dim) {
   if (d0 + kMmaSlice<BF16> <= dim) {  // a whole slice: no dimension past the row's end
@@ -234,7 +240,10 @@ __device__ __forceinline__ void for_each_accumulator_row(int wq, int g, int pcou
 //
 // PRUNE: the epilogue keeps the tile on chip instead (scan_prune.cuh): the pessimistic costs go
 // to shared memory, and each warp settles eight query rows of the tile against their bounds.
-template <class T, bool IP, bool PRUNE>
+// QRES (PRUNE, a.dim <= kMmaResidentDim): the query tile stays in shared memory for the unit.
+// A compile-time choice: as a runtime flag its branches in the slice loop cost 17% at d = 960.
+constexpr int kMmaResidentDim = 2 * kMmaSlice<true>;
+template <class T, bool IP, bool PRUNE, bool QRES = false>
 __global__ void __launch_bounds__(kThreads, 2)
     list_mma_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm, PruneState pr) {
   // Two buffers of a slice for the queries and two for the rows: slice i + 1 is staged while
@@ -253,7 +262,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float(*const costs)[kMmaTile] = reinterpret_cast<float(*)[kMmaTile]>(stage_mem + 2 * kSliceFloats);
   __shared__ unsigned long long written[PRUNE ? kMmaTile : 1];
   __shared__ int any_counted;  // PRUNE: whether any row of the tile counted a cost (rare)
-  __shared__ float qn2[kMmaTile], xn2[kMmaTile], qlen[kMmaTile], xlen[kMmaTile];
+  __shared__ float qn2[kMmaTile], xn2[kMmaTile];
+  __shared__ float qlen[PRUNE ? 1 : kMmaTile], xlen[PRUNE ? 1 : kMmaTile];  // the keys pass's margins
   __shared__ int64_t out_base[kMmaTile];
   __shared__ int64_t q_row[kMmaTile];
   __shared__ bool keep[kMmaTile];
@@ -278,7 +288,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Up to two slices (128 dimensions of bf16) the query tile fits the queries' two buffers, slice
   // i in buffer i, which is where the double buffering puts it on every row tile: the unit's
   // first row tile stages it and the others reuse it.
-  const bool q_resident = kBf16 && a.dim <= 2 * kSlice;
+  static_assert(!QRES || kBf16, "only the bf16 pass keeps its query tile");
+  constexpr bool q_resident = QRES;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
@@ -329,15 +340,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     const bool active = wq < pcount;  // a warp whose query rows are all past the tile's last
     float4 qv[kMmaVecs<kBf16>], xv[kMmaVecs<kBf16>];
     bool preloaded = false;  // the first slice of this row tile came with the previous tile's last
+    const float* my_q = nullptr;  // the thread's query row: the same on every row tile of the unit
     for (int64_t vt = vt_begin; vt < vt_end; ++vt) {
       const int64_t v0 = vt * kMmaTile;
       const int vcount = static_cast<int>(size - v0 < kMmaTile ? size - v0 : kMmaTile);
       const auto x_ptr = [&](int r) -> const T* { return r < vcount ? rows + (v0 + r) * a.dim : nullptr; };
       // The next row tile's rows, for the prefetch of its first slice.
       const int next_count = static_cast<int>(size - v0 - kMmaTile < kMmaTile ? size - v0 - kMmaTile : kMmaTile);
-      const auto next_ptr = [&](int r) -> const T* {
-        return r < next_count ? rows + (v0 + kMmaTile + r) * a.dim : nullptr;
-      };
       __syncthreads();  // the previous row tile is done with the shared arrays; q_row is visible
       if (tid >= kMmaTile && tid < 2 * kMmaTile) {
         const int v = tid - kMmaTile;
@@ -356,8 +365,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       const bool first_tile = vt == vt_begin;
       const bool stage_q = first_tile || !q_resident;
       const int dim = static_cast<int>(a.dim);
-      const float* my_q = mma_thread_row<kBf16>(q_ptr(tid / 4), q_ptr(0));
-      const T* my_x = mma_thread_row<kBf16>(x_ptr(tid / 4), x_ptr(0));
+      if (first_tile) my_q = mma_thread_row<kBf16>(q_ptr(tid / 4), q_ptr(0));
+      const T* my_x = mma_tile_row<kBf16>(rows + v0 * a.dim, vcount, a.dim);
       // Slice d0 into shared buffer b: from the registers (vec4), or element-wise.
       const auto stage = [&](int d0, int b) {
         if (a.vec4) {
@@ -391,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           mma_load_slice<kBf16>(xv, my_x, d0, dim);
         } else if (vt + 1 < vt_end) {
           if (!q_resident) mma_load_slice<kBf16>(qv, my_q, 0, dim);  // the next tile is not a first
-          mma_load_slice<kBf16>(xv, mma_thread_row<kBf16>(next_ptr(tid / 4), next_ptr(0)), 0, dim);
+          mma_load_slice<kBf16>(xv, mma_tile_row<kBf16>(rows + (v0 + kMmaTile) * a.dim, next_count, a.dim), 0, dim);
           preloaded = true;
         }
       };
@@ -493,20 +502,17 @@ __global__ void __launch_bounds__(kThreads, 2)
           const auto t_of = [&](int mi, int h, int ni, int e) {
             return acc[mi][ni][2 * h + e] - (e == 0 ? xh[ni].x : xh[ni].y);
           };
-          bool any_take = false, any_below = false;
+          // A row that counts is also appended (count_at >= append_at: prune_row_thresholds), so
+          // one test of the lane's largest t per query row finds both. fmaxf passes NaN over as
+          // each comparison would fail on it.
+          bool any_take = false;
           for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
-            const float2 th = rows_pr.thresholds[r];
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const float tv = t_of(mi, h, ni, e);
-                any_take |= tv >= th.x;
-                any_below |= tv > th.y;
-              }
+            const float tmax = fmaxf(fmaxf(t_of(mi, h, 0, 0), t_of(mi, h, 0, 1)),
+                                     fmaxf(t_of(mi, h, 1, 0), t_of(mi, h, 1, 1)));
+            any_take |= tmax >= rows_pr.thresholds[r].x;
           });
-          // Both rare once a bound holds (~11 appended rows per query on the bench's data).
-          if (any_take || any_below) {
+          // Rare once a bound holds (~11 appended rows per query on the bench's data, TF32).
+          if (any_take) {
             for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
               const float2 th = rows_pr.thresholds[r];
               const float qsq = IP ? 0.0f : qn2[r], m = rows_pr.margin[r];
@@ -538,7 +544,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         // A row with k costs that beat its bound lowers it to their k-th (+inf stands for the
         // columns not written); the marks are cleared for the next tile, which writes none
         // before two barriers more.
-        for (int r = warp; any_counted && r < pcount; r += kThreads / 32) {
+        const bool counted = any_counted;  // cleared only after the next tile's first barrier
+        for (int r = warp; counted && r < pcount; r += kThreads / 32) {
           const int below = rows_pr.below[r];
           if (below >= pr.k) {
             const unsigned long long w = written[r];
