@@ -459,6 +459,41 @@ __global__ void __launch_bounds__(kThreads, 6)
   }
 }
 
+// Many short rows (a batch's coarse scores, its first probes' distances): one warp per row, its
+// list taking the whole row, so no block-wide merge. Block-per-row took 182 us per call for
+// 10,000 rows of ~1,000 keys on the H100 (ncu, 1M x 128, nprobe 16): eight warp lists of 128
+// keys each, merged in three rounds of two barriers. The same entries as warp_select_kernel (a
+// warp's k best of unique (key, index) entries do not depend on how the row was cut).
+// Rows past 2,048 keys keep a block: a warp alone waits on its loads one step after another
+// (the first probes' distances, ~5,600 keys a row on average, took 254 us a warp each against
+// 182 us a block each); fewer than 1,024 rows, too, where a block each finishes sooner.
+constexpr int64_t kRowWarpMaxLen = 2048;
+constexpr int64_t kRowWarpMinSegments = 1024;
+constexpr int kRowWarpChunks = 8;  // chunks of 32 keys a lane loads before merging any
+
+__global__ void __launch_bounds__(kThreads)
+    row_warp_select_kernel(SelectInput in, int64_t nseg, int k, bool larger, SelectOutput out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  for (int64_t s = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; s < nseg; s += warps) {
+    const SegmentPiece sp = segment_piece(in, s, k);
+    const RowKeys load{in.keys + sp.row * in.stride + sp.first, in.addend ? in.addend + sp.first : nullptr, larger};
+    WarpBest best;
+    for (int64_t c0 = 0; c0 < sp.len; c0 += int64_t{32} * kRowWarpChunks) {
+      unsigned long long v[kRowWarpChunks];
+#pragma unroll
+      for (int m = 0; m < kRowWarpChunks; ++m) {
+        const int64_t i = c0 + m * 32 + lane;
+        v[m] = i < sp.len ? (static_cast<unsigned long long>(load(i)) << 32) | static_cast<uint32_t>(i) : ~0ull;
+      }
+#pragma unroll
+      for (int m = 0; m < kRowWarpChunks; ++m) best.offer(v[m], k);
+    }
+    if (lane < k) put_selected(in, out, sp, s, k, lane, best.mine, larger);
+    if (lane == 0) out.count[s] = sp.kk;
+  }
+}
+
 std::size_t sort_bytes(int64_t k) {
   int64_t k2 = 1;
   while (k2 < k) k2 <<= 1;
@@ -478,6 +513,14 @@ std::size_t prepare_kernel(const DeviceContext& ctx) {
 void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectInput& in, int64_t nseg, int64_t k,
                    bool larger_is_better, const SelectOutput& out) {
   const int64_t grid = std::min<int64_t>(nseg, int64_t{1} << 30);
+  const int64_t row_len = in.pieces > 1 ? in.piece : in.max_len;
+  if (k <= kWarpSelectMaxK && row_len <= kRowWarpMaxLen && nseg >= kRowWarpMinSegments) {
+    const int64_t blocks = std::min<int64_t>((nseg + kWarps - 1) / kWarps, int64_t{1} << 30);
+    row_warp_select_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(in, nseg, static_cast<int>(k),
+                                                                                 larger_is_better, out);
+    IVF_CUDA_CHECK_LAUNCH();
+    return;
+  }
   // Small k: warp lists (ncu on the H200, batch 64 at nprobe 16: the split select of 64 rows of
   // ~90K keys took 90 + 10.5 us on the block kernel and 41 + 6 us here; bench/RESULTS.md).
   if (k <= kWarpSelectMaxK) {
@@ -490,7 +533,6 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
   // concurrent searches never race on it; each launch asks for what it needs.
   const std::size_t max_dynamic = prepare_kernel(ctx);
   const std::size_t sel = sort_bytes(k);
-  const int64_t row_len = in.pieces > 1 ? in.piece : in.max_len;
   // Buffer: 8 bytes a key; room for the row itself when short, else for a stream of 2 * k2 +
   // kStep keys (a cut to the k best every k2 + kStep keys at least; small enough that several
   // blocks share an SM at k 4096).

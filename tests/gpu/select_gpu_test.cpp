@@ -184,6 +184,23 @@ TEST(GpuSelect, LargestKs) {
     }
 }
 
+// Many short rows (a batch's coarse scores, its first probes): a warp per row for k <= 32.
+// Lengths 0 .. 4,100, around the warp's 128-key steps.
+TEST(GpuSelect, ManyShortRowsTakeAWarpEach) {
+  REQUIRE_GPU();
+  for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{16}, int64_t{32}}) {
+    std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 127, 128, 129, 1024, 4100};
+    std::mt19937_64 rng(3 + k);
+    std::uniform_int_distribution<int64_t> len(0, 1100);
+    while (lens.size() < 2500) lens.push_back(len(rng));
+    for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::AllEqual, Pattern::FewValues, Pattern::Signed})
+      for (bool larger : {false, true}) {
+        check(p, lens, k, larger, 77 + k);
+        if (HasFailure()) return;
+      }
+  }
+}
+
 // Few long rows: split into pieces whose bests a second pass merges.
 TEST(GpuSelect, FewLongRowsAreSplit) {
   REQUIRE_GPU();
