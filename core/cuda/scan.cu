@@ -110,7 +110,8 @@ __global__ void first_probe_lengths_kernel(const int64_t* cand_off, int64_t nq, 
 }
 
 // A pruned pass's starting state from the exact top-k of each query's first probe: those rows
-// are its first entries (their exact costs stand in for optimistic ones), and with k of them
+// are its first entries (their exact costs stand in for optimistic ones, and the settle takes
+// them as they are: the SIMT scan computed them), and with k of them
 // the k-th cost is the bound; with fewer there is none yet (all ones: past every cost). Rows
 // the scan excluded (the padding key) are not entries.
 __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, const int32_t* sel_count, int64_t nq,
@@ -127,6 +128,7 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
       ++n;
     }
     pr.found[q] = n;
+    pr.seeded[q] = n;
     pr.bound[q] = n == k ? to_ordered(last) : 0xffffffffu;
   }
 }
@@ -330,6 +332,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   out.cap = std::max<int64_t>(scan_detail::kPruneCap, k);
   out.bound = DeviceBuffer<uint32_t>(ctx, n, stream);
   out.found = DeviceBuffer<int32_t>(ctx, n, stream);
+  out.seeded = DeviceBuffer<int32_t>(ctx, n, stream);
   out.pos = DeviceBuffer<int32_t>(ctx, n * static_cast<std::size_t>(out.cap), stream);
   out.opt = DeviceBuffer<float>(ctx, n * static_cast<std::size_t>(out.cap), stream);
   const scan_detail::PruneState prune = out.prune_state(p);
@@ -359,7 +362,7 @@ int64_t pruned_scan_words_per_query(int64_t largest_list, int64_t k) {
 
 scan_detail::PruneState ScanOutcome::prune_state(const ScanProblem& p) const {
   return scan_detail::PruneState{bound.data(), found.data(), pos.data(), opt.data(), cap, p.cand.stride,
-                                 static_cast<int>(p.k)};
+                                 static_cast<int>(p.k), seeded.data()};
 }
 
 ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {

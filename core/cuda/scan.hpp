@@ -56,7 +56,7 @@ struct ScanOutcome {
   // The pruned pass's state (scan_tensor.hpp, PruneState): per query a bound, a count and up
   // to cap entries (candidate position, optimistic cost).
   DeviceBuffer<uint32_t> bound;
-  DeviceBuffer<int32_t> found, pos;
+  DeviceBuffer<int32_t> found, pos, seeded;
   DeviceBuffer<float> opt;
   int64_t cap = 0;
   scan_detail::PruneState prune_state(const ScanProblem& p) const;

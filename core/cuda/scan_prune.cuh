@@ -183,12 +183,19 @@ __device__ __forceinline__ uint64_t exact_key(const SettleArgs<T>& a, const floa
   return (static_cast<uint64_t>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(pos);
 }
 
-// The key of query q's entry at candidate position p (its probe and row located from p).
+// The key of query q's entry i at candidate position p with stored cost `cost` (its probe and
+// row located from p). An entry of the seed (i < seeded) holds its exact cost already: the SIMT
+// scan's, which exact_key would compute again bit for bit; its row is not read.
 template <class T, bool IP, bool INT>
-__device__ __forceinline__ uint64_t entry_key(const SettleArgs<T>& a, int64_t q, const float* query, int32_t p) {
+__device__ __forceinline__ uint64_t entry_key(const SettleArgs<T>& a, int64_t q, const float* query, int i,
+                                              int seeded, int32_t p, float cost) {
+  if (i < seeded) return (static_cast<uint64_t>(to_ordered(cost)) << 32) | static_cast<uint32_t>(p);
   int64_t probe, row;
   a.cand.locate(q, p, probe, row);
   return exact_key<T, IP, INT>(a, query, a.probes[q * a.nprobe + probe], row, p);
+}
+__device__ __forceinline__ int seeded_entries(const PruneState& pr, int64_t q) {
+  return pr.seeded != nullptr ? __ldcg(pr.seeded + q) : 0;
 }
 
 // The key of row `row` of query q's probed list l, whose candidate positions start at off, or
@@ -234,6 +241,7 @@ __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
     const float bound = from_ordered(__ldcg(a.prune.bound + q));
     const int n = __ldcg(a.prune.found + q);
     if (n > a.prune.cap) continue;  // overflowed: settle_overflow_kernel's
+    const int seeded = seeded_entries(a.prune, q);
     uint64_t best = kNone;  // lane j: the (j+1)-th best (cost, position) so far
     const int32_t* pos = a.prune.pos + q * a.prune.cap;
     const float* opt = a.prune.opt + q * a.prune.cap;
@@ -246,9 +254,7 @@ __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
       if (i < n) {
         const float o = __ldcg(opt + i);
         // Only a row whose optimistic cost reaches the bound and the k-th so far can enter.
-        if (!(o > bound) && !(o > kth_cost)) {
-          key = entry_key<T, IP, INT>(a, q, query, __ldcg(pos + i));
-        }
+        if (!(o > bound) && !(o > kth_cost)) key = entry_key<T, IP, INT>(a, q, query, i, seeded, __ldcg(pos + i), o);
       }
       if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
     }
@@ -320,9 +326,11 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       const float bound = from_ordered(__ldcg(a.prune.bound + q));
       const int32_t* pos = a.prune.pos + q * a.prune.cap;
       const float* opt = a.prune.opt + q * a.prune.cap;
+      const int seeded = seeded_entries(a.prune, q);
       for (int i = tid; i < n; i += kThreads) {
-        if (__ldcg(opt + i) > bound) continue;  // worse than the final bound: cannot enter
-        keys[atomicAdd(&count, 1)] = entry_key<T, IP, INT>(a, q, query, __ldcg(pos + i));
+        const float o = __ldcg(opt + i);
+        if (o > bound) continue;  // worse than the final bound: cannot enter
+        keys[atomicAdd(&count, 1)] = entry_key<T, IP, INT>(a, q, query, i, seeded, __ldcg(pos + i), o);
       }
       sort_keep_k();
     } else {

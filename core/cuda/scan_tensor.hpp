@@ -88,6 +88,9 @@ struct PruneState {
   int64_t cap = 0;
   int64_t stride = 0;  // the candidate rows' stride: turns the scan's slots into positions
   int k = 0;
+  // nq: how many of a query's first entries came from its first probe's exact scan (their
+  // costs are exact, so the settle need not read their rows again), or nullptr: none.
+  int32_t* seeded = nullptr;
 };
 
 // The first pass: pessimistic keys into args.cand and each list's largest row norm into
