@@ -22,8 +22,9 @@
 // Settle: one warp per query re-scores, with the SIMT scan's arithmetic, the appended rows that
 // can still enter (optimistic cost within the final bound and the k-th exact cost found so far)
 // and keeps the k best by (exact cost, candidate position): the SIMT scan's order, ties included.
-// An overflowed query is scanned in full, exactly, by a block of its own instead. Past k = 32 a
-// block settles each query both ways, sorting in shared memory (settle_wide_kernel).
+// A query with many entries takes a block instead, and an overflowed query is scanned in full,
+// exactly, by a block (settle_block_kernel). Past k = 32 a block settles each query both ways,
+// sorting in shared memory (settle_wide_kernel).
 #pragma once
 
 #include <cstdint>
@@ -231,58 +232,89 @@ __device__ __forceinline__ void write_settled(const SettleArgs<T>& a, int64_t q,
   a.out_dists[e] = d;
 }
 
+// A warp's share of query q's entries: rounds of 32 entries starting at `first`, one every
+// `stride` entries, into its list `best` (lane j: the (j+1)-th best (cost, position) so far).
+// Only an entry whose optimistic cost reaches the final bound and the warp's k-th so far is
+// re-scored. The optimistic costs come four rounds at a time: the final bound turns most
+// entries away, and one load per round made the queries that appended many rows wait.
 template <class T, bool IP, bool INT>
-__global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
+__device__ __forceinline__ uint64_t settle_entries(const SettleArgs<T>& a, int64_t q, const float* query, int n,
+                                                   int first, int stride, uint64_t best) {
   constexpr uint64_t kNone = ~uint64_t{0};
+  constexpr int kSpan = 4;
   const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / 32);
-  for (int64_t q = blockIdx.x * (kThreads / 32) + threadIdx.x / 32; q < a.nq; q += warps) {
-    const float* query = a.queries + q * a.dim;
-    const float bound = from_ordered(__ldcg(a.prune.bound + q));
-    const int n = __ldcg(a.prune.found + q);
-    if (n > a.prune.cap) continue;  // overflowed: settle_overflow_kernel's
-    const int seeded = seeded_entries(a.prune, q);
-    uint64_t best = kNone;  // lane j: the (j+1)-th best (cost, position) so far
-    const int32_t* pos = a.prune.pos + q * a.prune.cap;
-    const float* opt = a.prune.opt + q * a.prune.cap;
-    for (int b = 0; b < n; b += 32) {
+  const float bound = from_ordered(__ldcg(a.prune.bound + q));
+  const int seeded = seeded_entries(a.prune, q);
+  const int32_t* pos = a.prune.pos + q * a.prune.cap;
+  const float* opt = a.prune.opt + q * a.prune.cap;
+  for (int b0 = first; b0 < n; b0 += kSpan * stride) {
+    float o[kSpan];
+#pragma unroll
+    for (int s = 0; s < kSpan; ++s) {
+      const int i = b0 + s * stride + lane;
+      o[s] = i < n ? __ldcg(opt + i) : 0.0f;
+    }
+#pragma unroll
+    for (int s = 0; s < kSpan; ++s) {
+      const int i = b0 + s * stride + lane;
+      const bool reaches = i < n && !(o[s] > bound);
+      if (!__any_sync(kFullMask, reaches)) continue;  // a round that changes nothing
       const uint64_t kth = __shfl_sync(kFullMask, best, static_cast<int>(a.k) - 1);
       const float kth_cost =
           kth == kNone ? __int_as_float(0x7fffffff) : from_ordered(static_cast<uint32_t>(kth >> 32));
-      const int i = b + lane;
       uint64_t key = kNone;
-      if (i < n) {
-        const float o = __ldcg(opt + i);
-        // Only a row whose optimistic cost reaches the bound and the k-th so far can enter.
-        if (!(o > bound) && !(o > kth_cost)) key = entry_key<T, IP, INT>(a, q, query, i, seeded, __ldcg(pos + i), o);
-      }
+      if (reaches && !(o[s] > kth_cost)) key = entry_key<T, IP, INT>(a, q, query, i, seeded, __ldcg(pos + i), o[s]);
       if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
     }
+  }
+  return best;
+}
+
+// Queries with at most kSettleWarpEntries entries take a warp each; those with more, and the
+// overflowed ones, a block each (settle_block_kernel). A warp settles its query's entries one
+// round after another, so a query with many entries (a looser bound) set the warp kernel's
+// length while most warps had finished (ncu, H100: 18-23% of the warps active on average).
+constexpr int kSettleWarpEntries = 128;
+
+template <class T, bool IP, bool INT>
+__global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / 32);
+  for (int64_t q = blockIdx.x * (kThreads / 32) + threadIdx.x / 32; q < a.nq; q += warps) {
+    const int n = __ldcg(a.prune.found + q);
+    if (n > kSettleWarpEntries) continue;  // settle_block_kernel's
+    const uint64_t best = settle_entries<T, IP, INT>(a, q, a.queries + q * a.dim, n, 0, 32, ~uint64_t{0});
     if (lane < a.k) write_settled<T, IP>(a, q, lane, best);
   }
 }
 
-// The overflowed queries of a pruned pass, a block each: every candidate row exactly, as the
-// SIMT scan computes it (excluded rows left out); each warp keeps the 32 best of its share and
-// warp 0 merges the eight.
+// A block per query past kSettleWarpEntries entries: each warp settles every eighth round of
+// its entries, or, where the query overflowed its entries, scans every eighth window of 32 rows
+// of its probed lists exactly, as the SIMT scan computes them (excluded rows left out); warp 0
+// merges the eight lists.
 template <class T, bool IP, bool INT>
-__global__ void __launch_bounds__(kThreads) settle_overflow_kernel(SettleArgs<T> a) {
+__global__ void __launch_bounds__(kThreads) settle_block_kernel(SettleArgs<T> a) {
   constexpr uint64_t kNone = ~uint64_t{0};
   __shared__ uint64_t part[kThreads / 32][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int64_t q = blockIdx.x; q < a.nq; q += gridDim.x) {
-    if (__ldcg(a.prune.found + q) <= a.prune.cap) continue;  // settled by settle_kernel
+    const int n = __ldcg(a.prune.found + q);
+    if (n <= kSettleWarpEntries) continue;  // settle_kernel's
     const float* query = a.queries + q * a.dim;
     uint64_t best = kNone;
-    for (int64_t p = 0; p < a.nprobe; ++p) {
-      const int64_t l = a.probes[q * a.nprobe + p];
-      if (l < 0) continue;
-      const int64_t size = a.list_size[l], off = a.cand.offsets[q * (a.nprobe + 1) + p];
-      for (int64_t r0 = warp * 32; r0 < size; r0 += kThreads) {
-        const int64_t row = r0 + lane;
-        uint64_t key = kNone;
-        if (row < size) key = candidate_row_key<T, IP, INT>(a, query, l, row, off);
-        if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
+    if (n <= a.prune.cap) {
+      best = settle_entries<T, IP, INT>(a, q, query, n, warp * 32, kThreads, best);
+    } else {
+      for (int64_t p = 0; p < a.nprobe; ++p) {
+        const int64_t l = a.probes[q * a.nprobe + p];
+        if (l < 0) continue;
+        const int64_t size = a.list_size[l], off = a.cand.offsets[q * (a.nprobe + 1) + p];
+        for (int64_t r0 = warp * 32; r0 < size; r0 += kThreads) {
+          const int64_t row = r0 + lane;
+          uint64_t key = kNone;
+          if (row < size) key = candidate_row_key<T, IP, INT>(a, query, l, row, off);
+          if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
+        }
       }
     }
     part[warp][lane] = best;
@@ -365,9 +397,9 @@ void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool 
     return static_cast<int64_t>(std::max(1, ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0))) *
            ctx.limits().sm_count;
   };
-  // k <= 32: a warp per query for the settled ones, then a block per overflowed one (the rest
-  // return). Past 32: a block per query for both.
-  auto go = [&](auto settle, auto overflow, auto wide) {
+  // k <= 32: a warp per query with few entries, then a block per query with many or overflowed
+  // (the rest return). Past 32: a block per query for both.
+  auto go = [&](auto settle, auto block, auto wide) {
     if (args.k > 32) {
       const int64_t grid = std::min<int64_t>(args.nq, resident_grid(wide));
       wide<<<static_cast<unsigned>(std::max<int64_t>(1, grid)), kThreads, 0, stream>>>(args);
@@ -378,20 +410,20 @@ void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool 
     const int64_t warps_grid = std::min<int64_t>((args.nq + kThreads / 32 - 1) / (kThreads / 32), resident);
     settle<<<static_cast<unsigned>(std::max<int64_t>(1, warps_grid)), kThreads, 0, stream>>>(args);
     IVF_CUDA_CHECK_LAUNCH();
-    overflow<<<static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(args.nq, resident))), kThreads, 0,
-               stream>>>(args);
+    block<<<static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(args.nq, resident))), kThreads, 0,
+            stream>>>(args);
     IVF_CUDA_CHECK_LAUNCH();
   };
   if constexpr (DeviceElement<T>::kInteger) {
     if (integer) {
-      ip ? go(settle_kernel<T, true, true>, settle_overflow_kernel<T, true, true>, settle_wide_kernel<T, true, true>)
-         : go(settle_kernel<T, false, true>, settle_overflow_kernel<T, false, true>,
+      ip ? go(settle_kernel<T, true, true>, settle_block_kernel<T, true, true>, settle_wide_kernel<T, true, true>)
+         : go(settle_kernel<T, false, true>, settle_block_kernel<T, false, true>,
               settle_wide_kernel<T, false, true>);
       return;
     }
   }
-  ip ? go(settle_kernel<T, true, false>, settle_overflow_kernel<T, true, false>, settle_wide_kernel<T, true, false>)
-     : go(settle_kernel<T, false, false>, settle_overflow_kernel<T, false, false>,
+  ip ? go(settle_kernel<T, true, false>, settle_block_kernel<T, true, false>, settle_wide_kernel<T, true, false>)
+     : go(settle_kernel<T, false, false>, settle_block_kernel<T, false, false>,
           settle_wide_kernel<T, false, false>);
 }
 
