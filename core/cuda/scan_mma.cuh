@@ -261,7 +261,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   static_assert(kMmaTile * kMmaTile <= 2 * kSliceFloats, "the costs fit the rows' staging buffers");
   float(*const costs)[kMmaTile] = reinterpret_cast<float(*)[kMmaTile]>(stage_mem + 2 * kSliceFloats);
   __shared__ unsigned long long written[PRUNE ? kMmaTile : 1];
-  __shared__ int any_counted;  // PRUNE: whether any row of the tile counted a cost (rare)
   __shared__ float qn2[kMmaTile], xn2[kMmaTile];
   __shared__ float qlen[PRUNE ? 1 : kMmaTile], xlen[PRUNE ? 1 : kMmaTile];  // the keys pass's margins
   __shared__ int64_t out_base[kMmaTile];
@@ -485,7 +484,6 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int o = 1; o < 32; o *= 2) xsq = fmaxf(xsq, __shfl_xor_sync(kFullMask, xsq, o));
         if (lane == 0) xmax_part[warp] = xsq;
         __syncthreads();
-        if (tid == 0) any_counted = 0;  // last read before the previous tile's end
         if (tid < pcount) {
           float xmax = xmax_part[0];
 #pragma unroll
@@ -493,6 +491,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
         }
         __syncthreads();
+        bool counted_here = false;  // whether this thread counted a cost (rare)
         if (active) {
           // The lane's four tile columns c0 + 8 ni + e, the same for each of its query rows.
           const int c0 = wv + t4 / 2;
@@ -533,18 +532,17 @@ __global__ void __launch_bounds__(kThreads, 2)
                   }
                 }
               if (below > 0) {
-                any_counted = 1;
+                counted_here = true;
                 atomicAdd(&rows_pr.below[r], below);
                 atomicOr(&written[r], bits);
               }
             });
           }
         }
-        __syncthreads();
         // A row with k costs that beat its bound lowers it to their k-th (+inf stands for the
         // columns not written); the marks are cleared for the next tile, which writes none
         // before two barriers more.
-        const bool counted = any_counted;  // cleared only after the next tile's first barrier
+        const bool counted = __syncthreads_or(counted_here);
         for (int r = warp; counted && r < pcount; r += kThreads / 32) {
           const int below = rows_pr.below[r];
           if (below >= pr.k) {
