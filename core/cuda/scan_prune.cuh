@@ -56,37 +56,19 @@ __device__ __forceinline__ void exact_term(float q, float x, float& acc, long lo
   }
 }
 template <class T, bool IP, bool INT>
-__device__ __forceinline__ void exact_terms4(const float4& q, const float4& x, float& acc, long long& total) {
-  exact_term<T, IP, INT>(q.x, x.x, acc, total);
-  exact_term<T, IP, INT>(q.y, x.y, acc, total);
-  exact_term<T, IP, INT>(q.z, x.z, acc, total);
-  exact_term<T, IP, INT>(q.w, x.w, acc, total);
-}
-//
-// Each lane of a settling warp reads a row of its own, so the loads come in batches of eight
-// (32 elements) before their terms are summed: one memory latency per batch. Four loads at a
-// time (what the compiler's unrolling gave) left the settle waiting on memory for 60% of its
-// samples, and its duration set by the few queries with several rounds of entries (ncu, H100).
-template <class T, bool IP, bool INT>
 __device__ __forceinline__ float exact_row_distance(const float* query, const T* xr, int64_t dim, bool vec4) {
   float acc = 0.0f;
   long long total = 0;
   int64_t j = 0;
   if (vec4) {
-    constexpr int kBatch = 8;
-    for (; j + 4 * kBatch <= dim; j += 4 * kBatch) {
-      float4 x[kBatch], q[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        x[b] = DeviceElement<T>::load4(xr + j + 4 * b);
-        q[b] = *reinterpret_cast<const float4*>(query + j + 4 * b);
-      }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) exact_terms4<T, IP, INT>(q[b], x[b], acc, total);
+    for (; j + 4 <= dim; j += 4) {
+      const float4 x = DeviceElement<T>::load4(xr + j);
+      const float4 q = *reinterpret_cast<const float4*>(query + j);
+      exact_term<T, IP, INT>(q.x, x.x, acc, total);
+      exact_term<T, IP, INT>(q.y, x.y, acc, total);
+      exact_term<T, IP, INT>(q.z, x.z, acc, total);
+      exact_term<T, IP, INT>(q.w, x.w, acc, total);
     }
-    for (; j + 4 <= dim; j += 4)
-      exact_terms4<T, IP, INT>(*reinterpret_cast<const float4*>(query + j), DeviceElement<T>::load4(xr + j), acc,
-                               total);
   }
   for (; j < dim; ++j) exact_term<T, IP, INT>(query[j], DeviceElement<T>::load1(xr + j), acc, total);
   if constexpr (INT) return __ll2float_rn(total);
