@@ -288,7 +288,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   // i in buffer i, which is where the double buffering puts it on every row tile: the unit's
   // first row tile stages it and the others reuse it.
   static_assert(!QRES || kBf16, "only the bf16 pass keeps its query tile");
-  constexpr bool q_resident = QRES;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
@@ -362,7 +361,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
       float qnorm = 0.0f, xnorm = 0.0f;
       const bool first_tile = vt == vt_begin;
-      const bool stage_q = first_tile || !q_resident;
+      const bool stage_q = first_tile || !QRES;
       const int dim = static_cast<int>(a.dim);
       if (first_tile) my_q = mma_thread_row<kBf16>(q_ptr(tid / 4), q_ptr(0));
       const T* my_x = mma_tile_row<kBf16>(rows + v0 * a.dim, vcount, a.dim);
@@ -398,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           if (stage_q) mma_load_slice<kBf16>(qv, my_q, d0, dim);
           mma_load_slice<kBf16>(xv, my_x, d0, dim);
         } else if (vt + 1 < vt_end) {
-          if (!q_resident) mma_load_slice<kBf16>(qv, my_q, 0, dim);  // the next tile is not a first
+          if (!QRES) mma_load_slice<kBf16>(qv, my_q, 0, dim);  // the next tile is not a first
           mma_load_slice<kBf16>(xv, mma_tile_row<kBf16>(rows + (v0 + kMmaTile) * a.dim, next_count, a.dim), 0, dim);
           preloaded = true;
         }
