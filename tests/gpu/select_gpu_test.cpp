@@ -184,12 +184,14 @@ TEST(GpuSelect, LargestKs) {
     }
 }
 
-// Many short rows (a batch's coarse scores, its first probes): a warp per row for k <= 32.
-// Lengths 0 .. 4,100, around the warp's 128-key steps.
+// Many short rows (a batch's coarse scores): a warp per row for k <= 32. select.cu takes that
+// path for at least 1,024 rows whose longest (the stride, max_len here) is at most 2,048 keys
+// (kRowWarpMinSegments, kRowWarpMaxLen), so every length stays within 2,048, around the
+// warp's 128-key steps.
 TEST(GpuSelect, ManyShortRowsTakeAWarpEach) {
   REQUIRE_GPU();
   for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{16}, int64_t{32}}) {
-    std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 127, 128, 129, 1024, 4100};
+    std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 127, 128, 129, 1024, 2047, 2048};
     std::mt19937_64 rng(3 + k);
     std::uniform_int_distribution<int64_t> len(0, 1100);
     while (lens.size() < 2500) lens.push_back(len(rng));
