@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "../element_type.hpp"
 #include "../errors.hpp"
@@ -91,16 +92,22 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
 }
 
 // IVFGPU_SCAN pins the kernel of resident scans (A/B runs, and tests that compare them in one
-// process: read at every scan): =simt; =tensor (pruned where k allows, else keys); =keys (the
-// tensor pass that writes every candidate's key). Unset, the dispatch below decides.
+// process: read at every scan): =simt; =tensor (pruned where k allows, else keys; the pruned
+// pass's operands as pruned_operands chooses); =bf16 (the same, but the pruned pass always on
+// bf16 operands, also for integer queries on integer rows); =keys (the tensor pass that writes
+// every candidate's key). Unset, the dispatch below decides.
 enum class ScanKernel { Auto, Simt, Tensor, TensorKeys, TensorPruned };
 ScanKernel scan_kernel_override() {
   const char* e = std::getenv("IVFGPU_SCAN");
   if (e == nullptr) return ScanKernel::Auto;
   if (std::strcmp(e, "simt") == 0) return ScanKernel::Simt;
-  if (std::strcmp(e, "tensor") == 0) return ScanKernel::Tensor;
+  if (std::strcmp(e, "tensor") == 0 || std::strcmp(e, "bf16") == 0) return ScanKernel::Tensor;
   if (std::strcmp(e, "keys") == 0) return ScanKernel::TensorKeys;
   return ScanKernel::Auto;
+}
+bool bf16_operands_pinned() {
+  const char* e = std::getenv("IVFGPU_SCAN");
+  return e != nullptr && std::strcmp(e, "bf16") == 0;
 }
 
 // The length of each query's first segment (its first probe's list).
@@ -269,6 +276,16 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
   return dim >= 192 && k <= 256 ? ScanKernel::TensorKeys : ScanKernel::Simt;
 }
 
+// The pruned pass's operands, chosen once per scan: int8 tensor cores (exact integer costs,
+// scan_imma.cuh) for integer queries against uint8 / int8 rows that fit its shared query tile
+// and 16-byte loads, else bf16 with a margin and exact re-scoring (scan_mma.cuh).
+bool pruned_operands_are_integer(const ScanProblem& p) {
+  if (!integer_arithmetic(p) || bf16_operands_pinned()) return false;
+  const int64_t dim = p.lists.dim;
+  return dim % 16 == 0 && dim <= scan_detail::kImmaMaxDim && reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0;
+}
+
 }  // namespace
 
 void scan_segments(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& groups,
@@ -329,6 +346,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
 
   out.pruned = true;
+  out.exact = pruned_operands_are_integer(p);
   out.cap = std::max<int64_t>(scan_detail::kPruneCap, k);
   out.bound = DeviceBuffer<uint32_t>(ctx, n, stream);
   out.found = DeviceBuffer<int32_t>(ctx, n, stream);
@@ -344,9 +362,15 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, true);
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const scan_detail::TileArgs<T> args = tile_args<T>(p, rest, nullptr, 0, tile_off.data());
+    if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
+      if (out.exact) {
+        scan_detail::launch_integer_scan<T>(ctx, stream, larger, args, prune);
+        return;
+      }
+    }
     // No list norms: only the keys pass's refinement reads them, and the pruned pass writes none.
-    scan_detail::launch_tensor_scan<T>(ctx, stream, larger, tile_args<T>(p, rest, nullptr, 0, tile_off.data()),
-                                       nullptr, &prune);
+    scan_detail::launch_tensor_scan<T>(ctx, stream, larger, args, nullptr, &prune);
   });
 }
 
@@ -362,7 +386,7 @@ int64_t pruned_scan_words_per_query(int64_t largest_list, int64_t k) {
 
 scan_detail::PruneState ScanOutcome::prune_state(const ScanProblem& p) const {
   return scan_detail::PruneState{bound.data(), found.data(), pos.data(), opt.data(), cap, p.cand.stride,
-                                 static_cast<int>(p.k), seeded.data()};
+                                 static_cast<int>(p.k), seeded.data(), exact};
 }
 
 ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {

@@ -220,6 +220,74 @@ __device__ __forceinline__ void mma_centre(float4 (&v)[kMmaVecs<BF16>], const fl
   }
 }
 
+// Work unit t of a tensor-core pass (tensor_tiles): list `list` (`size` rows from `rows`),
+// query tile qt (pcount queries), row tiles [vt_begin, vt_end). Every thread of the block calls
+// it with the same t.
+template <class T>
+struct MmaUnit {
+  int64_t list, size, qt, vt_begin, vt_end;
+  int pcount;
+  const T* rows;
+};
+template <class T>
+__device__ __forceinline__ MmaUnit<T> mma_unit(const TileArgs<T>& a, int64_t t) {
+  MmaUnit<T> u;
+  u.list = block_unit_of(a.tile_off, a.nlist, t);
+  u.size = a.list_size[u.list];
+  const int64_t nvt = (u.size + kMmaTile - 1) / kMmaTile;
+  const int64_t nunits = (nvt + kMmaUnitTiles - 1) / kMmaUnitTiles;
+  const int64_t local = t - a.tile_off[u.list];
+  u.qt = local / nunits;
+  u.vt_begin = (local % nunits) * kMmaUnitTiles;
+  u.vt_end = u.vt_begin + kMmaUnitTiles < nvt ? u.vt_begin + kMmaUnitTiles : nvt;
+  const int64_t prem = a.pair_count[u.list] - u.qt * kMmaTile;
+  u.pcount = static_cast<int>(prem < kMmaTile ? prem : kMmaTile);
+  u.rows = a.vectors + a.list_start[u.list] * a.dim;
+  return u;
+}
+// Rows in the unit's row tile v0 (vcount of them) from position v0: threads 64-127 mark each
+// kept (keep[v]) unless past the tile's end, removed, or left out by the filter.
+template <class T>
+__device__ __forceinline__ void mark_kept_rows(const TileArgs<T>& a, int64_t l, int64_t v0, int vcount, bool* keep) {
+  const int v = static_cast<int>(threadIdx.x) - kMmaTile;
+  if (v < 0 || v >= kMmaTile) return;
+  const int64_t slot = a.list_start[l] + v0 + v;
+  keep[v] = v < vcount && row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
+}
+template <class A>
+__device__ __forceinline__ void zero_accumulators(A (&acc)[2][2][4]) {
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mi][ni][i] = A(0);
+}
+
+// The end of a pruned tile, after a barrier that told whether any thread counted a cost: a query
+// row with at least k costs below its bound (below[r]; written[r] marks their columns in
+// costs[r]) lowers it to their k-th (+inf for the columns not written), in global memory and in
+// qbound; below and written are cleared for the next tile.
+__device__ __forceinline__ void lower_counted_bounds(const PruneState& pr, bool counted, int pcount, int* below,
+                                                     unsigned long long* written, const float (*costs)[kMmaTile],
+                                                     const int64_t* q_row, uint32_t* qbound) {
+  const int lane = threadIdx.x % 32;
+  for (int r = threadIdx.x / 32; counted && r < pcount; r += kThreads / 32) {
+    const int n = below[r];
+    if (n >= pr.k) {
+      const unsigned long long w = written[r];
+      const float inf = __int_as_float(0x7f800000);
+      lower_row_bound(pr, q_row[r], (w >> lane) & 1 ? costs[r][lane] : inf,
+                      (w >> (lane + 32)) & 1 ? costs[r][lane + 32] : inf, qbound[r]);
+    }
+    __syncwarp();
+    if (n > 0 && lane == 0) {
+      written[r] = 0;
+      below[r] = 0;
+    }
+  }
+}
+
 // f(mi, h, r) for each query row r < pcount that the warp's accumulators hold: accumulator i of
 // mma tile (mi, ni) is query row wq + 16 mi + g (+ 8 for i >= 2, h = 1), tile row
 // wv + 8 ni + 2 (lane % 4) + (i & 1).
@@ -312,15 +380,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
-    const int64_t l = block_unit_of(a.tile_off, a.nlist, t), size = a.list_size[l];
-    const int64_t nvt = (size + kMmaTile - 1) / kMmaTile;
-    const int64_t nunits = (nvt + kMmaUnitTiles - 1) / kMmaUnitTiles;
-    const int64_t local = t - a.tile_off[l];
-    const int64_t qt = local / nunits, vt_begin = (local % nunits) * kMmaUnitTiles;
-    const int64_t vt_end = vt_begin + kMmaUnitTiles < nvt ? vt_begin + kMmaUnitTiles : nvt;
-    const int64_t prem = a.pair_count[l] - qt * kMmaTile;
-    const int pcount = static_cast<int>(prem < kMmaTile ? prem : kMmaTile);
-    const T* rows = a.vectors + a.list_start[l] * a.dim;
+    const MmaUnit<T> u = mma_unit(a, t);
+    const int64_t l = u.list, size = u.size, qt = u.qt, vt_begin = u.vt_begin, vt_end = u.vt_end;
+    const int pcount = u.pcount;
+    const T* rows = u.rows;
     __syncthreads();  // the previous unit is done with the shared arrays
     load_query_tile<kMmaTile>(a, l, qt, pcount, 0, q_row, out_base);
     // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
@@ -346,19 +409,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       // The next row tile's rows, for the prefetch of its first slice.
       const int next_count = static_cast<int>(size - v0 - kMmaTile < kMmaTile ? size - v0 - kMmaTile : kMmaTile);
       __syncthreads();  // the previous row tile is done with the shared arrays; q_row is visible
-      if (tid >= kMmaTile && tid < 2 * kMmaTile) {
-        const int v = tid - kMmaTile;
-        const int64_t slot = a.list_start[l] + v0 + v;
-        // read only in the epilogue, after the slices' barriers
-        keep[v] = v < vcount && row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
-      }
+      mark_kept_rows(a, l, v0, vcount, keep);  // read only in the epilogue, after the slices' barriers
       float acc[2][2][4];
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
+      zero_accumulators(acc);
       float qnorm = 0.0f, xnorm = 0.0f;
       const bool first_tile = vt == vt_begin;
       const bool stage_q = first_tile || !QRES;
@@ -538,21 +591,8 @@ __global__ void __launch_bounds__(kThreads, 2)
             });
           }
         }
-        // A row with k costs that beat its bound lowers it to their k-th (+inf stands for the
-        // columns not written); the marks are cleared for the next tile, which writes none
-        // before two barriers more.
-        const bool counted = __syncthreads_or(counted_here);
-        for (int r = warp; counted && r < pcount; r += kThreads / 32) {
-          const int below = rows_pr.below[r];
-          if (below >= pr.k) {
-            const unsigned long long w = written[r];
-            const float inf = __int_as_float(0x7f800000);
-            lower_row_bound(pr, q_row[r], (w >> lane) & 1 ? costs[r][lane] : inf,
-                            (w >> (lane + 32)) & 1 ? costs[r][lane + 32] : inf, qbound[r]);
-          }
-          __syncwarp();
-          if (below > 0 && lane == 0) written[r] = 0;
-        }
+        // The next tile writes no marks before two barriers more.
+        lower_counted_bounds(pr, __syncthreads_or(counted_here), pcount, rows_pr.below, written, costs, q_row, qbound);
         continue;
       }
       if (a.vec4) {  // the four lanes of a row hold its partial norms

@@ -178,6 +178,7 @@ __device__ __forceinline__ uint64_t entry_key(const SettleArgs<T>& a, int64_t q,
   return exact_key<T, IP, INT>(a, query, a.probes[q * a.nprobe + probe], row, p);
 }
 __device__ __forceinline__ int seeded_entries(const PruneState& pr, int64_t q) {
+  if (pr.exact) return static_cast<int>(pr.cap);  // every entry: the integer pass's costs are exact
   return pr.seeded != nullptr ? __ldcg(pr.seeded + q) : 0;
 }
 

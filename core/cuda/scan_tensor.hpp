@@ -91,6 +91,8 @@ struct PruneState {
   // nq: how many of a query's first entries came from its first probe's exact scan (their
   // costs are exact, so the settle need not read their rows again), or nullptr: none.
   int32_t* seeded = nullptr;
+  // Every entry's cost is exact (the integer pass, scan_imma.cuh): the settle reads no row again.
+  bool exact = false;
 };
 
 // The first pass: pessimistic keys into args.cand and each list's largest row norm into
@@ -99,6 +101,15 @@ struct PruneState {
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm, const PruneState* prune);
+
+// The pruned pass on int8 tensor cores for integer queries against uint8 / int8 rows
+// (scan_imma.cuh): exact integer costs, so no margin and nothing to re-score (prune->exact).
+// Needs dim % 16 == 0, dim <= kImmaMaxDim and 16-byte aligned queries and rows (args.vec4).
+// Instantiated for uint8_t and int8_t only.
+constexpr int64_t kImmaMaxDim = 1024;
+template <class T>
+void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+                         const PruneState& prune);
 
 // What settles a pruned pass into the answer: the k best of each query's appended rows by
 // exact distance, their ids and distances (padding past the candidates), as the SIMT scan and

@@ -1,5 +1,6 @@
 // The list scans for i8 rows (scan_tiles.hpp, scan_tensor.hpp): one storage type per file so
 // that the types compile in parallel.
+#include "scan_imma.cuh"
 #include "scan_tensor.cuh"
 #include "scan_tiles.cuh"
 
@@ -7,6 +8,8 @@ namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<int8_t>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<int8_t>&);
 template void launch_tensor_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&, float*,
                                          const PruneState*);
+template void launch_integer_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
+                                           const PruneState&);
 template void launch_settle<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<int8_t>&);
 template void launch_refine<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<int8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

@@ -60,6 +60,19 @@ std::string compare_raw(const ivf_index* idx, const void* q, ivf_dtype qtype, in
   }
   return "";
 }
+// The pruned pass with each operand form it has for integer queries on integer rows ("tensor":
+// int8 tensor cores where the shape allows, exact integers; "bf16": bf16 with a margin and exact
+// re-scoring) against the SIMT scan.
+std::string compare_integer(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim, int64_t k,
+                            int64_t nprobe, const ivf_filter* filter = nullptr) {
+  const Searched simt = search_with("simt", idx, q, qtype, nq, dim, k, nprobe, filter);
+  for (const char* kernel : {"tensor", "bf16"}) {
+    const Searched pruned = search_with(kernel, idx, q, qtype, nq, dim, k, nprobe, filter);
+    const std::string diff = same_results(pruned.ids, pruned.dists, simt.ids, simt.dists, nq, k);
+    if (!diff.empty()) return std::string(kernel) + ": " + diff;
+  }
+  return "";
+}
 std::string compare(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
                     int64_t nprobe, const ivf_filter* filter = nullptr, bool with_auto = false) {
   return compare_raw(idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe, filter, with_auto);
@@ -217,5 +230,62 @@ TEST(GpuTensorScan, EqualsTheSimtScanWithRemovalsFiltersCosineAndIntegerQueries)
     for (int64_t k : {int64_t{1}, int64_t{100}})
       EXPECT_EQ(compare_raw(idx.get(), q8.data(), IVF_DTYPE_U8, nq, dim, k, 8), "")
           << "uint8 queries, metric " << metric << " k " << k;
+  }
+}
+
+// Integer queries on integer rows: the pruned pass on int8 tensor cores (scan_imma.cuh) for
+// dimensions that are multiples of 16 up to 1,024 (one slab, two, a partial last slab, several
+// slices), against the SIMT scan's exact integer distances, both metrics, k past one tile's 64
+// rows; then data where every query's k-th cost is tied many times over (rows from 40 distinct
+// points, so the tie order by candidate position decides) with removals and a filter. Integer
+// queries of a dimension off the multiple (200) take the bf16 form: both ways checked.
+TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t n = 20000, nlist = 32, nq = 1500;
+  for (ivf_dtype t : {IVF_DTYPE_U8, IVF_DTYPE_I8}) {
+    const float lo = t == IVF_DTYPE_U8 ? 0.0f : -128.0f, hi = t == IVF_DTYPE_U8 ? 255.0f : 127.0f;
+    const auto to_type = [&](std::vector<float>& v) {
+      for (float& e : v) e = std::min(hi, std::max(lo, std::nearbyint(e * 40.0f + (lo + hi) / 2.0f)));
+    };
+    for (int64_t dim : {int64_t{16}, int64_t{64}, int64_t{128}, int64_t{200}, int64_t{208}, int64_t{784}}) {
+      std::vector<float> x = clustered_vectors(n, dim, 64, 40 + dim), q = clustered_vectors(nq, dim, 64, 50 + dim);
+      to_type(x);
+      to_type(q);
+      std::vector<uint8_t> qb(q.size());
+      for (std::size_t i = 0; i < q.size(); ++i) qb[i] = static_cast<uint8_t>(static_cast<int>(q[i]));
+      for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+        IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
+        ASSERT_TRUE(idx);
+        for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{100}})
+          EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, k, 8), "")
+              << "type " << t << " dim " << dim << " metric " << metric << " k " << k;
+      }
+    }
+    // Ties: 40 distinct rows, 500 copies each; queries near them.
+    const int64_t dim = 96;
+    std::vector<float> points = clustered_vectors(40, dim, 8, 60), x, q = clustered_vectors(nq, dim, 8, 61);
+    to_type(points);
+    to_type(q);
+    for (int64_t i = 0; i < n; ++i) x.insert(x.end(), points.begin() + (i % 40) * dim, points.begin() + (i % 40 + 1) * dim);
+    std::vector<uint8_t> qb(q.size());
+    for (std::size_t i = 0; i < q.size(); ++i) qb[i] = static_cast<uint8_t>(static_cast<int>(q[i]));
+    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+      IndexPtr idx = cuda_index_of(dim, 8, metric, t, x);
+      ASSERT_TRUE(idx);
+      for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{100}})
+        EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, k, 4), "")
+            << "ties, type " << t << " metric " << metric << " k " << k;
+      std::vector<int64_t> gone, denied;
+      for (int64_t i = 0; i < n; i += 3) gone.push_back(i);
+      for (int64_t i = 1; i < n; i += 5) denied.push_back(i);
+      int64_t removed = 0;
+      ASSERT_EQ(ivf_remove(idx.get(), nullptr, gone.data(), static_cast<int64_t>(gone.size()), &removed), IVF_OK)
+          << ivf_last_error_message();
+      ivf_filter* f = nullptr;
+      ASSERT_EQ(ivf_filter_create(&f, denied.data(), static_cast<int64_t>(denied.size()), IVF_FILTER_DENY), IVF_OK);
+      EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, 10, 4, f), "")
+          << "ties with removals and a filter, type " << t << " metric " << metric;
+      ivf_filter_free(f);
+    }
   }
 }

@@ -1,0 +1,295 @@
+// The pruned pass on int8 tensor cores (IMMA), for integer queries against uint8 or int8 rows;
+// included only by scan_tiles_u8.cu and scan_tiles_i8.cu. docs/tensor-scan.md, "The integer
+// pass", says when it runs.
+//
+// With both operands integers, mma.sync m16n8k32 (u8 x u8 or s8 x s8, int32 accumulation) gives
+// every dot product exactly, and so every cost: |q|^2 + |x|^2 - 2 q.x (L2) or -q.x (inner
+// product) as an integer, at most 2 * 1024 * 255^2 < 2^28 in magnitude, rounded once to float.
+// That is the SIMT scan's distance bit for bit (its integer sums, rounded once), so the pass
+// runs the pruned pass's protocol (scan_prune.cuh) with no margin: a row is appended when its
+// cost reaches the query's bound, counts when it beats it, and its appended cost is already the
+// exact one, so the settle re-scores nothing (PruneState::exact).
+//
+// Shared layout: the bf16 pass's bytes (scan_mma.cuh). A slab is [64 rows][64 bytes], chunk c
+// of row r at chunk c ^ ((r / 2) % 4); here a byte is a dimension, so a slab holds 64 of them
+// and an m16n8k32 k step is half a slab row. An m16n8k32 int8 fragment takes from an 8 x 8 .b16
+// ldmatrix matrix exactly what an m16n8k16 bf16 fragment takes from the same bytes, so the lanes'
+// ldmatrix addresses are the bf16 pass's. The query tile stays in shared memory for the whole
+// unit (up to kImmaMaxDim dimensions: 64 KiB); the rows come two slabs at a time, double-buffered.
+#pragma once
+
+#include <cstdint>
+
+#include "scan_mma.cuh"
+#include "scan_prune.cuh"
+#include "scan_tensor.hpp"
+
+namespace ivfgpu::cuda::scan_detail {
+
+constexpr int kImmaSlabDims = 64;                    // dimensions (bytes) of a slab row
+constexpr int kImmaSliceDims = 2 * kImmaSlabDims;    // staged per step: two slabs
+constexpr int kImmaSlabBytes = kMmaTile * kImmaSlabDims;
+// An excluded row's cost term carries this much more: past kImmaCostCap, which is past every real
+// cost (|cost| < 2^28 up to kImmaMaxDim dimensions) and past every append threshold.
+constexpr int kImmaExcluded = 1 << 30;
+constexpr int kImmaCostCap = 1 << 29;
+static_assert(int64_t{2} * kImmaMaxDim * 255 * 255 < (int64_t{1} << 28), "integer costs stay below 2^28");
+
+// The tensor-core multiply and the dot product of four packed bytes, for each row type. The
+// queries are integers of the row type (ScanProblem::integer_queries), so both operands share it.
+template <class T>
+struct ImmaOps;
+template <>
+struct ImmaOps<uint8_t> {
+  __device__ static __forceinline__ void mma(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static __forceinline__ int dot4(uint32_t x, uint32_t y, int acc) {
+    return static_cast<int>(__dp4a(x, y, static_cast<unsigned>(acc)));
+  }
+};
+template <>
+struct ImmaOps<int8_t> {
+  __device__ static __forceinline__ void mma(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static __forceinline__ int dot4(uint32_t x, uint32_t y, int acc) {
+    return __dp4a(static_cast<int>(x), static_cast<int>(y), acc);
+  }
+};
+
+// The sum of squares of 16 packed bytes, added to acc.
+template <class T>
+__device__ __forceinline__ int squares16(const uint4& v, int acc) {
+  acc = ImmaOps<T>::dot4(v.x, v.x, acc);
+  acc = ImmaOps<T>::dot4(v.y, v.y, acc);
+  acc = ImmaOps<T>::dot4(v.z, v.z, acc);
+  return ImmaOps<T>::dot4(v.w, v.w, acc);
+}
+
+// Four integer-valued floats (integers of the row type) as four packed bytes, lowest first.
+__device__ __forceinline__ uint32_t pack_bytes(const float4& v) {
+  const auto b = [](float f) { return static_cast<uint32_t>(__float2int_rn(f)) & 0xffu; };
+  return b(v.x) | (b(v.y) << 8) | (b(v.z) << 16) | (b(v.w) << 24);
+}
+
+// The largest integer cost that can still round to a float no worse than the bound u (append
+// test), or an integer past it: every n with rn(n) <= u is at most floor(u) plus half the
+// spacing of floats above u (zero below 2^24). Capped at kImmaCostCap (no bound: every real cost).
+__device__ __forceinline__ int imma_append_limit(uint32_t bound) {
+  if (bound == kNoBound) return kImmaCostCap;
+  const float u = from_ordered(bound);
+  if (!(u < static_cast<float>(kImmaCostCap))) return kImmaCostCap;
+  const float up = nextafterf(u, __int_as_float(0x7f800000));
+  return static_cast<int>(floorf(u)) + static_cast<int>((up - u) * 0.5f);
+}
+
+// Eight warps; warp w multiplies query rows 32 * (w / 4) .. + 32 by tile rows 16 * (w % 4) .. + 16
+// (2 x 2 mma tiles of 16 x 8), as list_mma_kernel does. Requires dim % 16 == 0, dim <=
+// kImmaMaxDim, 16-byte aligned queries and rows (scan.cu checks), and the unit tiling of
+// tensor_tiles.
+template <class T, bool IP>
+__global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, PruneState pr) {
+  extern __shared__ __align__(16) unsigned char imma_query_tile[];  // nslab slabs: the unit's queries
+  __shared__ __align__(16) unsigned char xs[2][2 * kImmaSlabBytes];  // row slices, double-buffered
+  __shared__ float costs[kMmaTile][kMmaTile];  // counted rows' costs, read where written[r] says
+  __shared__ unsigned long long written[kMmaTile];
+  __shared__ int below[kMmaTile];
+  __shared__ int qsq[kMmaTile];     // the queries' squared norms (L2; 0 for inner product)
+  __shared__ int xterm[kMmaTile];   // per row: |x|^2 (L2), 0 (inner product), + kImmaExcluded if excluded
+  __shared__ int limit[kMmaTile];   // per query row: imma_append_limit(bound) - qsq
+  __shared__ uint32_t qbound[kMmaTile];
+  __shared__ int64_t q_row[kMmaTile], out_base[kMmaTile];
+  __shared__ bool keep[kMmaTile];
+
+  constexpr int kMul = IP ? -1 : -2;  // cost = qsq + xterm + kMul * dot
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4;
+  const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
+  const int dim = static_cast<int>(a.dim);
+  const int nslab = (dim + kImmaSlabDims - 1) / kImmaSlabDims;
+  // The lanes' ldmatrix offsets within a slab (scan_mma.cuh: the same as the bf16 pass's).
+  const int sw = (lane >> 1) & 3;
+  uint32_t a_off[2];
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+    a_off[s] = static_cast<uint32_t>((wq + (lane & 7) + (lane & 8)) * 64 + (((2 * s + (lane >> 4)) ^ sw) * 16));
+  const uint32_t b_off = static_cast<uint32_t>((wv + (lane & 7)) * 64 + (((lane >> 3) ^ sw) * 16));
+  const uint32_t q_at = static_cast<uint32_t>(__cvta_generic_to_shared(imma_query_tile));
+  const uint32_t x_at = static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0]));
+  for (int i = tid; i < kMmaTile; i += kThreads) {
+    written[i] = 0;  // cleared again by each reader
+    below[i] = 0;
+  }
+
+  const int64_t total = a.tile_off[a.nlist];
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const MmaUnit<T> u = mma_unit(a, t);
+    const int64_t l = u.list, size = u.size, vt_begin = u.vt_begin, vt_end = u.vt_end;
+    const int pcount = u.pcount;
+    const T* rows = u.rows;
+    __syncthreads();  // the previous unit is done with the query tile and the per-query arrays
+    load_query_tile<kMmaTile>(a, l, u.qt, pcount, 0, q_row, out_base);
+    if (tid < kMmaTile) {
+      // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
+      qbound[tid] = tid < pcount ? __ldcg(pr.bound + q_row[tid]) : kNoBound;
+      qsq[tid] = 0;
+    }
+    __syncthreads();  // q_row, qsq
+    // The query tile as bytes, every slab whole (zeros past dim and past pcount), and the
+    // queries' squared norms: a thread per 16-dimension chunk.
+    for (int e = tid; e < kMmaTile * nslab * 4; e += kThreads) {
+      const int r = e / (nslab * 4), c = e % (nslab * 4);
+      const int64_t q = q_row[r];
+      uint4 w = make_uint4(0u, 0u, 0u, 0u);
+      if (q >= 0 && c * 16 < dim) {
+        const float4* src = reinterpret_cast<const float4*>(a.queries + q * a.dim + c * 16);
+        w = make_uint4(pack_bytes(src[0]), pack_bytes(src[1]), pack_bytes(src[2]), pack_bytes(src[3]));
+        if (!IP) atomicAdd(&qsq[r], squares16<T>(w, 0));
+      }
+      *reinterpret_cast<uint4*>(imma_query_tile + (c / 4) * kImmaSlabBytes + bf16_chunk_at(r, c % 4)) = w;
+    }
+    // Thread tid stages chunk tid % 4 of each slab of row tid / 4 (a copy of row 0 past the
+    // tile's end: its products are never read, xterm excludes it).
+    const int my_row = tid / 4, my_col = (tid % 4) * 16;
+    const auto row_ptr = [&](int64_t v0, int count) -> const T* {
+      return rows + (v0 + (my_row < count ? my_row : 0)) * a.dim + my_col;
+    };
+    const auto load_slice = [&](uint4 (&v)[2], const T* p, int d0) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int col = d0 + j * kImmaSlabDims;
+        v[j] = col + my_col < dim ? *reinterpret_cast<const uint4*>(p + col) : make_uint4(0u, 0u, 0u, 0u);
+      }
+    };
+    uint4 xv[2];
+    const int first_count = static_cast<int>(size - vt_begin * kMmaTile < kMmaTile ? size - vt_begin * kMmaTile
+                                                                                     : kMmaTile);
+    load_slice(xv, row_ptr(vt_begin * kMmaTile, first_count), 0);
+    int buf = 0;
+    for (int64_t vt = vt_begin; vt < vt_end; ++vt) {
+      const int64_t v0 = vt * kMmaTile;
+      const int vcount = static_cast<int>(size - v0 < kMmaTile ? size - v0 : kMmaTile);
+      const T* my_x = row_ptr(v0, vcount);
+      // Read after this tile's products (barriers between); the previous tile's readers are past
+      // its last barrier.
+      mark_kept_rows(a, l, v0, vcount, keep);
+      int acc[2][2][4];
+      zero_accumulators(acc);
+      int xsq = 0;
+      for (int d0 = 0; d0 < dim; d0 += kImmaSliceDims, buf ^= 1) {
+        // Buffer buf was last read two slices ago, before the previous slice's barrier.
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          *reinterpret_cast<uint4*>(&xs[buf][j * kImmaSlabBytes + bf16_chunk_at(my_row, tid % 4)]) = xv[j];
+          if (!IP) xsq = squares16<T>(xv[j], xsq);
+        }
+        if (d0 + kImmaSliceDims < dim) {
+          load_slice(xv, my_x, d0 + kImmaSliceDims);
+        } else if (vt + 1 < vt_end) {  // the next tile's first slice travels over the epilogue
+          const int next_count = static_cast<int>(size - v0 - kMmaTile < kMmaTile ? size - v0 - kMmaTile : kMmaTile);
+          load_slice(xv, row_ptr(v0 + kMmaTile, next_count), 0);
+        }
+        __syncthreads();  // the slice is staged
+        if (d0 == 0 && tid < pcount) {
+          // The previous tile's lowering (before this barrier) is in qbound.
+          limit[tid] = imma_append_limit(qbound[tid]) - qsq[tid];
+        }
+        if (wq < pcount) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int slab = d0 / kImmaSlabDims + j;
+            if (slab >= nslab) break;
+            uint32_t af[2][2][4], bfr[2][4];
+            const uint32_t qa = q_at + slab * kImmaSlabBytes, xa = x_at + buf * 2 * kImmaSlabBytes + j * kImmaSlabBytes;
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+              for (int s = 0; s < 2; ++s) ldmatrix_x4(af[mi][s], qa + a_off[s] + mi * 16 * 64);
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni) ldmatrix_x4(bfr[ni], xa + b_off + ni * 8 * 64);
+#pragma unroll
+            for (int s = 0; s < 2; ++s)
+#pragma unroll
+              for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < 2; ++ni)
+                  ImmaOps<T>::mma(acc[mi][ni], af[mi][s], bfr[ni][2 * s], bfr[ni][2 * s + 1]);
+          }
+        }
+      }
+      // Each row's cost term: the four lanes of a row hold parts of its squared norm.
+      xsq += __shfl_xor_sync(kFullMask, xsq, 1);
+      xsq += __shfl_xor_sync(kFullMask, xsq, 2);
+      if (tid % 4 == 0) xterm[my_row] = (IP ? 0 : xsq) + (keep[my_row] ? 0 : kImmaExcluded);
+      __syncthreads();  // xterm, limit, keep
+      bool counted_here = false;
+      if (wq < pcount) {
+        const int c0 = wv + 2 * (lane % 4);  // the lane's tile columns c0 + 8 ni + e
+        int xt[2][2];
+#pragma unroll
+        for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) xt[ni][e] = xterm[c0 + 8 * ni + e];
+        const auto term = [&](int mi, int h, int ni, int e) { return xt[ni][e] + kMul * acc[mi][ni][2 * h + e]; };
+        bool any_take = false;
+        for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+          const int lo = min(min(term(mi, h, 0, 0), term(mi, h, 0, 1)), min(term(mi, h, 1, 0), term(mi, h, 1, 1)));
+          any_take |= lo <= limit[r];
+        });
+        if (any_take) {  // rare once a bound holds
+          for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+            const uint32_t ub = qbound[r];
+            const float u = ub == kNoBound ? __int_as_float(0x7f800000) : from_ordered(ub);
+            const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
+            int n_below = 0;
+            unsigned long long bits = 0;
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int tv = term(mi, h, ni, e);
+                if (tv >= kImmaCostCap) continue;  // excluded
+                const int c = c0 + 8 * ni + e;
+                const float cost = __int2float_rn(qsq[r] + tv);  // exact, rounded once
+                if (cost <= u) append_row(pr, q, pos0 + c, cost);
+                if (cost < u) {
+                  ++n_below;
+                  bits |= 1ull << c;
+                  costs[r][c] = cost;
+                }
+              }
+            if (n_below > 0) {
+              counted_here = true;
+              atomicAdd(&below[r], n_below);
+              atomicOr(&written[r], bits);
+            }
+          });
+        }
+      }
+      // The next tile writes no marks before two barriers more.
+      lower_counted_bounds(pr, __syncthreads_or(counted_here), pcount, below, written, costs, q_row, qbound);
+    }
+  }
+}
+
+template <class T>
+void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+                         const PruneState& prune) {
+  const auto kernel = ip ? list_imma_kernel<T, true> : list_imma_kernel<T, false>;
+  const std::size_t dynamic =
+      static_cast<std::size_t>((args.dim + kImmaSlabDims - 1) / kImmaSlabDims) * kImmaSlabBytes;
+  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
+  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, dynamic);
+  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
+  kernel<<<grid, kThreads, dynamic, stream>>>(args, prune);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ivfgpu::cuda::scan_detail
