@@ -80,17 +80,14 @@ __device__ __forceinline__ int64_t removed_slot(const TileArgs<T>& a, int64_t l,
   return a.removed != nullptr ? a.list_start[l] + row : 0;
 }
 
-// A staged value: the decoded float, or (AS_INT) the integer it holds, its bits kept in the
-// float slot so one shared array serves both arithmetics.
-template <bool AS_INT>
-__device__ __forceinline__ float staged(float v) {
-  if constexpr (AS_INT) return __int_as_float(__float2int_rn(v));
-  else return v;
-}
+// Integer rows against integer queries (INT) are summed in fp32 within each staged block of
+// kTileD dimensions: every term and partial sum is an integer below 2^24 there, so exact, and
+// the fp32 pipe issues twice the integer multiply-add's rate. The blocks' sums add up in int64.
+static_assert(kTileD * 255 * 255 < (1 << 24), "a block's integer sum is exact in fp32");
 
 // Stages rows [0, rows) x dims [d0, d0 + kTileD) of a row-major matrix into t[j][r]
 // (transposed), zero outside. row_ptr(r) gives the row's start or nullptr for a missing row.
-template <int ROWS, int PITCH, class T, bool AS_INT, class RowPtr>
+template <int ROWS, int PITCH, class T, class RowPtr>
 __device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, int64_t d0, int64_t dim, bool vec4) {
   using E = DeviceElement<T>;
   const int tid = threadIdx.x;
@@ -100,16 +97,16 @@ __device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, in
       const T* p = row_ptr(r);
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
       if (p != nullptr && d0 + j < dim) v = E::load4(p + d0 + j);
-      t[j][r] = staged<AS_INT>(v.x);
-      t[j + 1][r] = staged<AS_INT>(v.y);
-      t[j + 2][r] = staged<AS_INT>(v.z);
-      t[j + 3][r] = staged<AS_INT>(v.w);
+      t[j][r] = v.x;
+      t[j + 1][r] = v.y;
+      t[j + 2][r] = v.z;
+      t[j + 3][r] = v.w;
     }
   } else {
     for (int e = tid; e < ROWS * kTileD; e += kThreads) {
       const int r = e / kTileD, j = e % kTileD;
       const T* p = row_ptr(r);
-      t[j][r] = staged<AS_INT>((p != nullptr && d0 + j < dim) ? E::load1(p + d0 + j) : 0.0f);
+      t[j][r] = (p != nullptr && d0 + j < dim) ? E::load1(p + d0 + j) : 0.0f;
     }
   }
 }
@@ -117,9 +114,8 @@ __device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, in
 // 64-query tiles: one (list, query tile, vector tile) per iteration of a persistent grid.
 // Thread (ty, tx) owns queries ty*RQ.. and vectors tx*4..: a 64 x 64 register tile, fp32,
 // accumulated in dimension order so each distance is the plain sequential sum. INT (integer
-// rows and integer-valued queries): int32 sums per staged block of kTileD dimensions (at most
-// 32 * 255^2, no overflow), added into int64, so the distance is the exact integer rounded once
-// to float.
+// rows and integer-valued queries): exact fp32 sums per staged block of kTileD dimensions
+// (above), added into int64, so the distance is the exact integer rounded once to float.
 template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
   constexpr int TQ = 64, RQ = TQ / 16;
@@ -165,22 +161,21 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
 #pragma unroll
         for (int c = 0; c < RV; ++c) acc[r][c] = 0;
       for (int64_t d0 = 0; d0 < a.dim; d0 += kTileD) {
-        stage_tile<TQ, QP, float, INT>(qs, [&](int r) -> const float* {
+        stage_tile<TQ, QP, float>(qs, [&](int r) -> const float* {
           const int64_t q = q_row[r];
           return q >= 0 ? a.queries + q * a.dim : nullptr;
         }, d0, a.dim, a.vec4);
-        stage_tile<kTileV, VP, T, INT>(xs, [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; },
+        stage_tile<kTileV, VP, T>(xs, [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; },
                                        d0, a.dim, a.vec4);
         __syncthreads();
         // A warp holds query rows 8w..8w+7: skip it when they are all past the tile's last query
         // (its results are never written).
         if ((tid / 32) * 2 * RQ < pcount) {
-          using Part = std::conditional_t<INT, int, float>;
-          Part part[RQ][RV];
+          float part[RQ][RV];  // INT: this block's exact sums (above)
 #pragma unroll
           for (int r = 0; r < RQ; ++r)
 #pragma unroll
-            for (int c = 0; c < RV; ++c) part[r][c] = INT ? Part(0) : Part(acc[r][c]);
+            for (int c = 0; c < RV; ++c) part[r][c] = INT ? 0.0f : static_cast<float>(acc[r][c]);
 #pragma unroll 8
           for (int j = 0; j < kTileD; ++j) {
             float qa[RQ], xb[RV];
@@ -192,11 +187,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
             for (int r = 0; r < RQ; ++r)
 #pragma unroll
               for (int c = 0; c < RV; ++c) {
-                if constexpr (INT) {
-                  const int qi = __float_as_int(qa[r]), xi = __float_as_int(xb[c]);
-                  if constexpr (IP) part[r][c] += qi * xi;
-                  else part[r][c] += (qi - xi) * (qi - xi);
-                } else if constexpr (IP) {
+                if constexpr (IP) {
                   part[r][c] = fmaf(qa[r], xb[c], part[r][c]);
                 } else {
                   const float diff = qa[r] - xb[c];
@@ -208,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
           for (int r = 0; r < RQ; ++r)
 #pragma unroll
             for (int c = 0; c < RV; ++c) {
-              if constexpr (INT) acc[r][c] += part[r][c];
+              if constexpr (INT) acc[r][c] += __float2ll_rn(part[r][c]);
               else acc[r][c] = part[r][c];
             }
         }
@@ -241,6 +232,7 @@ template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kThreads, 3) list_rows_kernel(TileArgs<T> a) {
   constexpr int TQ = 16, kRows = kTileV * kUnitTiles, kStep = 32, XP = kStep + 4;
   static_assert(kRows == kThreads, "a thread per row of a unit");
+  static_assert(kStep <= kTileD, "INT: a step's integer sum is exact in fp32");
   using E = DeviceElement<T>;
   __shared__ __align__(16) float xs[kRows][XP];
   __shared__ __align__(16) float qs[TQ][kStep];
@@ -265,7 +257,6 @@ __global__ void __launch_bounds__(kThreads, 3) list_rows_kernel(TileArgs<T> a) {
                                                             [&] { return row_ids[r0 + tid]; }));
     const T* x = rows + r0 * a.dim;
     using Total = std::conditional_t<INT, long long, float>;
-    using Part = std::conditional_t<INT, int, float>;
     Total acc[TQ];
 #pragma unroll
     for (int q = 0; q < TQ; ++q) acc[q] = 0;
@@ -285,25 +276,24 @@ __global__ void __launch_bounds__(kThreads, 3) list_rows_kernel(TileArgs<T> a) {
 #pragma unroll
         for (int m = 0; m < kLoads; ++m) {
           const int e = tid + m * kThreads, r = e / (kStep / 4), j = (e % (kStep / 4)) * 4;
-          *reinterpret_cast<float4*>(&xs[r][j]) = make_float4(staged<INT>(v[m].x), staged<INT>(v[m].y),
-                                                              staged<INT>(v[m].z), staged<INT>(v[m].w));
+          *reinterpret_cast<float4*>(&xs[r][j]) = v[m];
         }
       } else {
         for (int e = tid; e < kRows * kStep; e += kThreads) {
           const int r = e / kStep, j = e % kStep;
-          xs[r][j] = staged<INT>((r < rcount && d0 + j < a.dim) ? E::load1(x + r * a.dim + d0 + j) : 0.0f);
+          xs[r][j] = (r < rcount && d0 + j < a.dim) ? E::load1(x + r * a.dim + d0 + j) : 0.0f;
         }
       }
       for (int e = tid; e < TQ * kStep; e += kThreads) {
         const int q = e / kStep, j = e % kStep;
         const int64_t qr = q_row[q];
-        qs[q][j] = staged<INT>((qr >= 0 && d0 + j < a.dim) ? a.queries[qr * a.dim + d0 + j] : 0.0f);
+        qs[q][j] = (qr >= 0 && d0 + j < a.dim) ? a.queries[qr * a.dim + d0 + j] : 0.0f;
       }
       __syncthreads();
       if (mine) {
-        Part part[TQ];
+        float part[TQ];  // INT: this block's exact sums
 #pragma unroll
-        for (int q = 0; q < TQ; ++q) part[q] = INT ? Part(0) : Part(acc[q]);
+        for (int q = 0; q < TQ; ++q) part[q] = INT ? 0.0f : static_cast<float>(acc[q]);
 #pragma unroll
         for (int j = 0; j < kStep; j += 4) {
           const float4 xv = *reinterpret_cast<const float4*>(&xs[tid][j]);
@@ -315,11 +305,7 @@ __global__ void __launch_bounds__(kThreads, 3) list_rows_kernel(TileArgs<T> a) {
             const float qe[4] = {qv.x, qv.y, qv.z, qv.w};
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
-              if constexpr (INT) {
-                const int qi = __float_as_int(qe[c]), xi = __float_as_int(xe[c]);
-                if constexpr (IP) part[q] += qi * xi;
-                else part[q] += (qi - xi) * (qi - xi);
-              } else if constexpr (IP) {
+              if constexpr (IP) {
                 part[q] = fmaf(qe[c], xe[c], part[q]);
               } else {
                 const float diff = qe[c] - xe[c];
@@ -330,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, 3) list_rows_kernel(TileArgs<T> a) {
         }
 #pragma unroll
         for (int q = 0; q < TQ; ++q) {
-          if constexpr (INT) acc[q] += part[q];
+          if constexpr (INT) acc[q] += __float2ll_rn(part[q]);
           else acc[q] = part[q];
         }
       }
