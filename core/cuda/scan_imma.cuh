@@ -114,13 +114,8 @@ __global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, P
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
   const int dim = static_cast<int>(a.dim);
   const int nslab = (dim + kImmaSlabDims - 1) / kImmaSlabDims;
-  // The lanes' ldmatrix offsets within a slab (scan_mma.cuh: the same as the bf16 pass's).
-  const int sw = (lane >> 1) & 3;
-  uint32_t a_off[2];
-#pragma unroll
-  for (int s = 0; s < 2; ++s)
-    a_off[s] = static_cast<uint32_t>((wq + (lane & 7) + (lane & 8)) * 64 + (((2 * s + (lane >> 4)) ^ sw) * 16));
-  const uint32_t b_off = static_cast<uint32_t>((wv + (lane & 7)) * 64 + (((lane >> 3) ^ sw) * 16));
+  uint32_t a_off[2], b_off;  // the bf16 pass's lane offsets (scan_mma.cuh)
+  mma_slab_offsets(wq, wv, a_off, b_off);
   const uint32_t q_at = static_cast<uint32_t>(__cvta_generic_to_shared(imma_query_tile));
   const uint32_t x_at = static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0]));
   for (int i = tid; i < kMmaTile; i += kThreads) {
@@ -206,21 +201,7 @@ __global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, P
           for (int j = 0; j < 2; ++j) {
             const int slab = d0 / kImmaSlabDims + j;
             if (slab >= nslab) break;
-            uint32_t af[2][2][4], bfr[2][4];
-            const uint32_t qa = q_at + slab * kImmaSlabBytes, xa = x_at + buf * 2 * kImmaSlabBytes + j * kImmaSlabBytes;
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-              for (int s = 0; s < 2; ++s) ldmatrix_x4(af[mi][s], qa + a_off[s] + mi * 16 * 64);
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni) ldmatrix_x4(bfr[ni], xa + b_off + ni * 8 * 64);
-#pragma unroll
-            for (int s = 0; s < 2; ++s)
-#pragma unroll
-              for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-                for (int ni = 0; ni < 2; ++ni)
-                  ImmaOps<T>::mma(acc[mi][ni], af[mi][s], bfr[ni][2 * s], bfr[ni][2 * s + 1]);
+            mma_slab<ImmaOps<T>>(acc, q_at + slab * kImmaSlabBytes, x_at + (buf * 2 + j) * kImmaSlabBytes, a_off, b_off);
           }
         }
       }

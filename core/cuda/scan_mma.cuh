@@ -302,16 +302,108 @@ __device__ __forceinline__ void for_each_accumulator_row(int wq, int g, int pcou
     }
 }
 
+// One 64-byte slab of k steps for a warp's 32 x 16 tile: the query rows' fragments at q_slab
+// (a resident query tile's slab), the tile rows' at x_slab, lane offsets a_off and b_off as the
+// kernels compute them (the bf16 layout above; int8 fragments take the same bytes). Two k steps
+// of 16 bf16 or 32 int8 dimensions; Op::mma multiplies one.
+template <class Op, class Acc>
+__device__ __forceinline__ void mma_slab(Acc (&acc)[2][2][4], uint32_t q_slab, uint32_t x_slab,
+                                         const uint32_t (&a_off)[2], uint32_t b_off) {
+  uint32_t af[2][2][4], bf[2][4];
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int s = 0; s < 2; ++s) ldmatrix_x4(af[mi][s], q_slab + a_off[s] + mi * 16 * 64);
+#pragma unroll
+  for (int ni = 0; ni < 2; ++ni) ldmatrix_x4(bf[ni], x_slab + b_off + ni * 8 * 64);
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 2; ++ni) Op::mma(acc[mi][ni], af[mi][s], bf[ni][2 * s], bf[ni][2 * s + 1]);
+}
+// The lanes' ldmatrix offsets within a 64-byte slab for warp tile (wq, wv): A (k step s) and B.
+__device__ __forceinline__ void mma_slab_offsets(int wq, int wv, uint32_t (&a_off)[2], uint32_t& b_off) {
+  const int lane = threadIdx.x % 32, sw = (lane >> 1) & 3;
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+    a_off[s] = static_cast<uint32_t>((wq + (lane & 7) + (lane & 8)) * 64 + (((2 * s + (lane >> 4)) ^ sw) * 16));
+  b_off = static_cast<uint32_t>((wv + (lane & 7)) * 64 + (((lane >> 3) ^ sw) * 16));
+}
+struct Bf16Mma {
+  __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma_bf16(d, a, b0, b1);
+  }
+};
+
+// The pruned epilogue of a bf16 tile, by each warp for its accumulators (query rows wq .. + 32,
+// tile rows wv .. + 16 of the row tile at v0): rows whose optimistic cost reaches a query row's
+// bound are appended, rows whose pessimistic cost beats it are counted (below[r], written[r],
+// costs[r]: lower_counted_bounds reads them). xhalf: half each tile row's squared norm (L2; 0
+// for inner product), +inf where excluded; rows: prune_row_thresholds' per query row. Returns
+// whether this thread counted a cost (rare).
+template <bool IP>
+__device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], const float* xhalf,
+                                                   PruneRows<kMmaTile>& rows, const float* qn2, const int64_t* q_row,
+                                                   const int64_t* out_base, const PruneState& pr, int64_t v0, int wq,
+                                                   int wv, int pcount, float (*costs)[kMmaTile],
+                                                   unsigned long long* written) {
+  const int lane = threadIdx.x % 32, g = lane / 4;
+  // The lane's four tile columns c0 + 8 ni + e, the same for each of its query rows.
+  const int c0 = wv + 2 * (lane % 4);
+  float2 xh[2];
+#pragma unroll
+  for (int ni = 0; ni < 2; ++ni) xh[ni] = *reinterpret_cast<const float2*>(&xhalf[c0 + 8 * ni]);
+  const auto t_of = [&](int mi, int h, int ni, int e) { return acc[mi][ni][2 * h + e] - (e == 0 ? xh[ni].x : xh[ni].y); };
+  // A row that counts is also appended (count_at >= append_at: prune_row_thresholds), so one
+  // test of the lane's largest t per query row finds both. fmaxf passes NaN over as each
+  // comparison would fail on it.
+  bool any_take = false;
+  for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+    const float tmax =
+        fmaxf(fmaxf(t_of(mi, h, 0, 0), t_of(mi, h, 0, 1)), fmaxf(t_of(mi, h, 1, 0), t_of(mi, h, 1, 1)));
+    any_take |= tmax >= rows.thresholds[r].x;
+  });
+  if (!any_take) return false;  // the common case once a bound holds (~11 appended rows a query)
+  bool counted = false;
+  for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+    const float2 th = rows.thresholds[r];
+    const float qsq = IP ? 0.0f : qn2[r], m = rows.margin[r];
+    const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
+    int below = 0;
+    unsigned long long bits = 0;
+#pragma unroll
+    for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float tv = t_of(mi, h, ni, e);
+        const float base = IP ? -tv : fmaf(-2.0f, tv, qsq);  // the cost without its margin
+        if (tv >= th.x) append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base, m));
+        if (tv > th.y) {
+          ++below;
+          bits |= 1ull << (c0 + 8 * ni + e);
+          costs[r][c0 + 8 * ni + e] = __fadd_ru(base, m);  // pessimistic
+        }
+      }
+    if (below > 0) {
+      counted = true;
+      atomicAdd(&rows.below[r], below);
+      atomicOr(&written[r], bits);
+    }
+  });
+  return counted;
+}
+
 // Eight warps: warp w multiplies query rows 32 * (w / 4) .. + 32 by tile rows 16 * (w % 4) .. + 16
 // (2 x 2 mma tiles of 16 x 8). The next slice is loaded into registers while this one is
 // multiplied. Each lane writes its own accumulators' keys (no shared staging of the dots).
 //
 // PRUNE: the epilogue keeps the tile on chip instead (scan_prune.cuh): the pessimistic costs go
 // to shared memory, and each warp settles eight query rows of the tile against their bounds.
-// QRES (PRUNE, a.dim <= kMmaResidentDim): the query tile stays in shared memory for the unit.
-// A compile-time choice: as a runtime flag its branches in the slice loop cost 17% at d = 960.
-constexpr int kMmaResidentDim = 2 * kMmaSlice<true>;
-template <class T, bool IP, bool PRUNE, bool QRES = false>
+// The pruned pass comes here only for shapes list_resident_kernel does not take (scan_resident.cuh:
+// rows without four-element loads, more than 512 dimensions, L2 without centroids).
+template <class T, bool IP, bool PRUNE>
 __global__ void __launch_bounds__(kThreads, 2)
     list_mma_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm, PruneState pr) {
   // Two buffers of a slice for the queries and two for the rows: slice i + 1 is staged while
@@ -322,10 +414,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   Slice* const qs = reinterpret_cast<Slice*>(stage_mem);  // qs[buffer]
   Slice* const xs = reinterpret_cast<Slice*>(stage_mem + 2 * kSliceFloats);
   // PRUNE: the pessimistic costs of the rows that beat a query row's bound, and which of them
-  // were written (written[r], bit c): only those are read. They share the rows' staging memory
-  // (the queries' may hold a whole query tile, below): they are written after every warp's last
-  // products (a barrier between) and read before the next row tile stages (its first barrier
-  // between).
+  // were written (written[r], bit c): only those are read. They share the rows' staging memory:
+  // they are written after every warp's last products (a barrier between) and read before the
+  // next row tile stages (its first barrier between).
   static_assert(kMmaTile * kMmaTile <= 2 * kSliceFloats, "the costs fit the rows' staging buffers");
   float(*const costs)[kMmaTile] = reinterpret_cast<float(*)[kMmaTile]>(stage_mem + 2 * kSliceFloats);
   __shared__ unsigned long long written[PRUNE ? kMmaTile : 1];
@@ -352,10 +443,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr bool kBf16 = PRUNE;
   constexpr int kSlice = kMmaSlice<kBf16>;
   static_assert(kMmaMaxCentredDim % kSlice == 0, "the staged centroid pads to whole slices");
-  // Up to two slices (128 dimensions of bf16) the query tile fits the queries' two buffers, slice
-  // i in buffer i, which is where the double buffering puts it on every row tile: the unit's
-  // first row tile stages it and the others reuse it.
-  static_assert(!QRES || kBf16, "only the bf16 pass keeps its query tile");
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
@@ -414,7 +501,6 @@ __global__ void __launch_bounds__(kThreads, 2)
       zero_accumulators(acc);
       float qnorm = 0.0f, xnorm = 0.0f;
       const bool first_tile = vt == vt_begin;
-      const bool stage_q = first_tile || !QRES;
       const int dim = static_cast<int>(a.dim);
       if (first_tile) my_q = mma_thread_row<kBf16>(q_ptr(tid / 4), q_ptr(0));
       const T* my_x = mma_tile_row<kBf16>(rows + v0 * a.dim, vcount, a.dim);
@@ -422,20 +508,19 @@ __global__ void __launch_bounds__(kThreads, 2)
       const auto stage = [&](int d0, int b) {
         if (a.vec4) {
           if (centre != nullptr) {
-            if (stage_q) mma_centre<kBf16>(qv, centre, d0);
+            mma_centre<kBf16>(qv, centre, d0);
             mma_centre<kBf16>(xv, centre, d0);
           }
           if constexpr (kBf16) {
-            if (stage_q) mma_store_slice_bf16(reinterpret_cast<unsigned char*>(qs[b]), qv, qnorm, first_tile);
+            mma_store_slice_bf16(reinterpret_cast<unsigned char*>(qs[b]), qv, qnorm, first_tile);
             mma_store_slice_bf16(reinterpret_cast<unsigned char*>(xs[b]), xv, xnorm, true);
           } else {
             mma_store_slice(qs[b], qv, qnorm, first_tile);
             mma_store_slice(xs[b], xv, xnorm, true);
           }
         } else if constexpr (kBf16) {
-          if (stage_q)
-            mma_stage_slice1_bf16<float>(reinterpret_cast<unsigned char*>(qs[b]), q_ptr, d0, a.dim, centre,
-                                         first_tile ? qn2 : nullptr);
+          mma_stage_slice1_bf16<float>(reinterpret_cast<unsigned char*>(qs[b]), q_ptr, d0, a.dim, centre,
+                                       first_tile ? qn2 : nullptr);
           mma_stage_slice1_bf16<T>(reinterpret_cast<unsigned char*>(xs[b]), x_ptr, d0, a.dim, centre, xn2);
         } else {
           mma_stage_slice1<float>(qs[b], q_ptr, d0, a.dim, centre);
@@ -447,16 +532,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       const auto prefetch = [&](int d0) {
         if (!a.vec4) return;
         if (d0 < dim) {
-          if (stage_q) mma_load_slice<kBf16>(qv, my_q, d0, dim);
+          mma_load_slice<kBf16>(qv, my_q, d0, dim);
           mma_load_slice<kBf16>(xv, my_x, d0, dim);
         } else if (vt + 1 < vt_end) {
-          if (!QRES) mma_load_slice<kBf16>(qv, my_q, 0, dim);  // the next tile is not a first
+          mma_load_slice<kBf16>(qv, my_q, 0, dim);
           mma_load_slice<kBf16>(xv, mma_tile_row<kBf16>(rows + (v0 + kMmaTile) * a.dim, next_count, a.dim), 0, dim);
           preloaded = true;
         }
       };
       if (a.vec4 && !preloaded) {
-        if (stage_q) mma_load_slice<kBf16>(qv, my_q, 0, dim);
+        mma_load_slice<kBf16>(qv, my_q, 0, dim);
         mma_load_slice<kBf16>(xv, my_x, 0, dim);
       }
       preloaded = false;
@@ -543,54 +628,9 @@ __global__ void __launch_bounds__(kThreads, 2)
           prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
         }
         __syncthreads();
-        bool counted_here = false;  // whether this thread counted a cost (rare)
-        if (active) {
-          // The lane's four tile columns c0 + 8 ni + e, the same for each of its query rows.
-          const int c0 = wv + t4 / 2;
-          float2 xh[2];
-#pragma unroll
-          for (int ni = 0; ni < 2; ++ni) xh[ni] = *reinterpret_cast<const float2*>(&xhalf[c0 + 8 * ni]);
-          const auto t_of = [&](int mi, int h, int ni, int e) {
-            return acc[mi][ni][2 * h + e] - (e == 0 ? xh[ni].x : xh[ni].y);
-          };
-          // A row that counts is also appended (count_at >= append_at: prune_row_thresholds), so
-          // one test of the lane's largest t per query row finds both. fmaxf passes NaN over as
-          // each comparison would fail on it.
-          bool any_take = false;
-          for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
-            const float tmax = fmaxf(fmaxf(t_of(mi, h, 0, 0), t_of(mi, h, 0, 1)),
-                                     fmaxf(t_of(mi, h, 1, 0), t_of(mi, h, 1, 1)));
-            any_take |= tmax >= rows_pr.thresholds[r].x;
-          });
-          // Rare once a bound holds (~11 appended rows per query on the bench's data, TF32).
-          if (any_take) {
-            for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
-              const float2 th = rows_pr.thresholds[r];
-              const float qsq = IP ? 0.0f : qn2[r], m = rows_pr.margin[r];
-              const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
-              int below = 0;
-              unsigned long long bits = 0;
-#pragma unroll
-              for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                  const float tv = t_of(mi, h, ni, e);
-                  const float base = IP ? -tv : fmaf(-2.0f, tv, qsq);  // the cost without its margin
-                  if (tv >= th.x) append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base, m));
-                  if (tv > th.y) {
-                    ++below;
-                    bits |= 1ull << (c0 + 8 * ni + e);
-                    costs[r][c0 + 8 * ni + e] = __fadd_ru(base, m);  // pessimistic
-                  }
-                }
-              if (below > 0) {
-                counted_here = true;
-                atomicAdd(&rows_pr.below[r], below);
-                atomicOr(&written[r], bits);
-              }
-            });
-          }
-        }
+        const bool counted_here =
+            active && bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, qn2, q_row, out_base, pr, v0, wq, wv, pcount, costs,
+                                             written);
         // The next tile writes no marks before two barriers more.
         lower_counted_bounds(pr, __syncthreads_or(counted_here), pcount, rows_pr.below, written, costs, q_row, qbound);
         continue;

@@ -22,6 +22,7 @@
 #include <cmath>
 
 #include "scan_mma.cuh"
+#include "scan_resident.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.cuh"
 
@@ -30,13 +31,14 @@ namespace ivfgpu::cuda::scan_detail {
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm, const PruneState* prune) {
-  // The pruned pass keeps a query tile of up to kMmaResidentDim dimensions in shared memory.
-  const bool resident = args.dim <= kMmaResidentDim;
-  const auto kernel =
-      prune != nullptr
-          ? (resident ? (ip ? list_mma_kernel<T, true, true, true> : list_mma_kernel<T, false, true, true>)
-                      : (ip ? list_mma_kernel<T, true, true> : list_mma_kernel<T, false, true>))
-          : (ip ? list_mma_kernel<T, true, false> : list_mma_kernel<T, false, false>);
+  // The pruned pass keeps its query tile resident where rows load four elements at a time and
+  // the tile fits (scan_resident.cuh); list_mma_kernel takes every other shape.
+  if (prune != nullptr && resident_applies(args, ip)) {
+    launch_resident<T>(ctx, stream, ip, args, *prune);
+    return;
+  }
+  const auto kernel = prune != nullptr ? (ip ? list_mma_kernel<T, true, true> : list_mma_kernel<T, false, true>)
+                                       : (ip ? list_mma_kernel<T, true, false> : list_mma_kernel<T, false, false>);
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
   // The kernel's own condition for centring (list_mma_kernel), which its margin must know.

@@ -1,12 +1,13 @@
-// The tensor-core scans (TF32 first pass, core/cuda/scan_mma.cuh: the pruned pass with on-chip
-// selection for k <= 128, scan_prune.cuh, and the keys pass with an exact refinement,
-// scan_tensor.cuh) against the exact SIMT scan, in one process and at one batch size
-// (IVFGPU_SCAN pins the kernel per search, so the coarse stage is the same call both times):
-// the same results per shared/docs/results-contract.md on 1M x 128 (all 10,000 queries,
-// nprobe 16, k 10 and 100, also as the dispatch chooses), on constructed near-duplicates and
-// exact duplicates (ties within the TF32 error everywhere; all-ties lists that overflow the
-// pruned pass's entries), for both metrics, every storage type and odd dimensions
-// (element-wise staging).
+// The tensor-core scans against the exact SIMT scan: the pruned pass with on-chip selection
+// for k <= 128 (scan_prune.cuh; bf16 operands, its query tile resident up to 512 dimensions,
+// scan_resident.cuh, else scan_mma.cuh; int8 operands for integer queries on integer rows,
+// scan_imma.cuh) and the keys pass with an exact refinement (TF32, scan_tensor.cuh), in one
+// process and at one batch size (IVFGPU_SCAN pins the kernel per search, so the coarse stage is
+// the same call both times): the same results per shared/docs/results-contract.md on 1M x 128
+// (all 10,000 queries, nprobe 16, k 10 and 100, also as the dispatch chooses), on constructed
+// near-duplicates and exact duplicates (ties within the error everywhere; all-ties lists that
+// overflow the pruned pass's entries), for both metrics, every storage type and odd dimensions
+// (element-wise staging below 4-element rows; partial slabs and slices of the resident tile).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -174,7 +175,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 20000, nlist = 32, nq = 3000;
   for (ivf_dtype t : {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8})
-    for (int64_t dim : {int64_t{3}, int64_t{31}, int64_t{200}})
+    for (int64_t dim : {int64_t{3}, int64_t{31}, int64_t{200}, int64_t{300}, int64_t{512}})
       for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
         std::vector<float> x = clustered_vectors(n, dim, 64, 10 + dim);
         std::vector<float> q = clustered_vectors(nq, dim, 64, 20 + dim);

@@ -1,0 +1,180 @@
+// The pruned bf16 pass with its query tile resident in shared memory for the whole work unit
+// (dim <= kResidentMaxDim, four-element loads: scan_tensor.cuh chooses it); included only by
+// scan_tensor.cuh. The arithmetic, the margin and the pruning protocol are list_mma_kernel's
+// (scan_mma.cuh, scan_prune.cuh): operands centred on the list's centroid (L2) and rounded to
+// bf16, m16n8k16 with fp32 accumulation, bf16_tile_epilogue, lower_counted_bounds. What differs
+// is the schedule, after the int8 pass's (scan_imma.cuh):
+//
+// - the unit's query tile is staged once, centred and rounded, before its first row tile;
+// - a row tile is staged 64 dimensions a slice into two alternating buffers, one barrier each;
+//   the next slice (or the next row tile's first) loads into registers during the products;
+// - the tile's largest row norm is reduced while its last slice is stored, and the per-row
+//   thresholds are computed right after that slice's barrier, so the epilogue needs one barrier
+//   before it and one after (four a tile at d <= 128, against list_mma_kernel's six).
+//
+// ncu on list_mma_kernel (bench/RESULTS.md, session 37) counted ~690 instructions per warp per
+// 64 x 64 row tile at d = 128, of which 32 HMMA: most of the rest was control and addressing
+// around runtime choices (element-wise staging, the query tile staged or not, partial slices),
+// which this kernel does not have.
+#pragma once
+
+#include <cstdint>
+
+#include "scan_mma.cuh"
+#include "scan_prune.cuh"
+#include "scan_tensor.hpp"
+
+namespace ivfgpu::cuda::scan_detail {
+
+constexpr int kResidentMaxDim = 512;  // the query tile: 64 rows x 512 bf16 = 64 KiB (whole slices)
+constexpr int kResidentSlabDims = 32;  // bf16 dimensions of a 64-byte slab row
+
+template <class T, bool IP>
+__global__ void __launch_bounds__(kThreads, 2) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
+  extern __shared__ __align__(16) unsigned char resident_query_tile[];  // whole slices of bf16
+  __shared__ __align__(16) unsigned char xs[2][2 * kBf16SlabBytes];   // row slices, double-buffered
+  __shared__ float costs[kMmaTile][kMmaTile];  // counted rows' pessimistic costs, where written[r] says
+  __shared__ unsigned long long written[kMmaTile];
+  __shared__ PruneRows<kMmaTile> rows_pr;
+  __shared__ float qn2[kMmaTile];    // the centred queries' squared norms (fp32, before rounding)
+  __shared__ float xhalf[kMmaTile];  // half each row's squared norm (L2; 0 for IP), +inf if excluded
+  __shared__ float xmax_part[kThreads / 32];
+  __shared__ __align__(16) float centre_s[IP ? 4 : kResidentMaxDim];  // zero past dim
+  __shared__ uint32_t qbound[kMmaTile];
+  __shared__ int64_t q_row[kMmaTile], out_base[kMmaTile];
+  __shared__ bool keep[kMmaTile];
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
+  const int dim = static_cast<int>(a.dim);
+  const int nslab = (dim + kResidentSlabDims - 1) / kResidentSlabDims;
+  constexpr int kSlice = kMmaSlice<true>;  // 64 dimensions: two slabs
+  uint32_t a_off[2], b_off;
+  mma_slab_offsets(wq, wv, a_off, b_off);
+  const uint32_t q_at = static_cast<uint32_t>(__cvta_generic_to_shared(resident_query_tile));
+  const uint32_t x_at = static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0]));
+  const float* centre = IP ? nullptr : centre_s;
+  for (int i = tid; i < kMmaTile; i += kThreads) {
+    written[i] = 0;  // cleared again by each reader
+    rows_pr.below[i] = 0;
+  }
+
+  const int64_t total = a.tile_off[a.nlist];
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const MmaUnit<T> u = mma_unit(a, t);
+    const int64_t l = u.list, size = u.size;
+    const int pcount = u.pcount;
+    __syncthreads();  // the previous unit is done with the query tile, the centroid, the per-query arrays
+    load_query_tile<kMmaTile>(a, l, u.qt, pcount, 0, q_row, out_base);
+    // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
+    if (tid < pcount) qbound[tid] = __ldcg(pr.bound + q_row[tid]);
+    if constexpr (!IP)  // zero past dim up to whole slices: mma_centre reads a slice's every column
+      for (int j = tid; j < (dim + kSlice - 1) / kSlice * kSlice; j += kThreads)
+        centre_s[j] = j < dim ? a.centroids[l * a.dim + j] : 0.0f;
+    __syncthreads();  // q_row, the centroid
+    // The query tile, as the rows are staged (thread tid: query row tid / 4, a copy of the first
+    // past pcount, never read), a slice at a time; the four lanes of a row sum its squared norm.
+    {
+      const int64_t q0 = q_row[0], qr = q_row[tid / 4] >= 0 ? q_row[tid / 4] : q0;
+      const float* my_q = a.queries + qr * a.dim + mma_thread_col<true>();
+      float qnorm = 0.0f;
+      for (int d0 = 0; d0 < dim; d0 += kSlice) {
+        float4 qv[kMmaVecs<true>];
+        mma_load_slice<true>(qv, my_q, d0, dim);
+        if constexpr (!IP) mma_centre<true>(qv, centre, d0);
+        mma_store_slice_bf16(resident_query_tile + (d0 / kResidentSlabDims) * kBf16SlabBytes, qv, qnorm, true);
+      }
+      qnorm += __shfl_xor_sync(kFullMask, qnorm, 1);
+      qnorm += __shfl_xor_sync(kFullMask, qnorm, 2);
+      if (tid % 4 == 0) qn2[tid / 4] = qnorm;
+    }
+    // Thread tid stages row tid / 4 (a copy of the tile's first row past its end: its products
+    // are never read and xhalf excludes it), 8 dimensions of each slab.
+    // The rows of row tile vt (at most 64).
+    const auto tile_rows = [&](int64_t vt) {
+      return static_cast<int>(size - vt * kMmaTile < kMmaTile ? size - vt * kMmaTile : kMmaTile);
+    };
+    float4 xv[kMmaVecs<true>];
+    mma_load_slice<true>(xv, mma_tile_row<true>(u.rows + u.vt_begin * kMmaTile * a.dim, tile_rows(u.vt_begin), a.dim),
+                         0, dim);
+    int buf = 0;
+    for (int64_t vt = u.vt_begin; vt < u.vt_end; ++vt) {
+      const int64_t v0 = vt * kMmaTile;
+      const int vcount = tile_rows(vt);
+      const T* my_x = mma_tile_row<true>(u.rows + v0 * a.dim, vcount, a.dim);
+      mark_kept_rows(a, l, v0, vcount, keep);  // read after the last slice's barrier
+      float acc[2][2][4];
+      zero_accumulators(acc);
+      float xnorm = 0.0f;
+      for (int d0 = 0; d0 < dim; d0 += kSlice, buf ^= 1) {
+        const bool last = d0 + kSlice >= dim;
+        // Buffer buf was last read two slices ago, before the previous slice's barrier.
+        if constexpr (!IP) mma_centre<true>(xv, centre, d0);
+        mma_store_slice_bf16(xs[buf], xv, xnorm, true);
+        if (!last) {
+          mma_load_slice<true>(xv, my_x, d0 + kSlice, dim);
+        } else {
+          if (vt + 1 < u.vt_end)  // the next tile's first slice travels over the epilogue
+            mma_load_slice<true>(xv, mma_tile_row<true>(u.rows + (v0 + kMmaTile) * a.dim, tile_rows(vt + 1), a.dim), 0,
+                                 dim);
+          // The four lanes of a row hold its parts; the tile's largest (rows past its end copy
+          // its first row: they cannot raise it).
+          xnorm += __shfl_xor_sync(kFullMask, xnorm, 1);
+          xnorm += __shfl_xor_sync(kFullMask, xnorm, 2);
+          float xsq = xnorm;
+          for (int o = 4; o < 32; o *= 2) xsq = fmaxf(xsq, __shfl_xor_sync(kFullMask, xsq, o));
+          if (lane == 0) xmax_part[warp] = xsq;
+        }
+        __syncthreads();  // the slice is staged (the last: and the tile's norms)
+        if (last) {
+          if (tid % 4 == 0) {
+            const int v = tid / 4;
+            xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * xnorm) : __int_as_float(0x7f800000);
+          }
+          if (tid < pcount) {  // the previous tile's lowering (before this barrier) is in qbound
+            float xmax = xmax_part[0];
+#pragma unroll
+            for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
+            prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
+          }
+        }
+        if (wq < pcount) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int slab = d0 / kResidentSlabDims + j;
+            if (slab >= nslab) break;
+            mma_slab<Bf16Mma>(acc, q_at + slab * kBf16SlabBytes, x_at + (buf * 2 + j) * kBf16SlabBytes, a_off, b_off);
+          }
+        }
+      }
+      __syncthreads();  // xhalf, the thresholds
+      const bool counted_here =
+          wq < pcount && bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, qn2, q_row, out_base, pr, v0, wq, wv, pcount,
+                                                costs, written);
+      // The next tile writes no marks before two barriers more.
+      lower_counted_bounds(pr, __syncthreads_or(counted_here), pcount, rows_pr.below, written, costs, q_row, qbound);
+    }
+  }
+}
+
+// Whether list_resident_kernel serves a pruned pass of these arguments (L2 needs the centroids).
+template <class T>
+bool resident_applies(const TileArgs<T>& args, bool ip) {
+  return args.vec4 && args.dim <= kResidentMaxDim && (ip || args.centroids != nullptr);
+}
+
+template <class T>
+void launch_resident(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+                     const PruneState& prune) {
+  const auto kernel = ip ? list_resident_kernel<T, true> : list_resident_kernel<T, false>;
+  // Whole slices (two slabs each): the query staging writes a slice's both slabs.
+  const std::size_t dynamic =
+      static_cast<std::size_t>((args.dim + kMmaSlice<true> - 1) / kMmaSlice<true>) * 2 * kBf16SlabBytes;
+  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
+  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, dynamic);
+  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
+  kernel<<<grid, kThreads, dynamic, stream>>>(args, margin_terms(!ip, args.dim, !ip, true), prune);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ivfgpu::cuda::scan_detail
