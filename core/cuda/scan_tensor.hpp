@@ -43,8 +43,12 @@ __host__ __device__ inline float candidate_margin(const MarginTerms& m, float qn
 // The tensor-core pass's tiles: kMmaTile queries x kMmaTile rows; a work unit is one query
 // tile x kMmaUnitTiles row tiles, so that its set-up (finding its list, its queries' places)
 // is paid once for all of them and each tile's first slice loads during the previous epilogue.
+// Eight rather than four (H200, session 38): the resident passes stage their query tile once a
+// unit (ncu: ~100 instructions per warp and row tile went to the unit's set-up with four);
+// 1M x 128 +5-9% at nprobe 16, +10% at 64, uint8 queries +7% / +15%; d 960 (list_mma_kernel,
+// no resident tile) -3% at nprobe 64.
 constexpr int kMmaTile = 64;
-constexpr int kMmaUnitTiles = 4;
+constexpr int kMmaUnitTiles = 8;
 
 // Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows.
 __host__ __device__ inline int64_t tensor_tiles(int64_t pairs, int64_t rows) {
