@@ -264,9 +264,12 @@ template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                          const PruneState& prune) {
   const auto kernel = ip ? list_imma_kernel<T, true> : list_imma_kernel<T, false>;
-  const std::size_t dynamic =
-      static_cast<std::size_t>((args.dim + kImmaSlabDims - 1) / kImmaSlabDims) * kImmaSlabBytes;
-  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
+  const auto tile_bytes = [](int64_t dim) {
+    return static_cast<std::size_t>((dim + kImmaSlabDims - 1) / kImmaSlabDims) * kImmaSlabBytes;
+  };
+  const std::size_t dynamic = tile_bytes(args.dim);
+  // Once per context for the largest tile (see launch_resident).
+  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), tile_bytes(kImmaMaxDim));
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, dynamic);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
   kernel<<<grid, kThreads, dynamic, stream>>>(args, prune);

@@ -168,9 +168,13 @@ void launch_resident(const DeviceContext& ctx, cudaStream_t stream, bool ip, con
                      const PruneState& prune) {
   const auto kernel = ip ? list_resident_kernel<T, true> : list_resident_kernel<T, false>;
   // Whole slices (two slabs each): the query staging writes a slice's both slabs.
-  const std::size_t dynamic =
-      static_cast<std::size_t>((args.dim + kMmaSlice<true> - 1) / kMmaSlice<true>) * 2 * kBf16SlabBytes;
-  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
+  const auto tile_bytes = [](int64_t dim) {
+    return static_cast<std::size_t>((dim + kMmaSlice<true> - 1) / kMmaSlice<true>) * 2 * kBf16SlabBytes;
+  };
+  const std::size_t dynamic = tile_bytes(args.dim);
+  // Once per context for the largest tile: raising the limit later, while another index on the
+  // device launches the kernel, would race with that launch (DeviceContext::opt_in_shared_memory).
+  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), tile_bytes(kResidentMaxDim));
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, dynamic);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
   kernel<<<grid, kThreads, dynamic, stream>>>(args, margin_terms(!ip, args.dim, !ip, true), prune);
