@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, P
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
     const MmaUnit<T> u = mma_unit(a, t);
-    const int64_t l = u.list, size = u.size, vt_begin = u.vt_begin, vt_end = u.vt_end;
+    const int64_t l = u.list, vt_begin = u.vt_begin, vt_end = u.vt_end;
     const int pcount = u.pcount;
     const T* rows = u.rows;
     __syncthreads();  // the previous unit is done with the query tile and the per-query arrays
@@ -164,13 +164,11 @@ __global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, P
       }
     };
     uint4 xv[2];
-    const int first_count = static_cast<int>(size - vt_begin * kMmaTile < kMmaTile ? size - vt_begin * kMmaTile
-                                                                                     : kMmaTile);
-    load_slice(xv, row_ptr(vt_begin * kMmaTile, first_count), 0);
+    load_slice(xv, row_ptr(vt_begin * kMmaTile, u.rows_in(vt_begin)), 0);
     int buf = 0;
     for (int64_t vt = vt_begin; vt < vt_end; ++vt) {
       const int64_t v0 = vt * kMmaTile;
-      const int vcount = static_cast<int>(size - v0 < kMmaTile ? size - v0 : kMmaTile);
+      const int vcount = u.rows_in(vt);
       const T* my_x = row_ptr(v0, vcount);
       // Read after this tile's products (barriers between); the previous tile's readers are past
       // its last barrier.
@@ -188,8 +186,7 @@ __global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, P
         if (d0 + kImmaSliceDims < dim) {
           load_slice(xv, my_x, d0 + kImmaSliceDims);
         } else if (vt + 1 < vt_end) {  // the next tile's first slice travels over the epilogue
-          const int next_count = static_cast<int>(size - v0 - kMmaTile < kMmaTile ? size - v0 - kMmaTile : kMmaTile);
-          load_slice(xv, row_ptr(v0 + kMmaTile, next_count), 0);
+          load_slice(xv, row_ptr(v0 + kMmaTile, u.rows_in(vt + 1)), 0);
         }
         __syncthreads();  // the slice is staged
         if (d0 == 0 && tid < pcount) {
@@ -229,8 +226,7 @@ __global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, P
             const uint32_t ub = qbound[r];
             const float u = ub == kNoBound ? __int_as_float(0x7f800000) : from_ordered(ub);
             const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
-            int n_below = 0;
-            unsigned long long bits = 0;
+            CountedCosts counts;
 #pragma unroll
             for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
@@ -240,16 +236,11 @@ __global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, P
                 const int c = c0 + 8 * ni + e;
                 const float cost = __int2float_rn(qsq[r] + tv);  // exact, rounded once
                 if (cost <= u) append_row(pr, q, pos0 + c, cost);
-                if (cost < u) {
-                  ++n_below;
-                  bits |= 1ull << c;
-                  costs[r][c] = cost;
-                }
+                if (cost < u) counts.add(costs, r, c, cost);
               }
-            if (n_below > 0) {
+            if (counts.n > 0) {
               counted_here = true;
-              atomicAdd(&below[r], n_below);
-              atomicOr(&written[r], bits);
+              counts.publish(below, written, r);
             }
           });
         }

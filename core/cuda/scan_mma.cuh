@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "element_traits.cuh"
 #include "scan_prune.cuh"
@@ -44,34 +45,33 @@ __device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
   atomicMax(reinterpret_cast<int*>(at), __float_as_int(v));
 }
 
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  // The operands are fp32 bit patterns: the tensor cores read their top 19 bits (truncation),
-  // which candidate_margin bounds.
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  // bf16 x bf16 products are exact in fp32; the roundings to bf16 (at most 2^-8 of each operand,
-  // relatively: 8 significant bits) are what candidate_margin bounds.
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// One k step of the pass's operand type: 8 dimensions of TF32 or 16 of bf16 from the same bytes.
-template <bool BF16>
-__device__ __forceinline__ void mma_step(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (BF16) {
-    mma_bf16(d, a, b0, b1);
-  } else {
-    mma_tf32(d, a, b0, b1);
+// The tensor-core multiplies, one k step each, as policies (mma_slab takes one): TF32 m16n8k8
+// for the keys pass, bf16 m16n8k16 for the pruned pass, 8 or 16 dimensions from the same bytes
+// (the int8 pass's, m16n8k32, is ImmaOps in scan_imma.cuh).
+struct Tf32Mma {
+  __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    // The operands are fp32 bit patterns: the tensor cores read their top 19 bits (truncation),
+    // which candidate_margin bounds.
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-}
+};
+struct Bf16Mma {
+  __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    // bf16 x bf16 products are exact in fp32; the roundings to bf16 (at most 2^-8 of each
+    // operand, relatively: 8 significant bits) are what candidate_margin bounds.
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <bool BF16>
+using MmaOp = std::conditional_t<BF16, Bf16Mma, Tf32Mma>;
 
 // The place of dimension j (< 16) of staged row r in its slab row (see the layout above).
 __device__ __forceinline__ int slab_col(int r, int j) { return ((((j >> 2) ^ (r >> 1)) & 3) << 2) | (j & 3); }
@@ -228,6 +228,10 @@ struct MmaUnit {
   int64_t list, size, qt, vt_begin, vt_end;
   int pcount;
   const T* rows;
+  // The rows of row tile vt (at most kMmaTile).
+  __device__ __forceinline__ int rows_in(int64_t vt) const {
+    return static_cast<int>(size - vt * kMmaTile < kMmaTile ? size - vt * kMmaTile : kMmaTile);
+  }
 };
 template <class T>
 __device__ __forceinline__ MmaUnit<T> mma_unit(const TileArgs<T>& a, int64_t t) {
@@ -331,9 +335,21 @@ __device__ __forceinline__ void mma_slab_offsets(int wq, int wv, uint32_t (&a_of
     a_off[s] = static_cast<uint32_t>((wq + (lane & 7) + (lane & 8)) * 64 + (((2 * s + (lane >> 4)) ^ sw) * 16));
   b_off = static_cast<uint32_t>((wv + (lane & 7)) * 64 + (((lane >> 3) ^ sw) * 16));
 }
-struct Bf16Mma {
-  __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    mma_bf16(d, a, b0, b1);
+// One query row's counted costs among a lane's columns of a tile (both pruned epilogues): written
+// to costs as they come, then published once to the row's count and marks, which
+// lower_counted_bounds reads.
+struct CountedCosts {
+  int n = 0;
+  unsigned long long bits = 0;
+  __device__ __forceinline__ void add(float (*costs)[kMmaTile], int r, int c, float cost) {
+    ++n;
+    bits |= 1ull << c;
+    costs[r][c] = cost;
+  }
+  // Called only when there are some (n > 0).
+  __device__ __forceinline__ void publish(int* below, unsigned long long* written, int r) const {
+    atomicAdd(&below[r], n);
+    atomicOr(&written[r], bits);
   }
 };
 
@@ -371,8 +387,7 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], 
     const float2 th = rows.thresholds[r];
     const float qsq = IP ? 0.0f : qn2[r], m = rows.margin[r];
     const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
-    int below = 0;
-    unsigned long long bits = 0;
+    CountedCosts counts;
 #pragma unroll
     for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
@@ -380,16 +395,11 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], 
         const float tv = t_of(mi, h, ni, e);
         const float base = IP ? -tv : fmaf(-2.0f, tv, qsq);  // the cost without its margin
         if (tv >= th.x) append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base, m));
-        if (tv > th.y) {
-          ++below;
-          bits |= 1ull << (c0 + 8 * ni + e);
-          costs[r][c0 + 8 * ni + e] = __fadd_ru(base, m);  // pessimistic
-        }
+        if (tv > th.y) counts.add(costs, r, c0 + 8 * ni + e, __fadd_ru(base, m));  // pessimistic
       }
-    if (below > 0) {
+    if (counts.n > 0) {
       counted = true;
-      atomicAdd(&rows.below[r], below);
-      atomicOr(&written[r], bits);
+      counts.publish(rows.below, written, r);
     }
   });
   return counted;
@@ -491,10 +501,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float* my_q = nullptr;  // the thread's query row: the same on every row tile of the unit
     for (int64_t vt = vt_begin; vt < vt_end; ++vt) {
       const int64_t v0 = vt * kMmaTile;
-      const int vcount = static_cast<int>(size - v0 < kMmaTile ? size - v0 : kMmaTile);
+      const int vcount = u.rows_in(vt);
       const auto x_ptr = [&](int r) -> const T* { return r < vcount ? rows + (v0 + r) * a.dim : nullptr; };
       // The next row tile's rows, for the prefetch of its first slice.
-      const int next_count = static_cast<int>(size - v0 - kMmaTile < kMmaTile ? size - v0 - kMmaTile : kMmaTile);
+      const int next_count = u.rows_in(vt + 1);
       __syncthreads();  // the previous row tile is done with the shared arrays; q_row is visible
       mark_kept_rows(a, l, v0, vcount, keep);  // read only in the epilogue, after the slices' barriers
       float acc[2][2][4];
@@ -574,24 +584,8 @@ __global__ void __launch_bounds__(kThreads, 2)
           // Two slabs of two k steps each (16 fp32 or 32 bf16 dimensions a slab: the same bytes).
           static_assert(kBf16SlabBytes == kSlabBytes, "a bf16 slab has a TF32 slab's bytes");
 #pragma unroll
-          for (int slab = 0; slab < 2; ++slab) {
-            uint32_t af[2][2][4], bf[2][4];
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-              for (int s = 0; s < 2; ++s)
-                ldmatrix_x4(af[mi][s], a_at[s] + at + slab * kSlabBytes + mi * 16 * kRowBytes);
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni)
-              ldmatrix_x4(bf[ni], b_at + at + slab * kSlabBytes + ni * 8 * kRowBytes);
-#pragma unroll
-            for (int s = 0; s < 2; ++s)
-#pragma unroll
-              for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-                for (int ni = 0; ni < 2; ++ni)
-                  mma_step<kBf16>(acc[mi][ni], af[mi][s], bf[ni][2 * s], bf[ni][2 * s + 1]);
-          }
+          for (int slab = 0; slab < 2; ++slab)  // a_at, b_at: the lanes' addresses in buffer 0, slab 0
+            mma_slab<MmaOp<kBf16>>(acc, at + slab * kSlabBytes, at + slab * kSlabBytes, a_at, b_at);
         }
         if (more) __syncthreads();  // the staged slice is visible; this one's buffer is free
       }

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kThreads, 2) list_resident_kernel(TileArgs<T> 
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
     const MmaUnit<T> u = mma_unit(a, t);
-    const int64_t l = u.list, size = u.size;
+    const int64_t l = u.list;
     const int pcount = u.pcount;
     __syncthreads();  // the previous unit is done with the query tile, the centroid, the per-query arrays
     load_query_tile<kMmaTile>(a, l, u.qt, pcount, 0, q_row, out_base);
@@ -90,17 +90,13 @@ __global__ void __launch_bounds__(kThreads, 2) list_resident_kernel(TileArgs<T> 
     }
     // Thread tid stages row tid / 4 (a copy of the tile's first row past its end: its products
     // are never read and xhalf excludes it), 8 dimensions of each slab.
-    // The rows of row tile vt (at most 64).
-    const auto tile_rows = [&](int64_t vt) {
-      return static_cast<int>(size - vt * kMmaTile < kMmaTile ? size - vt * kMmaTile : kMmaTile);
-    };
     float4 xv[kMmaVecs<true>];
-    mma_load_slice<true>(xv, mma_tile_row<true>(u.rows + u.vt_begin * kMmaTile * a.dim, tile_rows(u.vt_begin), a.dim),
+    mma_load_slice<true>(xv, mma_tile_row<true>(u.rows + u.vt_begin * kMmaTile * a.dim, u.rows_in(u.vt_begin), a.dim),
                          0, dim);
     int buf = 0;
     for (int64_t vt = u.vt_begin; vt < u.vt_end; ++vt) {
       const int64_t v0 = vt * kMmaTile;
-      const int vcount = tile_rows(vt);
+      const int vcount = u.rows_in(vt);
       const T* my_x = mma_tile_row<true>(u.rows + v0 * a.dim, vcount, a.dim);
       mark_kept_rows(a, l, v0, vcount, keep);  // read after the last slice's barrier
       float acc[2][2][4];
@@ -115,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, 2) list_resident_kernel(TileArgs<T> 
           mma_load_slice<true>(xv, my_x, d0 + kSlice, dim);
         } else {
           if (vt + 1 < u.vt_end)  // the next tile's first slice travels over the epilogue
-            mma_load_slice<true>(xv, mma_tile_row<true>(u.rows + (v0 + kMmaTile) * a.dim, tile_rows(vt + 1), a.dim), 0,
+            mma_load_slice<true>(xv, mma_tile_row<true>(u.rows + (v0 + kMmaTile) * a.dim, u.rows_in(vt + 1), a.dim), 0,
                                  dim);
           // The four lanes of a row hold its parts; the tile's largest (rows past its end copy
           // its first row: they cannot raise it).
