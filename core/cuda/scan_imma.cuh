@@ -94,8 +94,9 @@ __device__ __forceinline__ int imma_append_limit(uint32_t bound) {
 // (2 x 2 mma tiles of 16 x 8), as list_mma_kernel does. Requires dim % 16 == 0, dim <=
 // kImmaMaxDim, 16-byte aligned queries and rows (scan.cu checks), and the unit tiling of
 // tensor_tiles.
-template <class T, bool IP>
-__global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, PruneState pr) {
+// BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
+template <class T, bool IP, int BLOCKS>
+__global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T> a, PruneState pr) {
   extern __shared__ __align__(16) unsigned char imma_query_tile[];  // nslab slabs: the unit's queries
   __shared__ __align__(16) unsigned char xs[2][2 * kImmaSlabBytes];  // row slices, double-buffered
   __shared__ float costs[kMmaTile][kMmaTile];  // counted rows' costs, read where written[r] says
@@ -254,17 +255,16 @@ __global__ void __launch_bounds__(kThreads, 2) list_imma_kernel(TileArgs<T> a, P
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                          const PruneState& prune) {
-  const auto kernel = ip ? list_imma_kernel<T, true> : list_imma_kernel<T, false>;
   const auto tile_bytes = [](int64_t dim) {
     return static_cast<std::size_t>((dim + kImmaSlabDims - 1) / kImmaSlabDims) * kImmaSlabBytes;
   };
-  const std::size_t dynamic = tile_bytes(args.dim);
-  // Once per context for the largest tile (see launch_resident).
-  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), tile_bytes(kImmaMaxDim));
-  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, dynamic);
-  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kThreads, dynamic, stream>>>(args, prune);
-  IVF_CUDA_CHECK_LAUNCH();
+  const std::size_t dynamic = tile_bytes(args.dim), largest = tile_bytes(kImmaMaxDim);
+  if (ip)
+    launch_resident_budget(ctx, stream, list_imma_kernel<T, true, kResidentBlocks>, list_imma_kernel<T, true, 2>,
+                           dynamic, largest, args, prune);
+  else
+    launch_resident_budget(ctx, stream, list_imma_kernel<T, false, kResidentBlocks>, list_imma_kernel<T, false, 2>,
+                           dynamic, largest, args, prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

@@ -21,6 +21,8 @@
 // 16-byte staging stores write (a padded pitch of 20 floats served ldmatrix but not the stores).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -672,6 +674,33 @@ __global__ void __launch_bounds__(kThreads, 2)
       });
     }
   }
+}
+
+// The resident passes (list_resident_kernel, list_imma_kernel) come in two register budgets,
+// chosen here, at launch: three blocks an SM (kResidentBlocks: 80 registers, ptxas spilling
+// 24-72 bytes) where the shared memory of three fits, else two (up to 128 registers, no spills).
+// At 16 warps an SM the resident bf16 pass waited mostly on short scoreboards, fixed latencies
+// and barriers (ncu, H200, session 39: 25%, 24% and 19% of its stall samples), not on issue;
+// 24 warps took 1M x 128 from 3.27-3.28M to 3.37-3.41M QPS at nprobe 16 and from 1.27M to
+// 1.34M at 64, uint8 queries +3-8% / +9-11%, d 64 +4-10% / +10-12%. At d 512 (a 64 KiB query
+// tile: two blocks fit) the 80-register build was 3-5% slower than the 128-register one.
+constexpr int kResidentBlocks = 3;
+template <class Kernel, class... Args>
+void launch_resident_budget(const DeviceContext& ctx, cudaStream_t stream, Kernel three, Kernel two,
+                            std::size_t dynamic, std::size_t largest_dynamic, const Args&... args) {
+  // Once per context for the largest tile: raising the limit later, while another index on the
+  // device launches the kernel, would race with that launch (DeviceContext::opt_in_shared_memory).
+  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(three), largest_dynamic);
+  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(two), largest_dynamic);
+  Kernel kernel = three;
+  int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(three), kThreads, dynamic);
+  if (per_sm < kResidentBlocks) {
+    kernel = two;
+    per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(two), kThreads, dynamic);
+  }
+  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
+  kernel<<<grid, kThreads, dynamic, stream>>>(args...);
+  IVF_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

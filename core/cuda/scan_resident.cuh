@@ -29,8 +29,9 @@ namespace ivfgpu::cuda::scan_detail {
 constexpr int kResidentMaxDim = 512;  // the query tile: 64 rows x 512 bf16 = 64 KiB (whole slices)
 constexpr int kResidentSlabDims = 32;  // bf16 dimensions of a 64-byte slab row
 
-template <class T, bool IP>
-__global__ void __launch_bounds__(kThreads, 2) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
+// BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
+template <class T, bool IP, int BLOCKS>
+__global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
   extern __shared__ __align__(16) unsigned char resident_query_tile[];  // whole slices of bf16
   __shared__ __align__(16) unsigned char xs[2][2 * kBf16SlabBytes];   // row slices, double-buffered
   __shared__ float costs[kMmaTile][kMmaTile];  // counted rows' pessimistic costs, where written[r] says
@@ -162,19 +163,18 @@ bool resident_applies(const TileArgs<T>& args, bool ip) {
 template <class T>
 void launch_resident(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                      const PruneState& prune) {
-  const auto kernel = ip ? list_resident_kernel<T, true> : list_resident_kernel<T, false>;
   // Whole slices (two slabs each): the query staging writes a slice's both slabs.
   const auto tile_bytes = [](int64_t dim) {
     return static_cast<std::size_t>((dim + kMmaSlice<true> - 1) / kMmaSlice<true>) * 2 * kBf16SlabBytes;
   };
-  const std::size_t dynamic = tile_bytes(args.dim);
-  // Once per context for the largest tile: raising the limit later, while another index on the
-  // device launches the kernel, would race with that launch (DeviceContext::opt_in_shared_memory).
-  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), tile_bytes(kResidentMaxDim));
-  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, dynamic);
-  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kThreads, dynamic, stream>>>(args, margin_terms(!ip, args.dim, !ip, true), prune);
-  IVF_CUDA_CHECK_LAUNCH();
+  const MarginTerms mg = margin_terms(!ip, args.dim, !ip, true);
+  const std::size_t dynamic = tile_bytes(args.dim), largest = tile_bytes(kResidentMaxDim);
+  if (ip)
+    launch_resident_budget(ctx, stream, list_resident_kernel<T, true, kResidentBlocks>,
+                           list_resident_kernel<T, true, 2>, dynamic, largest, args, mg, prune);
+  else
+    launch_resident_budget(ctx, stream, list_resident_kernel<T, false, kResidentBlocks>,
+                           list_resident_kernel<T, false, 2>, dynamic, largest, args, mg, prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail
