@@ -228,8 +228,12 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
 // operations as list_tile_kernel, so the same bits. The register tile of list_tile_kernel spent
 // most of a block on staging when a list had one or two of its 16 queries (7 of 8 warps only
 // staged; ncu at batch 64, nprobe 16 on the H200: 292 us, L1 70% busy, DRAM 24%).
+// Four blocks an SM (64 registers; ptxas spills 104 bytes): as the pruned pass's seed it waited
+// on short and long scoreboards and barriers at three (ncu, H200, session 39: 8.6 cycles per
+// issued instruction, 37.5% occupancy); at four 1M x 128 went +1.5-2% at nq 10,000 and +2-10%
+// at batches of 100 (H200, A/B against 2dd7fc6).
 template <class T, bool IP, bool INT>
-__global__ void __launch_bounds__(kThreads, 3) list_rows_kernel(TileArgs<T> a) {
+__global__ void __launch_bounds__(kThreads, 4) list_rows_kernel(TileArgs<T> a) {
   constexpr int TQ = 16, kRows = kTileV * kUnitTiles, kStep = 32, XP = kStep + 4;
   static_assert(kRows == kThreads, "a thread per row of a unit");
   static_assert(kStep <= kTileD, "INT: a step's integer sum is exact in fp32");
