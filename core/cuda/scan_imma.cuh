@@ -260,11 +260,11 @@ void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip,
   };
   const std::size_t dynamic = tile_bytes(args.dim), largest = tile_bytes(kImmaMaxDim);
   if (ip)
-    launch_resident_budget(ctx, stream, list_imma_kernel<T, true, kResidentBlocks>, list_imma_kernel<T, true, 2>,
-                           dynamic, largest, args, prune);
+    launch_resident_budget(ctx, stream, list_imma_kernel<T, true, kResidentBlocks>,
+                           list_imma_kernel<T, true, kResidentFallbackBlocks>, dynamic, largest, args, prune);
   else
-    launch_resident_budget(ctx, stream, list_imma_kernel<T, false, kResidentBlocks>, list_imma_kernel<T, false, 2>,
-                           dynamic, largest, args, prune);
+    launch_resident_budget(ctx, stream, list_imma_kernel<T, false, kResidentBlocks>,
+                           list_imma_kernel<T, false, kResidentFallbackBlocks>, dynamic, largest, args, prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   // depends on the lane alone.
   // A (mi, k step s): mma tile rows 0-7 / 8-15, columns 8s .. + 3 / 8s + 4 .. + 7, mi at + 16 rows.
   // B (ni): tile rows 8 ni .. + 7, columns 0-3, 4-7 (step 0's b0, b1), 8-11, 12-15 (step 1's).
-  constexpr uint32_t kSlabBytes = kMmaTile * kMmaSlab * 4, kRowBytes = kMmaSlab * 4, kBufferBytes = 2 * kSlabBytes;
+  constexpr uint32_t kSlabBytes = kMmaTile * kMmaSlab * 4, kBufferBytes = 2 * kSlabBytes;
   const int sw = (lane >> 1) & 3;
   uint32_t a_at[2];
 #pragma unroll
@@ -685,6 +685,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // 1.34M at 64, uint8 queries +3-8% / +9-11%, d 64 +4-10% / +10-12%. At d 512 (a 64 KiB query
 // tile: two blocks fit) the 80-register build was 3-5% slower than the 128-register one.
 constexpr int kResidentBlocks = 3;
+constexpr int kResidentFallbackBlocks = 2;  // the build where three do not fit
 template <class Kernel, class... Args>
 void launch_resident_budget(const DeviceContext& ctx, cudaStream_t stream, Kernel three, Kernel two,
                             std::size_t dynamic, std::size_t largest_dynamic, const Args&... args) {

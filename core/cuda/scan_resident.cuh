@@ -171,10 +171,10 @@ void launch_resident(const DeviceContext& ctx, cudaStream_t stream, bool ip, con
   const std::size_t dynamic = tile_bytes(args.dim), largest = tile_bytes(kResidentMaxDim);
   if (ip)
     launch_resident_budget(ctx, stream, list_resident_kernel<T, true, kResidentBlocks>,
-                           list_resident_kernel<T, true, 2>, dynamic, largest, args, mg, prune);
+                           list_resident_kernel<T, true, kResidentFallbackBlocks>, dynamic, largest, args, mg, prune);
   else
     launch_resident_budget(ctx, stream, list_resident_kernel<T, false, kResidentBlocks>,
-                           list_resident_kernel<T, false, 2>, dynamic, largest, args, mg, prune);
+                           list_resident_kernel<T, false, kResidentFallbackBlocks>, dynamic, largest, args, mg, prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail
