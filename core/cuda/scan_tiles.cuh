@@ -111,24 +111,103 @@ __device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, in
   }
 }
 
-// 64-query tiles: one (list, query tile, vector tile) per iteration of a persistent grid.
-// Thread (ty, tx) owns queries ty*RQ.. and vectors tx*4..: a 64 x 64 register tile, fp32,
+// A step's kTileV rows x kTileD dimensions of a row tile in registers (list_tile_kernel): loaded
+// during the previous step's products, stored transposed after them. Thread tid holds elements
+// e = tid + m * kThreads: with four-element loads, row e / 8, dimensions 4 (e % 8) .. + 3; else
+// four elements e = tid + (4 m + c) * kThreads, row e / 32, dimension e % 32 (component c).
+struct RowSliceRegs {
+  static constexpr int kVecs = kTileV * kTileD / 4 / kThreads;
+  float4 v[kVecs];
+
+  template <class T>
+  __device__ __forceinline__ void load(const T* x, int vcount, int d0, int dim, bool vec4) {
+    using E = DeviceElement<T>;
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int m = 0; m < kVecs; ++m) {
+      if (vec4) {
+        const int e = tid + m * kThreads, r = e / (kTileD / 4), j = (e % (kTileD / 4)) * 4;
+        v[m] = r < vcount && d0 + j < dim ? E::load4(x + r * dim + d0 + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+      } else {
+        float f[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int e = tid + (4 * m + c) * kThreads, r = e / kTileD, j = e % kTileD;
+          f[c] = r < vcount && d0 + j < dim ? E::load1(x + r * dim + d0 + j) : 0.0f;
+        }
+        v[m] = make_float4(f[0], f[1], f[2], f[3]);
+      }
+    }
+  }
+  template <int PITCH>
+  __device__ __forceinline__ void store(float (*t)[PITCH], bool vec4) const {
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int m = 0; m < kVecs; ++m) {
+      if (vec4) {
+        const int e = tid + m * kThreads, r = e / (kTileD / 4), j = (e % (kTileD / 4)) * 4;
+        t[j][r] = v[m].x;
+        t[j + 1][r] = v[m].y;
+        t[j + 2][r] = v[m].z;
+        t[j + 3][r] = v[m].w;
+      } else {
+        const float f[4] = {v[m].x, v[m].y, v[m].z, v[m].w};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int e = tid + (4 * m + c) * kThreads;
+          t[e % kTileD][e / kTileD] = f[c];
+        }
+      }
+    }
+  }
+};
+
+// The query tile of list_tile_kernel, transposed ([dimension][query], kTileQP floats a
+// dimension): the whole tile for the unit (a.simt_resident: staged once, read by its kUnitTiles
+// row tiles) or two alternating kTileD-dimension slices staged step by step.
+constexpr int kTileQ = 64;
+constexpr int kTileQP = kTileQ + 4;  // padded rows, 16-byte aligned
+constexpr std::size_t kDefaultDynamicSmem = 48 * 1024;  // more needs an opt-in per kernel
+inline std::size_t list_tile_query_bytes(int64_t dim, bool resident) {
+  const int64_t dims = resident ? (dim + kTileD - 1) / kTileD * kTileD : 2 * kTileD;
+  return static_cast<std::size_t>(dims) * kTileQP * sizeof(float);
+}
+
+// 64-query tiles: one (list, query tile, kUnitTiles vector tiles) per iteration of a persistent
+// grid. Thread (ty, tx) owns queries ty*RQ.. and vectors tx*4..: a 64 x 64 register tile, fp32,
 // accumulated in dimension order so each distance is the plain sequential sum. INT (integer
 // rows and integer-valued queries): exact fp32 sums per staged block of kTileD dimensions
 // (above), added into int64, so the distance is the exact integer rounded once to float.
+// Each step's rows load into registers during the previous step's products and go to one of two
+// shared buffers after them: one barrier a step. Where the query tile fits (a.simt_resident,
+// chosen by launch_list_tile) it is staged once a unit. ncu (H200, 1M x 128, nprobe 16, k 1000)
+// had found the kernel at 70% issue with a third of its stall samples in the staging, which
+// restaged the queries for every row tile and waited on every step's loads; this schedule took
+// k 1000 at d 128 from 844-847K to 860-873K QPS, at d 96 from 1.26-1.28M to 1.37-1.38M, and
+// left d 200 (queries staged) as it was (bench/RESULTS.md, session 40).
+// Four blocks an SM for fp32 sums (64 registers; ptxas spills ~200 bytes, three blocks at 80
+// registers measured 1-2% slower), two for the int64 totals of INT (128 registers, as before).
+constexpr int kSimtTileBlocks = 4;
+constexpr int kSimtTileIntBlocks = 2;
 template <class T, bool IP, bool INT>
-__global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
-  constexpr int TQ = 64, RQ = TQ / 16;
+__global__ void __launch_bounds__(kThreads, INT ? kSimtTileIntBlocks : kSimtTileBlocks)
+    list_tile_kernel(TileArgs<T> a) {
+  constexpr int TQ = kTileQ, RQ = TQ / 16;
   constexpr int RV = kTileV / 16;
-  constexpr int QP = TQ + 4, VP = kTileV + 4;  // padded rows, 16-byte aligned
-  __shared__ __align__(16) float qs[kTileD][QP];
-  __shared__ __align__(16) float xs[kTileD][VP];
+  constexpr int QP = kTileQP, VP = kTileV + 4;  // padded rows, 16-byte aligned
+  extern __shared__ __align__(16) float list_tile_queries[];  // list_tile_query_bytes
+  __shared__ __align__(16) float xs[2][kTileD][VP];
   __shared__ int64_t out_base[TQ];
   __shared__ int64_t q_row[TQ];
-  __shared__ bool keep[kTileV];
+  __shared__ bool keep[2][kTileV];  // by row tile parity: a tile writes it before its first barrier
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const bool resident = a.simt_resident;
+  const auto query_slice = [&](int d0, int b) {
+    return reinterpret_cast<float(*)[QP]>(list_tile_queries + (resident ? d0 : b * kTileD) * QP);
+  };
   const int64_t units = a.segments != nullptr ? a.nseg : a.nlist;
   const int64_t total = a.tile_off[units];
+  int b = 0;  // the shared buffer of the next step
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
     const ScanUnit<T> u = scan_unit(a, units, t);
     const int64_t l = u.list, row0 = u.row0, size = u.size, qt = u.qt;
@@ -137,21 +216,31 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
     const int64_t nvt = (size + kTileV - 1) / kTileV;
     const int64_t prem = a.pair_count[l] - qt * TQ;
     const int pcount = static_cast<int>(prem < TQ ? prem : TQ);
-    __syncthreads();  // the previous unit is done with out_base / q_row
-    load_query_tile<TQ>(a, l, qt, pcount, row0, q_row, out_base);
-    __syncthreads();
     const int64_t vt_begin = u.r0 / kTileV;
     const int64_t vt_end = vt_begin + kUnitTiles < nvt ? vt_begin + kUnitTiles : nvt;
-    for (int64_t vt = vt_begin; vt < vt_end; ++vt) {
+    const auto tile_rows = [&](int64_t vt) {
+      return static_cast<int>(size - vt * kTileV < kTileV ? size - vt * kTileV : kTileV);
+    };
+    const int dim = static_cast<int>(a.dim);  // below 2^24 (kMaxDim): a tile's offsets fit an int
+    const T* xt = rows + vt_begin * kTileV * a.dim;  // the row tile's first row
+    RowSliceRegs xr;
+    xr.load(xt, tile_rows(vt_begin), 0, dim, a.vec4);
+    __syncthreads();  // the previous unit is done with out_base, q_row and the query tile
+    load_query_tile<TQ>(a, l, qt, pcount, row0, q_row, out_base);
+    __syncthreads();
+    const auto q_ptr = [&](int r) -> const float* {
+      const int64_t q = q_row[r];
+      return q >= 0 ? a.queries + q * a.dim : nullptr;
+    };
+    if (resident)  // read after the first step's barrier
+      for (int d0 = 0; d0 < dim; d0 += kTileD) stage_tile<TQ, QP, float>(query_slice(d0, 0), q_ptr, d0, a.dim, a.vec4);
+    for (int64_t vt = vt_begin; vt < vt_end; ++vt, xt += kTileV * a.dim) {
       const int64_t v0 = vt * kTileV;
-      const int vcount = static_cast<int>(size - v0 < kTileV ? size - v0 : kTileV);
-      const T* x = rows + v0 * a.dim;
-      if (a.check_rows) {
-        __syncthreads();  // the previous tile's results are written: keep[] may change
-        if (tid < kTileV) {
-          keep[tid] = tid < vcount && row_allowed(a.removed, a.filter, a.filter_set, removed_slot(a, l, row0 + v0 + tid),
-                                                  [&] { return row_ids[v0 + tid]; });
-        }
+      const int vcount = tile_rows(vt);
+      bool* const kept = keep[vt & 1];  // last read by row tile vt - 2, before vt - 1's barriers
+      if (a.check_rows && tid < kTileV) {
+        kept[tid] = tid < vcount && row_allowed(a.removed, a.filter, a.filter_set, removed_slot(a, l, row0 + v0 + tid),
+                                                [&] { return row_ids[v0 + tid]; });
       }
       // fp32 sums, or (INT) the exact integer sums of the finished blocks.
       using Total = std::conditional_t<INT, long long, float>;
@@ -160,18 +249,22 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
       for (int r = 0; r < RQ; ++r)
 #pragma unroll
         for (int c = 0; c < RV; ++c) acc[r][c] = 0;
-      for (int64_t d0 = 0; d0 < a.dim; d0 += kTileD) {
-        stage_tile<TQ, QP, float>(qs, [&](int r) -> const float* {
-          const int64_t q = q_row[r];
-          return q >= 0 ? a.queries + q * a.dim : nullptr;
-        }, d0, a.dim, a.vec4);
-        stage_tile<kTileV, VP, T>(xs, [&](int r) -> const T* { return r < vcount ? x + r * a.dim : nullptr; },
-                                       d0, a.dim, a.vec4);
+      for (int d0 = 0; d0 < dim; d0 += kTileD, b ^= 1) {
+        // Buffer b was last read two steps ago, before the previous step's barrier.
+        xr.store<VP>(xs[b], a.vec4);
+        if (!resident) stage_tile<TQ, QP, float>(query_slice(d0, b), q_ptr, d0, a.dim, a.vec4);
+        if (d0 + kTileD < dim)
+          xr.load(xt, vcount, d0 + kTileD, dim, a.vec4);
+        else if (vt + 1 < vt_end)  // the next row tile's first step travels over the write-out
+          xr.load(xt + kTileV * a.dim, tile_rows(vt + 1), 0, dim, a.vec4);
         __syncthreads();
         // A warp holds query rows 8w..8w+7: skip it when they are all past the tile's last query
         // (its results are never written).
         if ((tid / 32) * 2 * RQ < pcount) {
-          float part[RQ][RV];  // INT: this block's exact sums (above)
+          // Offsets into the shared arrays themselves, so that the loads stay shared-memory loads.
+          const float* qs = list_tile_queries + (resident ? d0 : b * kTileD) * QP + ty * 4;
+          const float* xsb = &xs[b][0][tx * 4];
+          float part[RQ][RV];  // INT: this block's exact sums
 #pragma unroll
           for (int r = 0; r < RQ; ++r)
 #pragma unroll
@@ -179,9 +272,9 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
 #pragma unroll 8
           for (int j = 0; j < kTileD; ++j) {
             float qa[RQ], xb[RV];
-            const float4 v = *reinterpret_cast<const float4*>(&qs[j][ty * 4]);
+            const float4 v = *reinterpret_cast<const float4*>(qs + j * QP);
             qa[0] = v.x; qa[1] = v.y; qa[2] = v.z; qa[3] = v.w;
-            const float4 w = *reinterpret_cast<const float4*>(&xs[j][tx * 4]);
+            const float4 w = *reinterpret_cast<const float4*>(xsb + j * VP);
             xb[0] = w.x; xb[1] = w.y; xb[2] = w.z; xb[3] = w.w;
 #pragma unroll
             for (int r = 0; r < RQ; ++r)
@@ -203,7 +296,6 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
               else acc[r][c] = part[r][c];
             }
         }
-        __syncthreads();
       }
 #pragma unroll
       for (int r = 0; r < RQ; ++r) {
@@ -214,7 +306,7 @@ __global__ void __launch_bounds__(kThreads) list_tile_kernel(TileArgs<T> a) {
         for (int c = 0; c < RV; ++c) {
           const int vi = tx * 4 + c;
           const float d = INT ? __ll2float_rn(static_cast<long long>(acc[r][c])) : static_cast<float>(acc[r][c]);
-          if (vi < vcount) a.cand.dist[base + vi] = (!a.check_rows || keep[vi]) ? d : a.excluded;
+          if (vi < vcount) a.cand.dist[base + vi] = (!a.check_rows || kept[vi]) ? d : a.excluded;
         }
       }
     }
@@ -340,17 +432,29 @@ __global__ void __launch_bounds__(kThreads, 4) list_rows_kernel(TileArgs<T> a) {
 // A persistent grid of a SIMT kernel: as many blocks as can be resident (asked once per context).
 template <class T>
 void launch_persistent(const DeviceContext& ctx, cudaStream_t stream, void (*kernel)(TileArgs<T>),
-                       const TileArgs<T>& args) {
-  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
+                       const TileArgs<T>& args, std::size_t smem = 0) {
+  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, smem);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kThreads, 0, stream>>>(args);
+  kernel<<<grid, kThreads, smem, stream>>>(args);
   IVF_CUDA_CHECK_LAUNCH();
+}
+
+// list_tile_kernel keeps the unit's query tile in shared memory where that leaves as many blocks
+// an SM as two staged slices do (to 128 dimensions on an H100 or H200: four blocks), so a
+// resident tile never costs occupancy; past that it stages the queries step by step.
+template <class T>
+void launch_list_tile(const DeviceContext& ctx, cudaStream_t stream, void (*kernel)(TileArgs<T>), TileArgs<T> args) {
+  const std::size_t staged = list_tile_query_bytes(args.dim, false), resident = list_tile_query_bytes(args.dim, true);
+  args.simt_resident = resident <= kDefaultDynamicSmem &&
+                       ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, resident) >=
+                           ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, staged);
+  launch_persistent<T>(ctx, stream, kernel, args, args.simt_resident ? resident : staged);
 }
 
 template <class T, bool INT>
 void launch_metric(const DeviceContext& ctx, cudaStream_t stream, int tile_q, bool ip, const TileArgs<T>& args) {
   if (tile_q == 64)
-    launch_persistent<T>(ctx, stream, ip ? list_tile_kernel<T, true, INT> : list_tile_kernel<T, false, INT>, args);
+    launch_list_tile<T>(ctx, stream, ip ? list_tile_kernel<T, true, INT> : list_tile_kernel<T, false, INT>, args);
   else
     launch_persistent<T>(ctx, stream, ip ? list_rows_kernel<T, true, INT> : list_rows_kernel<T, false, INT>, args);
 }

@@ -42,6 +42,7 @@ struct TileArgs {
   IdSetView filter_set;
   float excluded;
   const float* centroids;  // nlist * dim, or nullptr (the pruned tensor pass centres L2 on them)
+  bool simt_resident = false;  // list_tile_kernel keeps the unit's query tile (set by its launch)
 };
 
 // tile_q: 16 (list_rows_kernel: a thread per row) or 64 (list_tile_kernel: a register tile of
