@@ -7,6 +7,8 @@
 // replace all of that, with the same output.
 #include "select.hpp"
 
+#include <cub/block/block_exchange.cuh>
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
@@ -338,14 +340,87 @@ __device__ int stream_row(Get get, int64_t len, int kk, int cap, uint32_t* buf_k
   return nb;
 }
 
+// The final order of a block's kk selected entries, (ordered key, index in the row): sel holds
+// them with the keys below the k-th first, then those equal to it, each part in index order.
+// Up to 1,024 entries a bitonic sort of the u64 entries orders them; past that its log^2 stages,
+// each a barrier, cost a quarter of the select at k 4,096 (ncu, H200, 1M x 128, nprobe 16: 8.8
+// ms), so a stable radix sort of the 32-bit keys (CUB) takes them: stable, it keeps each key's
+// entries in the order sel has them, index order, which is the bitonic sort's tie order.
+template <int ITEMS>
+struct SelectedRadixSort {
+  using Sort = cub::BlockRadixSort<uint32_t, kThreads, ITEMS, uint32_t>;
+  using Exchange = cub::BlockExchange<uint32_t, kThreads, ITEMS>;
+  union TempStorage {
+    typename Sort::TempStorage sort;
+    typename Exchange::TempStorage exchange;
+  };
+};
+// Items a thread sorts for k (0: the bitonic sort). Past 8,192 the entries would not fit registers.
+constexpr int sort_items_for(int64_t k2) { return k2 <= 1024 || k2 > 8192 ? 0 : static_cast<int>(k2 / kThreads); }
+// Blocks an SM each form is built for: its registers (the buffer of a large k allows few anyway).
+constexpr int select_blocks(int items) { return items == 0 ? 5 : items <= 8 ? 4 : items <= 16 ? 2 : 1; }
+
+// Sorts sel[0, kk) in place. temp: the block's TempStorage (the candidate buffer, free by now).
+template <int ITEMS>
+__device__ void radix_sort_selected(uint64_t* sel, int kk, void* temp_mem) {
+  using R = SelectedRadixSort<ITEMS>;
+  auto& temp = *reinterpret_cast<typename R::TempStorage*>(temp_mem);
+  uint32_t key[ITEMS], idx[ITEMS];
+  // Striped loads and stores (entry i * kThreads + tid), free of bank conflicts; the exchange puts
+  // them in the blocked order the sort ranks by (thread t holding ranks t * ITEMS ..).
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int j = i * kThreads + static_cast<int>(threadIdx.x);
+    const uint64_t e = j < kk ? sel[j] : ~uint64_t{0};  // past kk: after every entry
+    key[i] = static_cast<uint32_t>(e >> 32);
+    idx[i] = static_cast<uint32_t>(e);
+  }
+  typename R::Exchange(temp.exchange).StripedToBlocked(key);
+  __syncthreads();
+  typename R::Exchange(temp.exchange).StripedToBlocked(idx);
+  __syncthreads();
+  typename R::Sort(temp.sort).SortBlockedToStriped(key, idx);
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int j = i * kThreads + static_cast<int>(threadIdx.x);
+    if (j < kk) sel[j] = (static_cast<uint64_t>(key[i]) << 32) | idx[i];
+  }
+  __syncthreads();
+}
+
+// Sorts sel[0, kk) in place (n2: kk rounded up to a power of two, the bitonic sort's length).
+__device__ void bitonic_sort_selected(uint64_t* sel, int kk, int n2) {
+  const int tid = threadIdx.x;
+  for (int i = kk + tid; i < n2; i += kThreads) sel[i] = ~uint64_t{0};
+  __syncthreads();
+  for (int size = 2; size <= n2; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int t = tid; t < n2 / 2; t += kThreads) {
+        const int i = 2 * t - (t & (stride - 1));
+        const int j = i + stride;
+        const uint64_t a = sel[i], b = sel[j];
+        const bool up = (i & size) == 0;
+        if ((a > b) == up) {
+          sel[i] = b;
+          sel[j] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
 // One block per row (or row piece). Dynamic shared memory: sel[k2] (u64: key << 32 | index)
 // then a buffer of `cap` (key, index) pairs. Rows of at most cap keys are selected in the
 // buffer. Longer rows stream through it (stream_row: one read of the row, the buffer cut to
 // its k best whenever it fills); only a k too large for that (k + kStep > cap, k above 8192 on
 // an H100) takes radix passes over the whole row.
-// Five blocks per SM (48 registers): a block waits on its loads every step, so the select
-// runs as fast as blocks are resident (68 registers unbounded: three).
-__global__ void __launch_bounds__(kThreads, 5)
+// Five blocks per SM (48 registers) with the bitonic sort: a block waits on its loads every
+// step, so the select runs as fast as blocks are resident (68 registers unbounded: three).
+// SORT_ITEMS > 0 (sort_items_for): the radix sort, for which the buffer is at least its
+// TempStorage.
+template <int SORT_ITEMS>
+__global__ void __launch_bounds__(kThreads, select_blocks(SORT_ITEMS))
     block_select_kernel(SelectInput in, int64_t nseg, int k, bool larger, int cap, SelectOutput out) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int k2 = k <= 1 ? 1 : 1 << (32 - __clz(k - 1));
@@ -396,22 +471,14 @@ __global__ void __launch_bounds__(kThreads, 5)
                      [&](int slot, uint32_t u, int64_t i) { to_sel(slot, u, static_cast<uint32_t>(i)); });
     __syncthreads();
     const int n2 = kk <= 1 ? 1 : 1 << (32 - __clz(kk - 1));
-    for (int i = kk + tid; i < n2; i += kThreads) sel[i] = ~uint64_t{0};
-    __syncthreads();
-    for (int size = 2; size <= n2; size <<= 1) {
-      for (int stride = size >> 1; stride > 0; stride >>= 1) {
-        for (int t = tid; t < n2 / 2; t += kThreads) {
-          const int i = 2 * t - (t & (stride - 1));
-          const int j = i + stride;
-          const uint64_t a = sel[i], b = sel[j];
-          const bool up = (i & size) == 0;
-          if ((a > b) == up) {
-            sel[i] = b;
-            sel[j] = a;
-          }
-        }
-        __syncthreads();
-      }
+    // A row with few entries (shorter than k) sorts them as a small k would.
+    if constexpr (SORT_ITEMS > 0) {
+      if (n2 > 1024)
+        radix_sort_selected<SORT_ITEMS>(sel, kk, buf_key);
+      else
+        bitonic_sort_selected(sel, kk, n2);
+    } else {
+      bitonic_sort_selected(sel, kk, n2);
     }
     for (int j = tid; j < k; j += kThreads) put_selected(in, out, sp, s, k, j, j < kk ? sel[j] : 0, larger);
     if (tid == 0) out.count[s] = kk;
@@ -498,12 +565,36 @@ std::size_t sort_bytes(int64_t k) {
 
 
 // Raises the kernel's dynamic shared-memory limit to the device maximum (once per context).
-std::size_t prepare_kernel(const DeviceContext& ctx) {
+std::size_t prepare_kernel(const DeviceContext& ctx, const void* kernel) {
   cudaFuncAttributes attr{};
-  IVF_CUDA_CHECK(cudaFuncGetAttributes(&attr, block_select_kernel));
+  IVF_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
   const std::size_t max_dynamic = ctx.limits().smem_per_block_optin - attr.sharedSizeBytes;
-  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(block_select_kernel), max_dynamic);
+  ctx.opt_in_shared_memory(kernel, max_dynamic);
   return max_dynamic;
+}
+
+// The block select's build for k, and the shared memory its sort needs beyond sel.
+struct BlockSelectForm {
+  void (*kernel)(SelectInput, int64_t, int, bool, int, SelectOutput);
+  std::size_t sort_temp;
+};
+template <int ITEMS>
+BlockSelectForm block_select_form() {
+  return BlockSelectForm{block_select_kernel<ITEMS>, sizeof(typename SelectedRadixSort<ITEMS>::TempStorage)};
+}
+BlockSelectForm block_select_for(int64_t k) {
+  int64_t k2 = 1;
+  while (k2 < k) k2 <<= 1;
+  switch (sort_items_for(k2)) {
+    case 8:
+      return block_select_form<8>();
+    case 16:
+      return block_select_form<16>();
+    case 32:
+      return block_select_form<32>();
+    default:
+      return BlockSelectForm{block_select_kernel<0>, 0};
+  }
 }
 
 void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectInput& in, int64_t nseg, int64_t k,
@@ -527,8 +618,13 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
   }
   // The attribute is the same for every call (the largest dynamic size the device allows), so
   // concurrent searches never race on it; each launch asks for what it needs.
-  const std::size_t max_dynamic = prepare_kernel(ctx);
   const std::size_t sel = sort_bytes(k);
+  BlockSelectForm form = block_select_for(k);
+  std::size_t max_dynamic = prepare_kernel(ctx, reinterpret_cast<const void*>(form.kernel));
+  if (sel + form.sort_temp > max_dynamic) {  // never on an H100 or H200: keep the bitonic form
+    form = BlockSelectForm{block_select_kernel<0>, 0};
+    max_dynamic = prepare_kernel(ctx, reinterpret_cast<const void*>(form.kernel));
+  }
   // Buffer: 8 bytes a key; room for the row itself when short, else for a stream of 2 * k2 +
   // kStep keys (a cut to the k best every k2 + kStep keys at least; small enough that several
   // blocks share an SM at k 4096).
@@ -536,8 +632,8 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
   want = std::min<int64_t>(want, std::max<int64_t>(row_len, 1));
   const int64_t fit = (static_cast<int64_t>(max_dynamic) - static_cast<int64_t>(sel)) / 8;
   const int64_t cap = std::max<int64_t>(0, std::min(want, fit));
-  const std::size_t smem = sel + static_cast<std::size_t>(cap) * 8;
-  block_select_kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(
+  const std::size_t smem = sel + std::max(static_cast<std::size_t>(cap) * 8, form.sort_temp);
+  form.kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(
       in, nseg, static_cast<int>(k), larger_is_better, static_cast<int>(cap), out);
   IVF_CUDA_CHECK_LAUNCH();
 }

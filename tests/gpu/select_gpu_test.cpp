@@ -171,7 +171,9 @@ TEST_P(Select, EveryPatternMatchesTheHostOrder) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, Select, ::testing::Values(1, 10, 100, 1000, 2048, 4096));
+// 1,500 and 3,000: k between powers of two on the radix sort's builds (k 1,025 to 8,192), whose
+// rows of fewer than k keys are padded past kk.
+INSTANTIATE_TEST_SUITE_P(Gpu, Select, ::testing::Values(1, 10, 100, 1000, 1500, 2048, 3000, 4096));
 
 // k past the streaming limit of the buffer (the in-place radix passes) and near it.
 TEST(GpuSelect, LargestKs) {
