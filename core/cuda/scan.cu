@@ -93,7 +93,7 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
 
 // IVFGPU_SCAN pins the kernel of resident scans (A/B runs, and tests that compare them in one
 // process: read at every scan): =simt; =tensor (pruned where k allows, else keys; the pruned
-// pass's operands as pruned_operands chooses); =bf16 (the same, but the pruned pass always on
+// pass's kernel as choose_pruned_kernel picks); =bf16 (the same, but the pruned pass always on
 // bf16 operands, also for integer queries on integer rows); =keys (the tensor pass that writes
 // every candidate's key). Unset, the dispatch below decides.
 enum class ScanKernel { Auto, Simt, Tensor, TensorKeys, TensorPruned };
@@ -200,13 +200,17 @@ int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q) {
 
 namespace {
 
+// Four-element loads need whole loads per row and aligned bases (pool allocations are 256-byte
+// aligned; segments are placed on 256-byte boundaries).
+bool four_element_loads(const ScanProblem& p, const ScanSegment* segments) {
+  return p.lists.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
+         (segments != nullptr || reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0);
+}
+
 template <class T>
 scan_detail::TileArgs<T> tile_args(const ScanProblem& p, const ScanGroups& g, const ScanSegment* segments, int64_t nseg,
                                    const int64_t* tile_off) {
-  // Four-element loads need whole loads per row and aligned bases (pool allocations are
-  // 256-byte aligned; segments are placed on 256-byte boundaries).
-  const bool vec4 = p.lists.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
-                    (segments != nullptr || reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0);
+  const bool vec4 = four_element_loads(p, segments);
   const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
   const uint64_t* removed = segments != nullptr ? nullptr : p.lists.removed;
   return scan_detail::TileArgs<T>{segments, nseg, p.queries, p.lists.dim, p.lists.nlist, p.nprobe, p.lists.rows<T>(),
@@ -276,14 +280,18 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
   return dim >= 192 && k <= 256 ? ScanKernel::TensorKeys : ScanKernel::Simt;
 }
 
-// The pruned pass's operands, chosen once per scan: int8 tensor cores (exact integer costs,
-// scan_imma.cuh) for integer queries against uint8 / int8 rows that fit its shared query tile
-// and 16-byte loads, else bf16 with a margin and exact re-scoring (scan_mma.cuh).
-bool pruned_operands_are_integer(const ScanProblem& p) {
-  if (!integer_arithmetic(p) || bf16_operands_pinned()) return false;
-  const int64_t dim = p.lists.dim;
-  return dim % 16 == 0 && dim <= scan_detail::kImmaMaxDim && reinterpret_cast<uintptr_t>(p.queries) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(p.lists.vectors) % 16 == 0;
+// The pruned pass's kernel, chosen once per scan (pruned_kernel.hpp): int8 tensor cores with
+// exact integer costs, or bf16 with a margin and exact re-scoring, its query tile resident or
+// staged.
+scan_detail::PrunedKernel choose_pruned_kernel(const ScanProblem& p) {
+  scan_detail::PrunedShape s;
+  s.dim = p.lists.dim;
+  s.vec4 = four_element_loads(p, nullptr);
+  s.integer = integer_arithmetic(p);
+  s.bf16_pinned = bf16_operands_pinned();
+  s.inner_product = p.metric != Metric::L2;
+  s.centroids = p.centroids != nullptr;
+  return scan_detail::pruned_kernel_for(s);
 }
 
 }  // namespace
@@ -345,8 +353,9 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   const bool larger = p.metric != Metric::L2;
   select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
 
+  const scan_detail::PrunedKernel form = choose_pruned_kernel(p);
   out.pruned = true;
-  out.exact = pruned_operands_are_integer(p);
+  out.exact = form == scan_detail::PrunedKernel::Integer;
   out.cap = std::max<int64_t>(scan_detail::kPruneCap, k);
   out.bound = DeviceBuffer<uint32_t>(ctx, n, stream);
   out.found = DeviceBuffer<int32_t>(ctx, n, stream);
@@ -363,11 +372,18 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const scan_detail::TileArgs<T> args = tile_args<T>(p, rest, nullptr, 0, tile_off.data());
-    if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
-      if (out.exact) {
-        scan_detail::launch_integer_scan<T>(ctx, stream, larger, args, prune);
+    switch (form) {
+      case scan_detail::PrunedKernel::Integer:
+        if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
+          scan_detail::launch_integer_scan<T>(ctx, stream, larger, args, prune);
+          return;
+        }
+        break;  // integer arithmetic is integer rows only: not reached
+      case scan_detail::PrunedKernel::Bf16Resident:
+        scan_detail::launch_resident_scan<T>(ctx, stream, larger, args, prune);
         return;
-      }
+      case scan_detail::PrunedKernel::Bf16Staged:
+        break;
     }
     // No list norms: only the keys pass's refinement reads them, and the pruned pass writes none.
     scan_detail::launch_tensor_scan<T>(ctx, stream, larger, args, nullptr, &prune);

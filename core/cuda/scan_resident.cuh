@@ -1,5 +1,5 @@
 // The pruned bf16 pass with its query tile resident in shared memory for the whole work unit
-// (dim <= kResidentMaxDim, four-element loads: scan_tensor.cuh chooses it); included only by
+// (dim <= kResidentMaxDim, four-element loads: pruned_kernel_for chooses it); included only by
 // scan_tensor.cuh. The arithmetic, the margin and the pruning protocol are list_mma_kernel's
 // (scan_mma.cuh, scan_prune.cuh): operands centred on the list's centroid (L2) and rounded to
 // bf16, m16n8k16 with fp32 accumulation, bf16_tile_epilogue, lower_counted_bounds. What differs
@@ -26,7 +26,6 @@
 
 namespace ivfgpu::cuda::scan_detail {
 
-constexpr int kResidentMaxDim = 512;  // the query tile: 64 rows x 512 bf16 = 64 KiB (whole slices)
 constexpr int kResidentSlabDims = 32;  // bf16 dimensions of a 64-byte slab row
 
 // BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
@@ -154,15 +153,9 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   }
 }
 
-// Whether list_resident_kernel serves a pruned pass of these arguments (L2 needs the centroids).
 template <class T>
-bool resident_applies(const TileArgs<T>& args, bool ip) {
-  return args.vec4 && args.dim <= kResidentMaxDim && (ip || args.centroids != nullptr);
-}
-
-template <class T>
-void launch_resident(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                     const PruneState& prune) {
+void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+                          const PruneState& prune) {
   // Whole slices (two slabs each): the query staging writes a slice's both slabs.
   const auto tile_bytes = [](int64_t dim) {
     return static_cast<std::size_t>((dim + kMmaSlice<true> - 1) / kMmaSlice<true>) * 2 * kBf16SlabBytes;

@@ -31,12 +31,6 @@ namespace ivfgpu::cuda::scan_detail {
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm, const PruneState* prune) {
-  // The pruned pass keeps its query tile resident where rows load four elements at a time and
-  // the tile fits (scan_resident.cuh); list_mma_kernel takes every other shape.
-  if (prune != nullptr && resident_applies(args, ip)) {
-    launch_resident<T>(ctx, stream, ip, args, *prune);
-    return;
-  }
   const auto kernel = prune != nullptr ? (ip ? list_mma_kernel<T, true, true> : list_mma_kernel<T, false, true>)
                                        : (ip ? list_mma_kernel<T, true, false> : list_mma_kernel<T, false, false>);
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);

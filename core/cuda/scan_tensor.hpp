@@ -8,6 +8,7 @@
 
 #include "candidates.cuh"
 #include "device_context.hpp"
+#include "pruned_kernel.hpp"
 #include "scan_tiles.hpp"
 
 namespace ivfgpu::cuda::scan_detail {
@@ -99,18 +100,22 @@ struct PruneState {
   bool exact = false;
 };
 
-// The first pass: pessimistic keys into args.cand and each list's largest row norm into
-// list_norm, zeroed by the caller (prune == nullptr: the keys pass), or the pruned state
-// (list_norm unused: nullptr). args.tile_off counts tensor_tiles per list.
+// The first pass on list_mma_kernel: pessimistic keys into args.cand and each list's largest
+// row norm into list_norm, zeroed by the caller (prune == nullptr: the keys pass), or the pruned
+// state (PrunedKernel::Bf16Staged; list_norm unused: nullptr). args.tile_off counts
+// tensor_tiles per list.
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm, const PruneState* prune);
 
+// The pruned pass with its query tile resident (PrunedKernel::Bf16Resident, scan_resident.cuh).
+template <class T>
+void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+                          const PruneState& prune);
+
 // The pruned pass on int8 tensor cores for integer queries against uint8 / int8 rows
-// (scan_imma.cuh): exact integer costs, so no margin and nothing to re-score (prune->exact).
-// Needs dim % 16 == 0, dim <= kImmaMaxDim and 16-byte aligned queries and rows (args.vec4).
-// Instantiated for uint8_t and int8_t only.
-constexpr int64_t kImmaMaxDim = 1024;
+// (PrunedKernel::Integer, scan_imma.cuh): exact integer costs, so no margin and nothing to
+// re-score (prune->exact). Instantiated for uint8_t and int8_t only.
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                          const PruneState& prune);

@@ -7,6 +7,8 @@ namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<BFloat16>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<BFloat16>&);
 template void launch_tensor_scan<BFloat16>(const DeviceContext&, cudaStream_t, bool, const TileArgs<BFloat16>&, float*,
                                          const PruneState*);
+template void launch_resident_scan<BFloat16>(const DeviceContext&, cudaStream_t, bool, const TileArgs<BFloat16>&,
+                                            const PruneState&);
 template void launch_settle<BFloat16>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<BFloat16>&);
 template void launch_refine<BFloat16>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<BFloat16>&);
 }  // namespace ivfgpu::cuda::scan_detail

@@ -7,6 +7,8 @@ namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<Half>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<Half>&);
 template void launch_tensor_scan<Half>(const DeviceContext&, cudaStream_t, bool, const TileArgs<Half>&, float*,
                                          const PruneState*);
+template void launch_resident_scan<Half>(const DeviceContext&, cudaStream_t, bool, const TileArgs<Half>&,
+                                        const PruneState&);
 template void launch_settle<Half>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<Half>&);
 template void launch_refine<Half>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<Half>&);
 }  // namespace ivfgpu::cuda::scan_detail

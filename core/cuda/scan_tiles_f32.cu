@@ -7,6 +7,8 @@ namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<float>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<float>&);
 template void launch_tensor_scan<float>(const DeviceContext&, cudaStream_t, bool, const TileArgs<float>&, float*,
                                          const PruneState*);
+template void launch_resident_scan<float>(const DeviceContext&, cudaStream_t, bool, const TileArgs<float>&,
+                                         const PruneState&);
 template void launch_settle<float>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<float>&);
 template void launch_refine<float>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<float>&);
 }  // namespace ivfgpu::cuda::scan_detail

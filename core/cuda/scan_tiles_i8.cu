@@ -8,6 +8,8 @@ namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<int8_t>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<int8_t>&);
 template void launch_tensor_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&, float*,
                                          const PruneState*);
+template void launch_resident_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
+                                          const PruneState&);
 template void launch_integer_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
                                            const PruneState&);
 template void launch_settle<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<int8_t>&);

@@ -8,6 +8,8 @@ namespace ivfgpu::cuda::scan_detail {
 template void launch_scan<uint8_t>(const DeviceContext&, cudaStream_t, int, bool, bool, const TileArgs<uint8_t>&);
 template void launch_tensor_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&, float*,
                                          const PruneState*);
+template void launch_resident_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
+                                           const PruneState&);
 template void launch_integer_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
                                            const PruneState&);
 template void launch_settle<uint8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<uint8_t>&);

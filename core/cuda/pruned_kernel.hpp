@@ -1,0 +1,39 @@
+// Which kernel runs the pruned tensor-core pass. scan.cu asks once per scan, beside the rest of
+// the scan's dispatch; the choice needs no CUDA, so it is tested on any machine
+// (tests/engine/pruned_kernel_test.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace ivfgpu::cuda::scan_detail {
+
+// The int8 pass keeps its query tile in shared memory: 64 rows x 1,024 int8 = 64 KiB.
+constexpr int64_t kImmaMaxDim = 1024;
+// The resident bf16 pass's query tile: 64 rows x 512 bf16 = 64 KiB (whole slices).
+constexpr int kResidentMaxDim = 512;
+
+enum class PrunedKernel {
+  Integer,       // int8 tensor cores, exact integer costs (list_imma_kernel, scan_imma.cuh)
+  Bf16Resident,  // bf16, the query tile resident for a unit (list_resident_kernel, scan_resident.cuh)
+  Bf16Staged,    // bf16, queries and rows staged slice by slice (list_mma_kernel, scan_mma.cuh)
+};
+
+struct PrunedShape {
+  int64_t dim = 0;
+  bool vec4 = false;         // four-element loads: dim % 4 == 0, queries and rows 16-byte aligned
+  bool integer = false;      // integer queries against integer rows (uint8 / int8)
+  bool bf16_pinned = false;  // IVFGPU_SCAN=bf16: bf16 operands for integer queries too
+  bool inner_product = false;
+  bool centroids = false;    // the lists' centroids are there (the bf16 passes centre L2 on them)
+};
+
+// The int8 pass for integer queries on integer rows whose dimension fills its 16-element k
+// steps and its tile; else the resident bf16 pass where rows load four elements at a time, its
+// tile fits and (L2) it can centre; else the staged bf16 pass, which takes every shape.
+constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
+  if (s.integer && !s.bf16_pinned && s.vec4 && s.dim % 16 == 0 && s.dim <= kImmaMaxDim) return PrunedKernel::Integer;
+  if (s.vec4 && s.dim <= kResidentMaxDim && (s.inner_product || s.centroids)) return PrunedKernel::Bf16Resident;
+  return PrunedKernel::Bf16Staged;
+}
+
+}  // namespace ivfgpu::cuda::scan_detail
