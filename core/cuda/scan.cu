@@ -374,11 +374,13 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
     const scan_detail::TileArgs<T> args = tile_args<T>(p, rest, nullptr, 0, tile_off.data());
     switch (form) {
       case scan_detail::PrunedKernel::Integer:
+        // Chosen only for integer rows (integer_arithmetic); out.exact says so to the settle, so
+        // no other kernel may stand in.
         if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
           scan_detail::launch_integer_scan<T>(ctx, stream, larger, args, prune);
           return;
         }
-        break;  // integer arithmetic is integer rows only: not reached
+        fail(Errc::Internal, "the int8 pass was chosen for rows that are not integers");
       case scan_detail::PrunedKernel::Bf16Resident:
         scan_detail::launch_resident_scan<T>(ctx, stream, larger, args, prune);
         return;

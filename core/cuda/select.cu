@@ -355,8 +355,13 @@ struct SelectedRadixSort {
     typename Exchange::TempStorage exchange;
   };
 };
-// Items a thread sorts for k (0: the bitonic sort). Past 8,192 the entries would not fit registers.
-constexpr int sort_items_for(int64_t k2) { return k2 <= 1024 || k2 > 8192 ? 0 : static_cast<int>(k2 / kThreads); }
+// Entries the bitonic sort orders (a radix build too, for rows with fewer entries than k).
+constexpr int kBitonicMaxEntries = 1024;
+// Items a thread sorts for k2 (k rounded up to a power of two; 0: the bitonic sort). Past 8,192
+// the entries would not fit registers.
+constexpr int sort_items_for(int64_t k2) {
+  return k2 <= kBitonicMaxEntries || k2 > 8192 ? 0 : static_cast<int>(k2 / kThreads);
+}
 // Blocks an SM each form is built for: its registers (the buffer of a large k allows few anyway).
 constexpr int select_blocks(int items) { return items == 0 ? 5 : items <= 8 ? 4 : items <= 16 ? 2 : 1; }
 
@@ -473,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, select_blocks(SORT_ITEMS))
     const int n2 = kk <= 1 ? 1 : 1 << (32 - __clz(kk - 1));
     // A row with few entries (shorter than k) sorts them as a small k would.
     if constexpr (SORT_ITEMS > 0) {
-      if (n2 > 1024)
+      if (n2 > kBitonicMaxEntries)
         radix_sort_selected<SORT_ITEMS>(sel, kk, buf_key);
       else
         bitonic_sort_selected(sel, kk, n2);
@@ -557,11 +562,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-std::size_t sort_bytes(int64_t k) {
+// k rounded up to a power of two: the sort's length.
+int64_t sort_length(int64_t k) {
   int64_t k2 = 1;
   while (k2 < k) k2 <<= 1;
-  return static_cast<std::size_t>(k2) * sizeof(uint64_t);
+  return k2;
 }
+
+std::size_t sort_bytes(int64_t k) { return static_cast<std::size_t>(sort_length(k)) * sizeof(uint64_t); }
 
 
 // Raises the kernel's dynamic shared-memory limit to the device maximum (once per context).
@@ -583,9 +591,7 @@ BlockSelectForm block_select_form() {
   return BlockSelectForm{block_select_kernel<ITEMS>, sizeof(typename SelectedRadixSort<ITEMS>::TempStorage)};
 }
 BlockSelectForm block_select_for(int64_t k) {
-  int64_t k2 = 1;
-  while (k2 < k) k2 <<= 1;
-  switch (sort_items_for(k2)) {
+  switch (sort_items_for(sort_length(k))) {
     case 8:
       return block_select_form<8>();
     case 16:
