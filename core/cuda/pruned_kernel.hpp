@@ -36,4 +36,15 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
   return PrunedKernel::Bf16Staged;
 }
 
+// Whether the pass's entries carry exact costs, so that the settle reads no row again: always
+// on the int8 pass; on the resident bf16 pass in its wide form (k past 128: `wide`), which scores
+// what it would append where it stands, up to kWideExactMaxDim dimensions (it keeps the unit's
+// fp32 query rows in shared memory too: 64 x (dim + 4) floats, 66 KiB at 256). Integer queries
+// on integer rows pinned to bf16 keep the settle's integer re-scoring.
+constexpr int64_t kWideExactMaxDim = 256;
+constexpr bool pruned_entries_exact(PrunedKernel form, const PrunedShape& s, bool wide) {
+  return form == PrunedKernel::Integer ||
+         (wide && form == PrunedKernel::Bf16Resident && !s.integer && s.dim <= kWideExactMaxDim);
+}
+
 }  // namespace ivfgpu::cuda::scan_detail

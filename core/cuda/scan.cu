@@ -110,33 +110,42 @@ bool bf16_operands_pinned() {
   return e != nullptr && std::strcmp(e, "bf16") == 0;
 }
 
-// The length of each query's first segment (its first probe's list).
-__global__ void first_probe_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t* len) {
+// The length of each query's first `seed` segments (its first probes' lists).
+__global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t seed, int64_t* len) {
   for (int64_t q = global_thread(); q < nq; q += thread_stride())
-    len[q] = cand_off[q * (nprobe + 1) + 1] - cand_off[q * (nprobe + 1)];
+    len[q] = cand_off[q * (nprobe + 1) + seed] - cand_off[q * (nprobe + 1)];
 }
 
-// A pruned pass's starting state from the exact top-k of each query's first probe: those rows
-// are its first entries (their exact costs stand in for optimistic ones, and the settle takes
-// them as they are: the SIMT scan computed them), and with k of them
-// the k-th cost is the bound; with fewer there is none yet (all ones: past every cost). Rows
-// the scan excluded (the padding key) are not entries.
+// A pruned pass's starting state from the exact top-k of each query's first probes, a warp per
+// query: those rows are its first entries (their exact costs stand in for optimistic ones, and
+// the settle takes them as they are: the SIMT scan computed them), and with k of them the k-th
+// cost is the bound; with fewer there is none yet (all ones: past every cost). Rows the scan
+// excluded (the padding key) are not entries: the keys are sorted, so they end the list.
 __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, const int32_t* sel_count, int64_t nq,
                                   int64_t k, bool larger, float pad, scan_detail::PruneState pr) {
-  for (int64_t q = global_thread(); q < nq; q += thread_stride()) {
-    int32_t n = 0;
-    float last = 0.0f;
-    for (int64_t i = 0; i < sel_count[q]; ++i) {
-      const float key = sel_key[q * k + i];
-      if (key == pad) break;  // sorted: the rest are padding too
-      last = larger ? -key : key;
-      pr.pos[q * pr.cap + n] = sel_pos[q * k + i];  // k <= cap
-      pr.opt[q * pr.cap + n] = last;
-      ++n;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < nq; q += warps) {
+    const int32_t count = sel_count[q];
+    int32_t n = 0;  // entries so far: the keys before the first padding one
+    for (int32_t i0 = 0; i0 < count; i0 += 32) {
+      const int32_t i = i0 + lane;
+      const float key = i < count ? sel_key[q * k + i] : pad;
+      const bool entry = key != pad;
+      if (entry) {
+        pr.pos[q * pr.cap + i] = sel_pos[q * k + i];  // k <= cap
+        pr.opt[q * pr.cap + i] = larger ? -key : key;
+      }
+      const int here = __popc(__ballot_sync(0xffffffffu, entry));
+      n += here;
+      if (here < 32) break;  // the padding has begun
     }
-    pr.found[q] = n;
-    pr.seeded[q] = n;
-    pr.bound[q] = n == k ? to_ordered(last) : 0xffffffffu;
+    __syncwarp();  // the lanes' entries are visible to lane 0
+    if (lane == 0) {
+      pr.found[q] = n;
+      pr.seeded[q] = n;
+      pr.bound[q] = n == k ? to_ordered(pr.opt[q * pr.cap + n - 1]) : 0xffffffffu;
+    }
   }
 }
 
@@ -241,17 +250,39 @@ double pruned_min_per_list(int64_t dim) {
   return 24.0;  // a full 64-query tile (query_tile)
 }
 
-// Batch size from which the pruned pass serves 32 < k <= 128.
+// Batch size from which the pruned pass serves k past 32.
 constexpr int64_t kPrunedWideMinQueries = 8192;
+// The largest k the dispatch gives the wide pruned pass. At k 2048 its seed (nprobe / 5 + 3
+// probes) was too small: against SIMT -29% at nprobe 32, -22% at 64 (seeds of 16-20 probes
+// there: +27-30%, pinned), -15% at 16 (8 probes, the best seed there); at k 4096 a query's
+// appended rows overflowed its entries (k + 4,096) and were scanned again in full (40-180K QPS
+// against SIMT's 650K at nprobe 16).
+constexpr int64_t kPrunedWideAutoMaxK = 1024;
+
+// The probes the pruned pass's seed scans exactly, at most nprobe: the first for k <=
+// kPruneNarrowMaxK; past it (the wide pass) nprobe / 5 + 3, or IVFGPU_SEED_PROBES (A/B runs).
+// A smaller seed leaves a looser bound, so the pass scores and appends more rows; a larger one
+// scans more rows exactly. Measured on the 1M x 128 mixture (H200, 10,000 queries,
+// bench/RESULTS.md): at nprobe 16 the best seeds were 6 (k 1000) and 8 (k 2048), 4 and 3 were
+// slower (3: 1.6x the batch); at nprobe 64, 12-16 (k 1000) and 16-20 (k 2048), 8 was slower.
+// The plan sizes its scratch with the same answer (pruned_scan_words_per_query).
+int64_t pruned_seed_probes(int64_t nprobe, int64_t k) {
+  int64_t seed = 1;
+  if (k > scan_detail::kPruneNarrowMaxK) {
+    seed = nprobe / 5 + 3;
+    if (const char* e = std::getenv("IVFGPU_SEED_PROBES")) seed = std::max<long long>(1, std::atoll(e));
+  }
+  return std::max<int64_t>(1, std::min(nprobe, seed));
+}
 
 // The one place that picks the resident scan's kernel. The keys pass and the pruned pass past
 // k 32 need a full 64-query tile per list on average (fewer queries per list are the SIMT
 // kernel's 16-query tiles); the pruned pass for k <= 32 less, the more dimensions. The pruned
-// pass keeps candidates on chip: for k <= 32 from 16 dimensions, and up to kPruneMaxK from 128
-// to 191; past k 32 a tile lowers a bound less often (never past 64), so more rows are appended
-// and re-scored, which at low dimension costs more than the SIMT scan saves and at high
-// dimension more than the keys pass (it writes every key and pays for two selections and a
-// refinement; it needs enough dimensions and k <= 256).
+// pass keeps candidates on chip: for k <= 32 from 16 dimensions, and up to kPruneNarrowMaxK from
+// 128 to 191 (past it, its wide form: below); past k 32 a tile lowers a bound less often
+// (never past 64), so more rows are appended and re-scored, which at low dimension costs more
+// than the SIMT scan saves and at high dimension more than the keys pass (it writes every key
+// and pays for two selections and a refinement; it needs enough dimensions and k <= 256).
 // Measured on the H100, 1M rows, nlist 1024, 10,000 queries (bench/RESULTS.md), against SIMT
 // at nprobe 16 / 64: k 10 1.5x / 2.1x at d = 16, 1.6x / 2.2x at d = 32 and 48, 1.5x / 1.9x at
 // d = 64, 1.6x / 1.9x at d = 128, 2.3x / 2.7x at d = 960; k 64 / 100 / 128 at d = 128 1.9x /
@@ -276,14 +307,25 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
   // 16-23 ms at nprobe 64, k 100 (SIMT 4.5-20 ms) and lost at nprobe 16 for 2,500 and 5,000;
   // from 10,000 it won (1.1-1.3x). Queries whose rows overflow its entries are the likely
   // cause (not profiled).
-  if (prunable && dim >= 128 && dim < 192 && nq >= kPrunedWideMinQueries) return ScanKernel::TensorPruned;
-  return dim >= 192 && k <= 256 ? ScanKernel::TensorKeys : ScanKernel::Simt;
+  if (k <= scan_detail::kPruneNarrowMaxK && dim >= 128 && dim < 192 && nq >= kPrunedWideMinQueries)
+    return ScanKernel::TensorPruned;
+  if (dim >= 192 && k <= 256) return ScanKernel::TensorKeys;
+  // k 129-1024 at 128-256 dimensions: the wide pruned pass (a seed of several probes,
+  // pruned_seed_probes; exact entries, pruned_entries_exact), in large batches from nprobe 16.
+  // On the 1M x 128 mixture (H200, 10,000 queries, against SIMT, bench/RESULTS.md): nprobe 16
+  // k 256 +44%, k 500 +25%, k 1000 +5%; k 1000 +32% at nprobe 32, +56% at 64, and +126% with
+  // uint8 queries on uint8 rows (the int8 pass) at 64; d 256, k 1000, nprobe 16 +15%. Below 128
+  // dimensions it lost (k 1000, nprobe 16: d 96 -11%, d 64 -26%).
+  if (k > scan_detail::kPruneNarrowMaxK && k <= kPrunedWideAutoMaxK && dim >= 128 &&
+      dim <= scan_detail::kWideExactMaxDim && nq >= kPrunedWideMinQueries && nprobe >= 16)
+    return ScanKernel::TensorPruned;
+  return ScanKernel::Simt;
 }
 
-// The pruned pass's kernel, chosen once per scan (pruned_kernel.hpp): int8 tensor cores with
-// exact integer costs, or bf16 with a margin and exact re-scoring, its query tile resident or
-// staged.
-scan_detail::PrunedKernel choose_pruned_kernel(const ScanProblem& p) {
+// What the pruned pass's kernel is chosen from, once per scan (pruned_kernel.hpp): int8 tensor
+// cores with exact integer costs, or bf16 with a margin and exact re-scoring, its query tile
+// resident or staged.
+scan_detail::PrunedShape pruned_shape(const ScanProblem& p) {
   scan_detail::PrunedShape s;
   s.dim = p.lists.dim;
   s.vec4 = four_element_loads(p, nullptr);
@@ -291,7 +333,7 @@ scan_detail::PrunedKernel choose_pruned_kernel(const ScanProblem& p) {
   s.bf16_pinned = bf16_operands_pinned();
   s.inner_product = p.metric != Metric::L2;
   s.centroids = p.centroids != nullptr;
-  return scan_detail::pruned_kernel_for(s);
+  return s;
 }
 
 }  // namespace
@@ -321,27 +363,27 @@ DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream
   return tile_off;
 }
 
-// The pruned tensor pass. Its bounds start from each query's first probe (the nearest list,
-// where most of its k best usually are), scanned exactly by the SIMT kernel into a buffer of
-// its own: the k best of it are the query's first entries and their k-th cost its first
-// bound. The tensor pass over the other probes then appends only rows that can still beat a
-// bound that is already tight; a bound that starts empty falls only as fast as single 64-row
-// tiles hold k better rows, and on the 1M x 128 mixture that let ~2,700 rows per query
-// through (bench/RESULTS.md). Nothing is written to the candidate rows (p.cand.dist may be
-// null); their offsets give the positions that order ties.
+// The pruned tensor pass. Its bounds start from each query's first probes (the nearest lists,
+// where most of its k best usually are; pruned_seed_probes), scanned exactly by the SIMT kernel
+// into a buffer of their own: the k best of them are the query's first entries and their k-th
+// cost its first bound. The tensor pass over the other probes then appends only rows that can
+// still beat a bound that is already tight; a bound that starts empty falls only as fast as
+// single 64-row tiles hold k better rows, and on the 1M x 128 mixture that let ~2,700 rows per
+// query through at k 10 (bench/RESULTS.md). Nothing is written to the candidate rows
+// (p.cand.dist may be null); their offsets give the positions that order ties.
 void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, ScanOutcome& out) {
-  const int64_t nq = p.nq, k = p.k;
+  const int64_t nq = p.nq, k = p.k, seed = pruned_seed_probes(p.nprobe, k);
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
-  const int64_t largest = std::max<int64_t>(1, p.lists.largest_prefix[1]);
+  const int64_t largest = std::max<int64_t>(1, p.lists.largest_prefix[seed]);
   DeviceBuffer<float> first_dist(ctx, n * static_cast<std::size_t>(largest), stream);
   ScanProblem first_probe = p;
   first_probe.cand.dist = first_dist.data();
-  first_probe.cand.stride = largest;  // a first segment starts at offset 0
-  const ScanGroups first = group_probe_range(ctx, stream, first_probe, 0, 1);
+  first_probe.cand.stride = largest;  // the first segments start at offset 0 and end by largest
+  const ScanGroups first = group_probe_range(ctx, stream, first_probe, 0, seed);
   scan_pass(ctx, stream, first_probe, first, nullptr, 0, unit_offsets(ctx, stream, p, first, false).data());
 
   DeviceBuffer<int64_t> first_len(ctx, n, stream);
-  first_probe_lengths_kernel<<<grid_for(nq), kThreads, 0, stream>>>(p.cand.offsets, nq, p.nprobe, first_len.data());
+  seed_lengths_kernel<<<grid_for(nq), kThreads, 0, stream>>>(p.cand.offsets, nq, p.nprobe, seed, first_len.data());
   IVF_CUDA_CHECK_LAUNCH();
   DeviceBuffer<int32_t> sel_pos(ctx, n * static_cast<std::size_t>(k), stream), sel_count(ctx, n, stream);
   DeviceBuffer<float> sel_key(ctx, n * static_cast<std::size_t>(k), stream);
@@ -353,21 +395,24 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   const bool larger = p.metric != Metric::L2;
   select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
 
-  const scan_detail::PrunedKernel form = choose_pruned_kernel(p);
+  const scan_detail::PrunedShape shape = pruned_shape(p);
+  const scan_detail::PrunedKernel form = scan_detail::pruned_kernel_for(shape);
   out.pruned = true;
-  out.exact = form == scan_detail::PrunedKernel::Integer;
-  out.cap = std::max<int64_t>(scan_detail::kPruneCap, k);
+  // Exact entries (the int8 pass; the wide resident bf16 pass scores what it would append while
+  // the rows are in cache, append_exact_pairs): the settle reads no row again.
+  out.exact = scan_detail::pruned_entries_exact(form, shape, k > scan_detail::kPruneNarrowMaxK);
+  out.cap = scan_detail::prune_cap(k);
   out.bound = DeviceBuffer<uint32_t>(ctx, n, stream);
   out.found = DeviceBuffer<int32_t>(ctx, n, stream);
   out.seeded = DeviceBuffer<int32_t>(ctx, n, stream);
   out.pos = DeviceBuffer<int32_t>(ctx, n * static_cast<std::size_t>(out.cap), stream);
   out.opt = DeviceBuffer<float>(ctx, n * static_cast<std::size_t>(out.cap), stream);
   const scan_detail::PruneState prune = out.prune_state(p);
-  seed_prune_kernel<<<grid_for(nq), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq, k,
-                                                           larger, p.excluded, prune);
+  seed_prune_kernel<<<grid_for(nq * 32), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq,
+                                                                k, larger, p.excluded, prune);
   IVF_CUDA_CHECK_LAUNCH();
-  if (p.nprobe < 2) return;
-  const ScanGroups rest = group_probe_range(ctx, stream, p, 1, p.nprobe);
+  if (p.nprobe <= seed) return;
+  const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, true);
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -398,8 +443,9 @@ bool scan_is_pruned(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int6
   return choose_scan_kernel(nq, nprobe, nlist, dim, k) == ScanKernel::TensorPruned;
 }
 
-int64_t pruned_scan_words_per_query(int64_t largest_list, int64_t k) {
-  return std::max<int64_t>(1, largest_list) + 2 * std::max<int64_t>(scan_detail::kPruneCap, k) + 2 * k + 4;
+int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprobe, int64_t k) {
+  const int64_t seed_rows = std::max<int64_t>(1, largest_prefix[pruned_seed_probes(nprobe, k)]);
+  return seed_rows + 2 * scan_detail::prune_cap(k) + 2 * k + 4;
 }
 
 scan_detail::PruneState ScanOutcome::prune_state(const ScanProblem& p) const {

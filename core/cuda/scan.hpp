@@ -71,8 +71,10 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
 // writes no candidate rows: a caller that asked may leave ScanProblem::cand.dist null (only
 // the offsets and lengths are used), and scan_lists then takes that pass for every chunk.
 bool scan_is_pruned(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int64_t k);
-// The pruned pass's device scratch per query, in 4-byte words (for chunk sizing).
-int64_t pruned_scan_words_per_query(int64_t largest_list, int64_t k);
+// The pruned pass's device scratch per query, in 4-byte words (for chunk sizing): its seed's
+// candidate rows (the largest lists, as many as it scans: largest_prefix, nlist + 1 entries)
+// and its entries.
+int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprobe, int64_t k);
 
 // After a top-k (sel_key, sel_count: nq * k, nq) of a tensor-core pass's candidates: exact
 // distances for the rows that can be among the k best, padding for the rest. A second top-k

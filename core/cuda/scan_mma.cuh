@@ -361,12 +361,17 @@ struct CountedCosts {
 // costs[r]: lower_counted_bounds reads them). xhalf: half each tile row's squared norm (L2; 0
 // for inner product), +inf where excluded; rows: prune_row_thresholds' per query row. Returns
 // whether this thread counted a cost (rare).
+//
+// With `pair_rows` (the wide pass that re-scores in place, scan_resident.cuh) a row that reaches
+// the bound is not appended but marked, bit r of pair_rows[tile row], for append_exact_pairs;
+// its thresholds count nothing there (count_at is +inf).
 template <bool IP>
 __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], const float* xhalf,
                                                    PruneRows<kMmaTile>& rows, const float* qn2, const int64_t* q_row,
                                                    const int64_t* out_base, const PruneState& pr, int64_t v0, int wq,
                                                    int wv, int pcount, float (*costs)[kMmaTile],
-                                                   unsigned long long* written) {
+                                                   unsigned long long* written,
+                                                   unsigned long long* pair_rows = nullptr) {
   const int lane = threadIdx.x % 32, g = lane / 4;
   // The lane's four tile columns c0 + 8 ni + e, the same for each of its query rows.
   const int c0 = wv + 2 * (lane % 4);
@@ -396,7 +401,14 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], 
       for (int e = 0; e < 2; ++e) {
         const float tv = t_of(mi, h, ni, e);
         const float base = IP ? -tv : fmaf(-2.0f, tv, qsq);  // the cost without its margin
-        if (tv >= th.x) append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base, m));
+        if (tv >= th.x) {
+          const int c = c0 + 8 * ni + e;
+          if (pair_rows != nullptr) {
+            atomicOr(&pair_rows[c], 1ull << r);
+          } else {
+            append_row(pr, q, pos0 + c, __fsub_rd(base, m));
+          }
+        }
         if (tv > th.y) counts.add(costs, r, c0 + 8 * ni + e, __fadd_ru(base, m));  // pessimistic
       }
     if (counts.n > 0) {

@@ -146,6 +146,70 @@ __device__ __forceinline__ void append_row(const PruneState& pr, int64_t q, int6
   pr.opt[q * pr.cap + i] = opt;
 }
 
+// The wide pass's in-place re-scoring (pr.exact on the bf16 pass, scan_resident.cuh), by every
+// thread of the block once a tile's epilogue has marked its pairs (bit r of pair_rows[c]: query
+// row r reached its bound at tile row c). Warp 0 lists them tile row by tile row (pairs, as
+// query row * 64 + tile row; clearing the marks), and after a barrier each is scored by the SIMT
+// scan's arithmetic: the query from qtile (the unit's fp32 query rows, in shared memory, qstride
+// floats apart), the row from the tile, still in cache. A pair whose exact cost reaches its
+// query's bound (qbound: all ones for none yet) is appended with that cost, so that the settle
+// reads no row again; the rest cannot be among the k best. Listed by tile row, a warp's
+// lanes mostly share rows: one cache line serves several lanes (pairs in the order marked, a
+// line per lane and load: the pass took 9.3 ms against 7.5 at 1M x 128, k 1000, a four-probe
+// seed; ncu). A warp's lanes that append for the same query take their places with one atomic.
+// Rows load four elements at a time (the resident pass's shapes).
+template <class T, bool IP>
+__device__ __forceinline__ void append_exact_pairs(const PruneState& pr, const float* qtile, int qstride, int64_t dim,
+                                                   const T* tile_rows, int64_t v0, unsigned long long* pair_rows,
+                                                   unsigned short* pairs, int* npairs, const int64_t* q_row,
+                                                   const int64_t* out_base, const uint32_t* qbound) {
+  constexpr int kRows = 64;  // a tile's rows and query rows
+  const int lane = threadIdx.x % 32;
+  if (threadIdx.x < 32) {  // lane l lists tile rows 2l and 2l + 1
+    const unsigned long long m0 = pair_rows[2 * lane], m1 = pair_rows[2 * lane + 1];
+    const int here = __popcll(m0) + __popcll(m1);
+    int incl = here;
+    for (int o = 1; o < 32; o *= 2) {
+      const int t = __shfl_up_sync(kFullMask, incl, o);
+      if (lane >= o) incl += t;
+    }
+    int at = incl - here;
+    for (int h = 0; h < 2; ++h)
+      for (unsigned long long m = h == 0 ? m0 : m1; m != 0; m &= m - 1)
+        pairs[at++] = static_cast<unsigned short>((__ffsll(static_cast<long long>(m)) - 1) * kRows + 2 * lane + h);
+    pair_rows[2 * lane] = 0;
+    pair_rows[2 * lane + 1] = 0;
+    if (lane == 31) *npairs = incl;
+  }
+  __syncthreads();
+  const int n = *npairs;
+  const int end = (n + 31) / 32 * 32;  // whole warps: the ballot below needs every lane
+  for (int i = threadIdx.x; i < end; i += blockDim.x) {
+    bool take = false;
+    int64_t q = -1, pos = 0;
+    float cost = 0.0f;
+    if (i < n) {
+      const int r = pairs[i] / kRows, c = pairs[i] % kRows;
+      q = q_row[r];
+      const float d = exact_row_distance<T, IP, false>(qtile + r * qstride, tile_rows + c * dim, dim, true);
+      cost = IP ? -d : d;
+      const uint32_t u = qbound[r];
+      take = u == kNoBound || !(cost > from_ordered(u));
+      pos = out_base[r] + v0 + c - q * pr.stride;
+    }
+    const unsigned want = __ballot_sync(kFullMask, take);
+    if (!take) continue;
+    const unsigned peers = __match_any_sync(want, static_cast<unsigned long long>(q));
+    const int leader = __ffs(peers) - 1, rank = __popc(peers & ((1u << lane) - 1));
+    int base = 0;
+    if (lane == leader) base = atomicAdd(pr.found + q, __popc(peers));
+    const int at = __shfl_sync(peers, base, leader) + rank;
+    if (at >= pr.cap) continue;  // overflowed: the settling scans this query in full
+    pr.pos[q * pr.cap + at] = static_cast<int32_t>(pos);
+    pr.opt[q * pr.cap + at] = cost;
+  }
+}
+
 // A tile row holding at least k rows better than the bound, by one warp: lane holds the
 // pessimistic costs of tile rows lane and lane + 32 (+inf where there is none). The k-th of
 // them becomes the bound, in global memory and in the block's copy.
@@ -314,14 +378,17 @@ __global__ void __launch_bounds__(kThreads) settle_block_kernel(SettleArgs<T> a)
 // (optimistic cost within the final bound) are re-scored into shared memory with the SIMT
 // arithmetic, sorted by (exact cost, position), and the first k written. An overflowed query is
 // scanned in full instead, a block-wide window of rows at a time: their exact keys join the k
-// best so far, and whenever the shared keys fill up they are sorted and cut back to k.
-constexpr int kWideKeys = static_cast<int>(kPruneCap);  // shared keys: every entry of a query
+// best so far, and whenever the shared keys fill up they are sorted and cut back to k. The keys
+// are dynamic shared memory: one per entry (prune.cap, a power of two at least k + kThreads).
 template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) {
   constexpr unsigned long long kNone = ~0ull;
-  __shared__ unsigned long long keys[kWideKeys];
+  extern __shared__ unsigned long long keys[];
   __shared__ int count;
-  const int tid = threadIdx.x, k = static_cast<int>(a.k);
+  __shared__ unsigned hist[256];
+  __shared__ KthPick picked;
+  __shared__ int warp_counts[2 * kThreads / 32];
+  const int tid = threadIdx.x, k = static_cast<int>(a.k), nkeys = static_cast<int>(a.prune.cap);
   // Sorts keys[0, count) (padded to a power of two, at least k) and keeps the first k.
   const auto sort_keep_k = [&]() {
     __syncthreads();
@@ -342,10 +409,25 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       const int32_t* pos = a.prune.pos + q * a.prune.cap;
       const float* opt = a.prune.opt + q * a.prune.cap;
       const int seeded = seeded_entries(a.prune, q);
-      for (int i = tid; i < n; i += kThreads) {
-        const float o = __ldcg(opt + i);
-        if (o > bound) continue;  // worse than the final bound: cannot enter
-        keys[atomicAdd(&count, 1)] = entry_key<T, IP, INT>(a, q, query, i, seeded, __ldcg(pos + i), o);
+      // Whole warps: the lanes whose entries can enter take their places with one atomic.
+      for (int i = tid; i - tid % 32 < n; i += kThreads) {
+        const float o = i < n ? __ldcg(opt + i) : 0.0f;
+        const bool enters = i < n && !(o > bound);  // worse than the final bound: cannot enter
+        const unsigned ballot = __ballot_sync(kFullMask, enters);
+        int at = 0;
+        if (tid % 32 == 0 && ballot != 0) at = atomicAdd(&count, __popc(ballot));
+        at = __shfl_sync(kFullMask, at, 0) + __popc(ballot & ((1u << (tid % 32)) - 1));
+        if (enters) keys[at] = entry_key<T, IP, INT>(a, q, query, i, seeded, __ldcg(pos + i), o);
+      }
+      __syncthreads();
+      // Past k keys (distinct: each holds its position): the k-th by a radix selection, the k
+      // keys up to it moved to the front, and only those sorted (k 1000 on the 1M x 128 mixture,
+      // a four-probe seed: ~2,300 keys a query; sorting them all took 4.8 ms, this 1.9; ncu).
+      const int c = count;
+      if (c > k) {
+        const unsigned long long kth = block_kth_key(keys, c, k, hist, &picked);
+        block_keep_not_above(keys, c, kth, warp_counts);  // exactly k: the keys are distinct
+        if (tid == 0) count = k;
       }
       sort_keep_k();
     } else {
@@ -364,7 +446,7 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
               keys[atomicAdd(&count, 1)] = exact_key<T, IP, INT>(a, query, l, row, off + row);
           }
           __syncthreads();
-          if (count > kWideKeys - kThreads) sort_keep_k();  // room for the next window
+          if (count > nkeys - kThreads) sort_keep_k();  // room for the next window
         }
       }
       sort_keep_k();
@@ -376,20 +458,24 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
 
 template <class T>
 void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const SettleArgs<T>& args) {
-  const auto resident_grid = [&](auto kernel) {
-    return static_cast<int64_t>(std::max(1, ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0))) *
+  const auto resident_grid = [&](auto kernel, std::size_t dynamic) {
+    return static_cast<int64_t>(
+               std::max(1, ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, dynamic))) *
            ctx.limits().sm_count;
   };
   // k <= 32: a warp per query with few entries, then a block per query with many or overflowed
   // (the rest return). Past 32: a block per query for both.
   auto go = [&](auto settle, auto block, auto wide) {
     if (args.k > 32) {
-      const int64_t grid = std::min<int64_t>(args.nq, resident_grid(wide));
-      wide<<<static_cast<unsigned>(std::max<int64_t>(1, grid)), kThreads, 0, stream>>>(args);
+      // Once per context for the largest cap (DeviceContext::opt_in_shared_memory).
+      ctx.opt_in_shared_memory(reinterpret_cast<const void*>(wide), kPruneLargestCap * sizeof(unsigned long long));
+      const std::size_t dynamic = static_cast<std::size_t>(args.prune.cap) * sizeof(unsigned long long);
+      const int64_t grid = std::min<int64_t>(args.nq, resident_grid(wide, dynamic));
+      wide<<<static_cast<unsigned>(std::max<int64_t>(1, grid)), kThreads, dynamic, stream>>>(args);
       IVF_CUDA_CHECK_LAUNCH();
       return;
     }
-    const int64_t resident = resident_grid(settle);
+    const int64_t resident = resident_grid(settle, 0);
     const int64_t warps_grid = std::min<int64_t>((args.nq + kThreads / 32 - 1) / (kThreads / 32), resident);
     settle<<<static_cast<unsigned>(std::max<int64_t>(1, warps_grid)), kThreads, 0, stream>>>(args);
     IVF_CUDA_CHECK_LAUNCH();

@@ -28,13 +28,31 @@ namespace ivfgpu::cuda::scan_detail {
 
 constexpr int kResidentSlabDims = 32;  // bf16 dimensions of a 64-byte slab row
 
+// The wide pass's fp32 query rows in shared memory (after the bf16 tile): four floats past dim
+// apart, so that lanes reading different rows at one offset spread over the banks.
+__host__ __device__ constexpr int wide_query_stride(int64_t dim) { return static_cast<int>(dim) + 4; }
+__host__ __device__ constexpr std::size_t wide_query_bytes(int64_t dim) {
+  return static_cast<std::size_t>(kMmaTile) * static_cast<std::size_t>(wide_query_stride(dim)) * sizeof(float);
+}
+
 // BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
-template <class T, bool IP, int BLOCKS>
+// WIDE: the wide pass that re-scores in place (pr.exact, k past kPruneNarrowMaxK, dim up to
+// kWideExactMaxDim): the unit's query rows are also kept in fp32, a tile marks the pairs that
+// reach their bounds, and append_exact_pairs appends them with exact costs. A build of its own:
+// in the three-block build its registers (live across the epilogue with the next tile's first
+// slice) took the k <= 128 pass's spills from 24 to 52-76 bytes.
+template <class T, bool IP, int BLOCKS, bool WIDE = false>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
-  extern __shared__ __align__(16) unsigned char resident_query_tile[];  // whole slices of bf16
+  extern __shared__ __align__(16) unsigned char resident_query_tile[];  // whole slices of bf16 (WIDE: then fp32)
   __shared__ __align__(16) unsigned char xs[2][2 * kBf16SlabBytes];   // row slices, double-buffered
-  __shared__ float costs[kMmaTile][kMmaTile];  // counted rows' pessimistic costs, where written[r] says
+  // Counted rows' pessimistic costs, where written[r] says; in the wide pass nothing counts, and
+  // the memory lists a tile's pairs for append_exact_pairs.
+  __shared__ float costs[kMmaTile][kMmaTile];
   __shared__ unsigned long long written[kMmaTile];
+  __shared__ unsigned long long pair_rows[WIDE ? kMmaTile : 1];  // the wide pass's marks, by tile row
+  __shared__ int npairs;
+  static_assert(sizeof(costs) >= kMmaTile * kMmaTile * sizeof(unsigned short), "a tile's pairs fit");
+  unsigned short* const pairs = reinterpret_cast<unsigned short*>(&costs[0][0]);
   __shared__ PruneRows<kMmaTile> rows_pr;
   __shared__ float qn2[kMmaTile];    // the centred queries' squared norms (fp32, before rounding)
   __shared__ float xhalf[kMmaTile];  // half each row's squared norm (L2; 0 for IP), +inf if excluded
@@ -57,7 +75,11 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   for (int i = tid; i < kMmaTile; i += kThreads) {
     written[i] = 0;  // cleared again by each reader
     rows_pr.below[i] = 0;
+    if (WIDE) pair_rows[i] = 0;  // cleared again as they are listed
   }
+  const int qstride = wide_query_stride(dim);
+  float* const qtile = reinterpret_cast<float*>(
+      resident_query_tile + static_cast<std::size_t>((dim + kSlice - 1) / kSlice) * 2 * kBf16SlabBytes);
 
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
@@ -81,6 +103,14 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       for (int d0 = 0; d0 < dim; d0 += kSlice) {
         float4 qv[kMmaVecs<true>];
         mma_load_slice<true>(qv, my_q, d0, dim);
+        if constexpr (WIDE) {  // the fp32 rows as they are (dim is a multiple of 4)
+          const int c = mma_thread_col<true>();
+#pragma unroll
+          for (int i = 0; i < kMmaVecs<true>; ++i) {
+            const int j = d0 + mma_vec_offset<true>(i) + c;
+            if (j < dim) *reinterpret_cast<float4*>(qtile + (tid / 4) * qstride + j) = qv[i];
+          }
+        }
         if constexpr (!IP) mma_centre<true>(qv, centre, d0);
         mma_store_slice_bf16(resident_query_tile + (d0 / kResidentSlabDims) * kBf16SlabBytes, qv, qnorm, true);
       }
@@ -132,6 +162,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
 #pragma unroll
             for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
             prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
+            if (WIDE) rows_pr.thresholds[tid].y = __int_as_float(0x7f800000);  // counts nothing
           }
         }
         if (wq < pcount) {
@@ -146,9 +177,14 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       __syncthreads();  // xhalf, the thresholds
       const bool counted_here =
           wq < pcount && bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, qn2, q_row, out_base, pr, v0, wq, wv, pcount,
-                                                costs, written);
+                                                costs, written, WIDE ? pair_rows : nullptr);
       // The next tile writes no marks before two barriers more.
       lower_counted_bounds(pr, __syncthreads_or(counted_here), pcount, rows_pr.below, written, costs, q_row, qbound);
+      // The marks are complete (the barrier above). The next tile marks, and lists into pairs
+      // and npairs, only after its slices' barriers.
+      if constexpr (WIDE)
+        append_exact_pairs<T, IP>(pr, qtile, qstride, a.dim, u.rows + v0 * a.dim, v0, pair_rows, pairs, &npairs, q_row,
+                                  out_base, qbound);
     }
   }
 }
@@ -162,6 +198,13 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
   };
   const MarginTerms mg = margin_terms(!ip, args.dim, !ip, true);
   const std::size_t dynamic = tile_bytes(args.dim), largest = tile_bytes(kResidentMaxDim);
+  if (prune.exact) {  // the wide pass: one build, two blocks an SM (128 registers), its fp32 queries too
+    const auto wide = ip ? list_resident_kernel<T, true, kResidentFallbackBlocks, true>
+                         : list_resident_kernel<T, false, kResidentFallbackBlocks, true>;
+    launch_resident_budget(ctx, stream, wide, wide, dynamic + wide_query_bytes(args.dim),
+                           tile_bytes(kWideExactMaxDim) + wide_query_bytes(kWideExactMaxDim), args, mg, prune);
+    return;
+  }
   if (ip)
     launch_resident_budget(ctx, stream, list_resident_kernel<T, true, kResidentBlocks>,
                            list_resident_kernel<T, true, kResidentFallbackBlocks>, dynamic, largest, args, mg, prune);

@@ -33,6 +33,97 @@ __device__ inline void block_bitonic_sort(unsigned long long* a, int m) {
     }
 }
 
+// The k-th smallest (1 <= k <= count) of the distinct keys a[0, count) (shared memory), by every
+// thread of the block: a radix selection, eight bits a pass from the top, counting in hist (256
+// shared words); picked (shared) hands each pass's digit and remaining rank to the block. The
+// caller has synchronised after writing a; every thread returns the same key. For a block that
+// needs only the k best of many keys: selecting and sorting k is far cheaper than sorting all.
+struct KthPick {
+  unsigned long long prefix;
+  int k;
+};
+__device__ inline unsigned long long block_kth_key(const unsigned long long* a, int count, int k, unsigned* hist,
+                                                   KthPick* picked) {
+  unsigned long long prefix = 0, mask = 0;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();  // the previous pass's pick is read; hist is clear
+    // Whole warps, so that the lanes counting one digit add once: keys this close share their
+    // top digits, and one shared atomic a key serialised on a single bin.
+    for (int i0 = threadIdx.x - threadIdx.x % 32; i0 < count; i0 += blockDim.x) {
+      const int i = i0 + threadIdx.x % 32;
+      const unsigned long long v = i < count ? a[i] : 0;
+      const bool counts = i < count && (v & mask) == prefix;
+      const unsigned digit = static_cast<unsigned>(v >> shift) & 255u;
+      const unsigned voters = __ballot_sync(0xffffffffu, counts);
+      if (counts) {
+        const unsigned same = __match_any_sync(voters, digit);
+        if (threadIdx.x % 32 == __ffs(same) - 1) atomicAdd(&hist[digit], __popc(same));
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // warp 0: lane l scans digits 8l .. 8l + 7
+      const int lane = threadIdx.x;
+      unsigned c[8], sum = 0;
+#pragma unroll
+      for (int b = 0; b < 8; ++b) sum += c[b] = hist[lane * 8 + b];
+      unsigned incl = sum;
+      for (int o = 1; o < 32; o *= 2) {
+        const unsigned t = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += t;
+      }
+      const unsigned excl = incl - sum, want = static_cast<unsigned>(k);
+      if (excl < want && incl >= want) {  // exactly one lane holds the k-th
+        unsigned run = excl;  // keys below the digit so far
+        int digit = -1;
+#pragma unroll
+        for (int b = 0; b < 8; ++b)
+          if (digit < 0) {
+            if (run + c[b] >= want)
+              digit = lane * 8 + b;
+            else
+              run += c[b];
+          }
+        picked->prefix = prefix | (static_cast<unsigned long long>(digit) << shift);
+        picked->k = k - static_cast<int>(run);
+      }
+    }
+    __syncthreads();
+    prefix = picked->prefix;
+    k = picked->k;
+    mask |= 0xffull << shift;
+  }
+  __syncthreads();  // every thread has read the last pick
+  return prefix;
+}
+
+// Moves the keys of a[0, count) (shared memory) not above `last` to the front, in their order, by
+// every thread of the block, a block-wide window at a time (a window's writes land before its
+// end, on keys already read); returns how many. warp_counts: 2 x (blockDim.x / 32) shared ints.
+__device__ inline int block_keep_not_above(unsigned long long* a, int count, unsigned long long last,
+                                           int* warp_counts) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  int kept = 0;
+  for (int i0 = 0, parity = 0; i0 < count; i0 += blockDim.x, parity ^= 1) {
+    const int i = i0 + threadIdx.x;
+    const unsigned long long v = i < count ? a[i] : 0;
+    const bool keep = i < count && v <= last;
+    const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+    int* counts = warp_counts + parity * warps;  // two windows apart: read before the next barrier
+    if (lane == 0) counts[warp] = __popc(ballot);
+    __syncthreads();  // the window is read; its counts are in
+    int before = kept, total = 0;
+    for (int w = 0; w < warps; ++w) {
+      if (w < warp) before += counts[w];
+      total += counts[w];
+    }
+    if (keep) a[before + __popc(ballot & ((1u << lane) - 1))] = v;
+    kept += total;
+  }
+  __syncthreads();
+  return kept;
+}
+
 __device__ __forceinline__ int pow2_at_least(int n) {
   int m = 1;
   while (m < n) m <<= 1;

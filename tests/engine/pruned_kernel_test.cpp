@@ -57,3 +57,21 @@ TEST(PrunedKernel, RealValuedQueriesTakeTheBf16Passes) {
   EXPECT_EQ(pruned_kernel_for(l2), PrunedKernel::Bf16Staged);
   EXPECT_EQ(pruned_kernel_for(ip), PrunedKernel::Bf16Resident);
 }
+
+TEST(PrunedKernel, EntriesAreExactOnTheInt8PassAndTheWideResidentPassUpTo256Dimensions) {
+  for (bool wide : {false, true}) {
+    EXPECT_TRUE(pruned_entries_exact(PrunedKernel::Integer, shape(128, true), wide));
+    EXPECT_FALSE(pruned_entries_exact(PrunedKernel::Bf16Staged, shape(130, false), wide));
+  }
+  // The wide resident pass (k past 128) keeps its fp32 query rows in shared memory to 256
+  // dimensions; the k <= 128 pass re-scores in the settle.
+  for (int64_t dim : {16, 64, 96, 128, 200, 256}) {
+    EXPECT_TRUE(pruned_entries_exact(PrunedKernel::Bf16Resident, shape(dim, false), true)) << dim;
+    EXPECT_FALSE(pruned_entries_exact(PrunedKernel::Bf16Resident, shape(dim, false), false)) << dim;
+  }
+  EXPECT_FALSE(pruned_entries_exact(PrunedKernel::Bf16Resident, shape(260, false), true));
+  // Integer queries on integer rows pinned to bf16 operands: the settle's integer arithmetic.
+  PrunedShape pinned = shape(128, true);
+  pinned.bf16_pinned = true;
+  EXPECT_FALSE(pruned_entries_exact(pruned_kernel_for(pinned), pinned, true));
+}

@@ -1,13 +1,15 @@
 // The tensor-core scans against the exact SIMT scan: the pruned pass with on-chip selection
-// for k <= 128 (scan_prune.cuh; bf16 operands, its query tile resident up to 512 dimensions,
+// for k <= 4096 (scan_prune.cuh; bf16 operands, its query tile resident up to 512 dimensions,
 // scan_resident.cuh, else scan_mma.cuh; int8 operands for integer queries on integer rows,
-// scan_imma.cuh) and the keys pass with an exact refinement (TF32, scan_tensor.cuh), in one
-// process and at one batch size (IVFGPU_SCAN pins the kernel per search, so the coarse stage is
-// the same call both times): the same results per shared/docs/results-contract.md on 1M x 128
-// (all 10,000 queries, nprobe 16, k 10 and 100, also as the dispatch chooses), on constructed
-// near-duplicates and exact duplicates (ties within the error everywhere; all-ties lists that
-// overflow the pruned pass's entries), for both metrics, every storage type and odd dimensions
-// (element-wise staging below 4-element rows; partial slabs and slices of the resident tile).
+// scan_imma.cuh; past k 128 its wide form, seeded by several probes, with exact entries from
+// 128 to 256 dimensions) and the keys pass with an exact refinement (TF32, scan_tensor.cuh), in
+// one process and at one batch size (IVFGPU_SCAN pins the kernel per search, so the coarse stage
+// is the same call both times): the same results per shared/docs/results-contract.md on 1M x 128
+// (all 10,000 queries, nprobe 16, k 10, 100, 1000 and 4096, also as the dispatch chooses), on
+// constructed near-duplicates and exact duplicates (ties within the error everywhere; all-ties
+// lists that overflow the pruned pass's entries, narrow and wide), for both metrics, every
+// storage type and odd dimensions (element-wise staging below 4-element rows; partial slabs and
+// slices of the resident tile).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,12 +27,18 @@ using namespace ivftest;
 namespace {
 
 // kernel "auto": nothing pinned, the dispatch decides (on the million-row batch: the pruned pass
-// for k 10, SIMT for k 100).
+// for k 10, SIMT for k 100 and 4096, the wide pruned pass for k 1000).
 struct KernelPin {
   explicit KernelPin(const char* kernel) {
     if (std::string(kernel) != "auto") setenv("IVFGPU_SCAN", kernel, 1);
   }
   ~KernelPin() { unsetenv("IVFGPU_SCAN"); }
+};
+// The wide pruned pass (k past 128) seeds its bound from this many first probes instead of its
+// default four, for as long as the pin lives.
+struct SeedProbesPin {
+  explicit SeedProbesPin(int probes) { setenv("IVFGPU_SEED_PROBES", std::to_string(probes).c_str(), 1); }
+  ~SeedProbesPin() { unsetenv("IVFGPU_SEED_PROBES"); }
 };
 
 Searched search_with(const char* kernel, const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq,
@@ -47,7 +55,7 @@ Searched search_with(const char* kernel, const ivf_index* idx, const void* q, iv
 }
 
 // The tensor forms against the SIMT scan on the same batch (queries of qtype at q): "tensor"
-// (the pruned pass for k <= 128, else keys) and, for k <= 256, "keys" too (the pass that writes
+// (the pruned pass for k <= 4096, else keys) and, for k <= 256, "keys" too (the pass that writes
 // every key), so both forms are checked where both serve. Returns "" or the first difference.
 std::string compare_raw(const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq, int64_t dim, int64_t k,
                         int64_t nprobe, const ivf_filter* filter = nullptr, bool with_auto = false) {
@@ -74,6 +82,22 @@ std::string compare_integer(const ivf_index* idx, const void* q, ivf_dtype qtype
   }
   return "";
 }
+// Removes every third id of ids 0 .. n - 1 and returns a filter denying every fifth (the
+// caller frees it; null if either failed): rows the scan excludes, which a full exact scan of an
+// overflowed query must leave out as well.
+ivf_filter* remove_thirds_deny_fifths(ivf_index* idx, int64_t n) {
+  std::vector<int64_t> gone, denied;
+  for (int64_t i = 0; i < n; i += 3) gone.push_back(i);
+  for (int64_t i = 1; i < n; i += 5) denied.push_back(i);
+  int64_t removed = 0;
+  if (ivf_remove(idx, nullptr, gone.data(), static_cast<int64_t>(gone.size()), &removed) != IVF_OK) {
+    ADD_FAILURE() << ivf_last_error_message();
+    return nullptr;
+  }
+  ivf_filter* f = nullptr;
+  EXPECT_EQ(ivf_filter_create(&f, denied.data(), static_cast<int64_t>(denied.size()), IVF_FILTER_DENY), IVF_OK);
+  return f;
+}
 std::string compare(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
                     int64_t nprobe, const ivf_filter* filter = nullptr, bool with_auto = false) {
   return compare_raw(idx, q.data(), IVF_DTYPE_F32, nq, dim, k, nprobe, filter, with_auto);
@@ -88,7 +112,8 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnAMillionVectors) {
   const std::vector<float> q = clustered_vectors(nq, dim, 2048, 2);
   IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_F32, x);
   ASSERT_TRUE(idx);
-  for (int64_t k : {int64_t{10}, int64_t{100}})
+  // k 1000 and 4096: the wide pruned pass (a four-probe seed) against SIMT.
+  for (int64_t k : {int64_t{10}, int64_t{100}, int64_t{1000}, int64_t{4096}})
     EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 16, nullptr, true), "") << "k " << k;
   // Batches whose lists average 0.75 to 16 queries (the dispatch takes the pruned pass from 2
   // at this dimension): the first 48, 128 and 256 queries (past the fused path's 512 probes).
@@ -124,7 +149,9 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnNearDuplicates) {
   for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
     IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
     ASSERT_TRUE(idx);
-    for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{64}, int64_t{100}, int64_t{1000}})
+    // Past k 128 the wide pruned pass: at nprobe 2 its seed is the whole scan, at 16 it seeds
+    // from four probes.
+    for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{64}, int64_t{100}, int64_t{1000}, int64_t{3000}})
       for (int64_t nprobe : {int64_t{2}, nlist})
         EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "") << "metric " << metric << " k " << k << " nprobe " << nprobe;
   }
@@ -156,17 +183,49 @@ TEST(GpuTensorScan, EqualsTheSimtScanWhenEveryRowTies) {
             << "metric " << metric << " k " << k << " nprobe " << nprobe;
     // The full scan of an overflowed query leaves out what the scan excludes: removed rows
     // (every third) and a deny filter (every fifth id).
-    std::vector<int64_t> gone, denied;
-    for (int64_t i = 0; i < 16000; i += 3) gone.push_back(i);
-    for (int64_t i = 1; i < 16000; i += 5) denied.push_back(i);
-    int64_t removed = 0;
-    ASSERT_EQ(ivf_remove(idx.get(), nullptr, gone.data(), static_cast<int64_t>(gone.size()), &removed), IVF_OK)
-        << ivf_last_error_message();
-    ivf_filter* f = nullptr;
-    ASSERT_EQ(ivf_filter_create(&f, denied.data(), static_cast<int64_t>(denied.size()), IVF_FILTER_DENY), IVF_OK);
+    ivf_filter* f = remove_thirds_deny_fifths(idx.get(), 16000);
+    ASSERT_NE(f, nullptr);
     for (int64_t k : {int64_t{32}, int64_t{100}})
       EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nlist, f), "")
           << "metric " << metric << " k " << k << ", removals and a filter";
+    ivf_filter_free(f);
+  }
+}
+
+// The wide pruned pass (k past 128) where every row ties: four points 3 e_i, 5,000 copies each,
+// and queries that are zero in the points' four coordinates, so every row lies at the same
+// distance (the same float: the sum reaches 9 at the fourth term either way) and the same inner
+// product. Seeded by one probe, a query appends all 15,000 rows of the other three, more than its
+// 8,192 entries, and is settled by the full exact scan; seeded by all four (the default at
+// nprobe 4) the seed is the whole scan. Ties are decided by candidate position.
+TEST(GpuTensorScan, WidePrunedPassEqualsTheSimtScanWhenEveryRowTies) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 64, nlist = 4, nq = 300, copies = 5000, n = 4 * copies;
+  std::mt19937_64 rng(13);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(n * dim), 0.0f);
+  for (int64_t i = 0; i < n; ++i) x[static_cast<std::size_t>(i * dim + i % 4)] = 3.0f;
+  std::vector<float> q(static_cast<std::size_t>(nq * dim), 0.0f);
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t j = 4; j < dim; ++j) q[static_cast<std::size_t>(i * dim + j)] = 0.1f * g(rng);
+  for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+    IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
+    ASSERT_TRUE(idx);
+    for (int seed : {1, 4}) {
+      SeedProbesPin pin(seed);
+      for (int64_t k : {int64_t{1000}, int64_t{4096}})
+        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nlist), "")
+            << "metric " << metric << " k " << k << " seed " << seed;
+    }
+    // The full scan of an overflowed query leaves out removed rows (every third) and rows a deny
+    // filter rejects (every fifth id).
+    ivf_filter* f = remove_thirds_deny_fifths(idx.get(), n);
+    ASSERT_NE(f, nullptr);
+    {
+      SeedProbesPin pin(1);
+      EXPECT_EQ(compare(idx.get(), q, nq, dim, 1000, nlist, f), "")
+          << "metric " << metric << " k 1000, removals and a filter";
+    }
     ivf_filter_free(f);
   }
 }
@@ -187,7 +246,9 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
         }
         IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
         ASSERT_TRUE(idx);
-        for (int64_t k : {int64_t{1}, int64_t{32}, int64_t{50}})
+        // k 200: the wide pass, its entries exact at 200 dimensions and re-scored by the settle
+        // at the others (odd dimensions; past 256).
+        for (int64_t k : {int64_t{1}, int64_t{32}, int64_t{50}, int64_t{200}})
           EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 8), "")
               << "type " << t << " dim " << dim << " metric " << metric << " k " << k;
       }
@@ -257,7 +318,8 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
       for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
         IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
         ASSERT_TRUE(idx);
-        for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{100}})
+        // k 300: the wide pass (int8: exact entries; bf16 pinned: the settle's integer re-scoring).
+        for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{100}, int64_t{300}})
           EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, k, 8), "")
               << "type " << t << " dim " << dim << " metric " << metric << " k " << k;
       }
@@ -276,14 +338,8 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
       for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{100}})
         EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, k, 4), "")
             << "ties, type " << t << " metric " << metric << " k " << k;
-      std::vector<int64_t> gone, denied;
-      for (int64_t i = 0; i < n; i += 3) gone.push_back(i);
-      for (int64_t i = 1; i < n; i += 5) denied.push_back(i);
-      int64_t removed = 0;
-      ASSERT_EQ(ivf_remove(idx.get(), nullptr, gone.data(), static_cast<int64_t>(gone.size()), &removed), IVF_OK)
-          << ivf_last_error_message();
-      ivf_filter* f = nullptr;
-      ASSERT_EQ(ivf_filter_create(&f, denied.data(), static_cast<int64_t>(denied.size()), IVF_FILTER_DENY), IVF_OK);
+      ivf_filter* f = remove_thirds_deny_fifths(idx.get(), n);
+      ASSERT_NE(f, nullptr);
       EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, 10, 4, f), "")
           << "ties with removals and a filter, type " << t << " metric " << metric;
       ivf_filter_free(f);
