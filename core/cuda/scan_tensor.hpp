@@ -92,7 +92,7 @@ constexpr int kPruneNarrowMaxK = 128;
 // memory: the cap is its size.
 constexpr int64_t kPruneCap = 4096;
 // A query's entries for k: kPruneCap to k 128; past it the seed's k and kPruneCap more, to a
-// power of two (settle_wide_kernel's sort): 8,192 past k 128, 64 KiB of keys.
+// power of two (settle_wide_kernel sorts in it, and needs 2k): 8,192 past k 128, 64 KiB of keys.
 __host__ __device__ constexpr int64_t prune_cap(int64_t k) {
   if (k <= kPruneNarrowMaxK) return kPruneCap;
   int64_t m = kPruneCap;
@@ -100,6 +100,14 @@ __host__ __device__ constexpr int64_t prune_cap(int64_t k) {
   return m;
 }
 constexpr int64_t kPruneLargestCap = prune_cap(kPruneMaxK);
+// settle_wide_kernel sorts the appended survivors past the seed's (up to 2k keys) and keeps a
+// block-wide window of rows free past the k best of an overflowed query (k + 256).
+constexpr bool prune_caps_hold() {
+  for (int64_t k = 1; k <= kPruneMaxK; ++k)
+    if (prune_cap(k) < 2 * k || prune_cap(k) < k + 256) return false;
+  return true;
+}
+static_assert(prune_caps_hold(), "every k's entries hold 2k keys and k plus a window");
 static_assert(kPruneNarrowMaxK <= kPruneCap, "k entries fit the cap");
 struct PruneState {
   uint32_t* bound = nullptr;  // nq: an ordered cost (to_ordered) the exact k-th cannot be worse than

@@ -124,6 +124,19 @@ __device__ inline int block_keep_not_above(unsigned long long* a, int count, uns
   return kept;
 }
 
+// How many of the sorted a[0, n) are not above `last` (a binary search, by one thread).
+__device__ __forceinline__ int keys_not_above(const unsigned long long* a, int n, unsigned long long last) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (a[mid] <= last)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 __device__ __forceinline__ int pow2_at_least(int n) {
   int m = 1;
   while (m < n) m <<= 1;
