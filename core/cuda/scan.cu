@@ -253,10 +253,10 @@ double pruned_min_per_list(int64_t dim) {
 // Batch size from which the pruned pass serves k past 32.
 constexpr int64_t kPrunedWideMinQueries = 8192;
 // The largest k the dispatch gives the wide pruned pass. At k 2048 its seed (nprobe / 5 + 3
-// probes) was too small: against SIMT -29% at nprobe 32, -22% at 64 (seeds of 16-20 probes
-// there: +27-30%, pinned), -15% at 16 (8 probes, the best seed there); at k 4096 a query's
-// appended rows overflowed its entries (k + 4,096) and were scanned again in full (40-180K QPS
-// against SIMT's 650K at nprobe 16).
+// probes) was too small: against SIMT -29% at nprobe 32, -22% at 64 (pinned seeds of 12-14
+// probes at 32: +6%; of 16-21 at 64: +23-32%), -15% at 16 (8 probes, the best seed there); at
+// k 4096 a query's appended rows overflowed its entries (k + 4,096) and were scanned again in
+// full (40-180K QPS against SIMT's 650K at nprobe 16).
 constexpr int64_t kPrunedWideAutoMaxK = 1024;
 
 // The probes the pruned pass's seed scans exactly, at most nprobe: the first for k <=
@@ -315,8 +315,10 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
   // On the 1M x 128 mixture (H200, 10,000 queries, against SIMT, bench/RESULTS.md): nprobe 16
   // k 256 +44%, k 500 +25%, k 1000 +5%; k 1000 +32% at nprobe 32, +56% at 64, and +126% with
   // uint8 queries on uint8 rows (the int8 pass) at 64; d 256, k 1000, nprobe 16 +15%. Below 128
-  // dimensions it lost (k 1000, nprobe 16: d 96 -11%, d 64 -26%).
-  if (k > scan_detail::kPruneNarrowMaxK && k <= kPrunedWideAutoMaxK && dim >= 128 &&
+  // dimensions it lost (k 1000, nprobe 16: d 96 -11%, d 64 -26%). Whole four-element rows only:
+  // the exact entries need the resident kernel's loads (elsewhere the settle would gather every
+  // appended row, 9.8 ms at k 1000; a caller's queries off 16-byte alignment still get that).
+  if (k > scan_detail::kPruneNarrowMaxK && k <= kPrunedWideAutoMaxK && dim >= 128 && dim % 4 == 0 &&
       dim <= scan_detail::kWideExactMaxDim && nq >= kPrunedWideMinQueries && nprobe >= 16)
     return ScanKernel::TensorPruned;
   return ScanKernel::Simt;
