@@ -163,7 +163,6 @@ __device__ __forceinline__ void append_exact_pairs(const PruneState& pr, const f
                                                    const T* tile_rows, int64_t v0, unsigned long long* pair_rows,
                                                    unsigned short* pairs, int* npairs, const int64_t* q_row,
                                                    const int64_t* out_base, const uint32_t* qbound) {
-  constexpr int kRows = 64;  // a tile's rows and query rows
   const int lane = threadIdx.x % 32;
   if (threadIdx.x < 32) {  // lane l lists tile rows 2l and 2l + 1
     const unsigned long long m0 = pair_rows[2 * lane], m1 = pair_rows[2 * lane + 1];
@@ -176,7 +175,7 @@ __device__ __forceinline__ void append_exact_pairs(const PruneState& pr, const f
     int at = incl - here;
     for (int h = 0; h < 2; ++h)
       for (unsigned long long m = h == 0 ? m0 : m1; m != 0; m &= m - 1)
-        pairs[at++] = static_cast<unsigned short>((__ffsll(static_cast<long long>(m)) - 1) * kRows + 2 * lane + h);
+        pairs[at++] = static_cast<unsigned short>((__ffsll(static_cast<long long>(m)) - 1) * kMmaTile + 2 * lane + h);
     pair_rows[2 * lane] = 0;
     pair_rows[2 * lane + 1] = 0;
     if (lane == 31) *npairs = incl;
@@ -189,7 +188,7 @@ __device__ __forceinline__ void append_exact_pairs(const PruneState& pr, const f
     int64_t q = -1, pos = 0;
     float cost = 0.0f;
     if (i < n) {
-      const int r = pairs[i] / kRows, c = pairs[i] % kRows;
+      const int r = pairs[i] / kMmaTile, c = pairs[i] % kMmaTile;
       q = q_row[r];
       const float d = exact_row_distance<T, IP, false>(qtile + r * qstride, tile_rows + c * dim, dim, true);
       cost = IP ? -d : d;
@@ -440,6 +439,7 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       block_bitonic_sort(keys + seeds, m);  // ends with a barrier
       for (int i = tid; i < kept; i += kThreads) {
         const unsigned long long key = keys[i];
+        // Keys not above key - 1 are the keys below it (a key is never 0: that is a NaN's order).
         const int rank = i < seeds ? i + keys_not_above(keys + seeds, kept - seeds, key - 1)
                                    : i - seeds + keys_not_above(keys, seeds, key - 1);
         write_settled<T, IP>(a, q, rank, key);

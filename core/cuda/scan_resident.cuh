@@ -28,6 +28,12 @@ namespace ivfgpu::cuda::scan_detail {
 
 constexpr int kResidentSlabDims = 32;  // bf16 dimensions of a 64-byte slab row
 
+// The bf16 query tile in whole slices (two slabs each): the query staging writes a slice's both
+// slabs. The wide pass's fp32 query rows follow it.
+__host__ __device__ constexpr std::size_t resident_tile_bytes(int dim) {
+  return static_cast<std::size_t>((dim + kMmaSlice<true> - 1) / kMmaSlice<true>) * 2 * kBf16SlabBytes;
+}
+
 // The wide pass's fp32 query rows in shared memory (after the bf16 tile): four floats past dim
 // apart, so that lanes reading different rows at one offset spread over the banks.
 __host__ __device__ constexpr int wide_query_stride(int64_t dim) { return static_cast<int>(dim) + 4; }
@@ -78,8 +84,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
     if (WIDE) pair_rows[i] = 0;  // cleared again as they are listed
   }
   const int qstride = wide_query_stride(dim);
-  float* const qtile = reinterpret_cast<float*>(
-      resident_query_tile + static_cast<std::size_t>((dim + kSlice - 1) / kSlice) * 2 * kBf16SlabBytes);
+  float* const qtile = reinterpret_cast<float*>(resident_query_tile + resident_tile_bytes(dim));
 
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
@@ -162,7 +167,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
 #pragma unroll
             for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
             prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
-            if (WIDE) rows_pr.thresholds[tid].y = __int_as_float(0x7f800000);  // counts nothing
+            if constexpr (WIDE) rows_pr.thresholds[tid].y = __int_as_float(0x7f800000);  // counts nothing
           }
         }
         if (wq < pcount) {
@@ -192,17 +197,15 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
 template <class T>
 void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                           const PruneState& prune) {
-  // Whole slices (two slabs each): the query staging writes a slice's both slabs.
-  const auto tile_bytes = [](int64_t dim) {
-    return static_cast<std::size_t>((dim + kMmaSlice<true> - 1) / kMmaSlice<true>) * 2 * kBf16SlabBytes;
-  };
   const MarginTerms mg = margin_terms(!ip, args.dim, !ip, true);
-  const std::size_t dynamic = tile_bytes(args.dim), largest = tile_bytes(kResidentMaxDim);
+  const std::size_t dynamic = resident_tile_bytes(static_cast<int>(args.dim));  // dim <= kResidentMaxDim
+  const std::size_t largest = resident_tile_bytes(kResidentMaxDim);
   if (prune.exact) {  // the wide pass: one build, two blocks an SM (128 registers), its fp32 queries too
     const auto wide = ip ? list_resident_kernel<T, true, kResidentFallbackBlocks, true>
                          : list_resident_kernel<T, false, kResidentFallbackBlocks, true>;
     launch_resident_budget(ctx, stream, wide, wide, dynamic + wide_query_bytes(args.dim),
-                           tile_bytes(kWideExactMaxDim) + wide_query_bytes(kWideExactMaxDim), args, mg, prune);
+                           resident_tile_bytes(static_cast<int>(kWideExactMaxDim)) + wide_query_bytes(kWideExactMaxDim),
+                           args, mg, prune);
     return;
   }
   if (ip)

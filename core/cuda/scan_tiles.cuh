@@ -202,9 +202,9 @@ __global__ void __launch_bounds__(kThreads, INT ? kSimtTileIntBlocks : kSimtTile
   __shared__ bool keep[2][kTileV];  // by row tile parity: a tile writes it before its first barrier
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const bool resident = a.simt_resident;
-  const auto query_slice = [&](int d0, int b) {
-    return reinterpret_cast<float(*)[QP]>(list_tile_queries + (resident ? d0 : b * kTileD) * QP);
-  };
+  // The query slice of step d0 in buffer b: the resident tile's rows from d0, or buffer b.
+  const auto query_slice_at = [&](int d0, int b) { return list_tile_queries + (resident ? d0 : b * kTileD) * QP; };
+  const auto query_slice = [&](int d0, int b) { return reinterpret_cast<float(*)[QP]>(query_slice_at(d0, b)); };
   const int64_t units = a.segments != nullptr ? a.nseg : a.nlist;
   const int64_t total = a.tile_off[units];
   int b = 0;  // the shared buffer of the next step
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, INT ? kSimtTileIntBlocks : kSimtTile
         // (its results are never written).
         if ((tid / 32) * 2 * RQ < pcount) {
           // Offsets into the shared arrays themselves, so that the loads stay shared-memory loads.
-          const float* qs = list_tile_queries + (resident ? d0 : b * kTileD) * QP + ty * 4;
+          const float* qs = query_slice_at(d0, b) + ty * 4;
           const float* xsb = &xs[b][0][tx * 4];
           float part[RQ][RV];  // INT: this block's exact sums
 #pragma unroll

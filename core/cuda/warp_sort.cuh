@@ -49,7 +49,7 @@ __device__ inline unsigned long long block_kth_key(const unsigned long long* a, 
     for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
     __syncthreads();  // the previous pass's pick is read; hist is clear
     // Whole warps, so that the lanes counting one digit add once: keys this close share their
-    // top digits, and one shared atomic a key serialised on a single bin.
+    // top digits, and one shared atomic a key would queue on a single bin.
     for (int i0 = threadIdx.x - threadIdx.x % 32; i0 < count; i0 += blockDim.x) {
       const int i = i0 + threadIdx.x % 32;
       const unsigned long long v = i < count ? a[i] : 0;
