@@ -149,6 +149,73 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
   }
 }
 
+// After the int8 seed pass (integer_seed), a warp per query: its entries are the rows of its first
+// probe, with exact costs, that reached its bound when their tile ended: every row that can still
+// be among its k best. The k-th of them, by a radix selection (a bit a step, counting with
+// ballots), becomes the bound (k rows are no worse), and only the entries up to it stay, in
+// place (the settle would turn the rest away). With fewer than k entries nothing changes; an
+// overflowed query keeps its flag (the settle scans it in full).
+__global__ void seed_tighten_kernel(int64_t nq, scan_detail::PruneState pr) {
+  const int lane = threadIdx.x % 32;
+  const unsigned below_lane = (1u << lane) - 1;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < nq; q += warps) {
+    const int n = pr.found[q];
+    if (n < pr.k || n > pr.cap) continue;
+    float* opt = pr.opt + q * pr.cap;
+    int32_t* pos = pr.pos + q * pr.cap;
+    // Up to 32 * kHeld entries are held in registers (all ones past n: above every cost, so they
+    // never change a k-th with k <= n); more are read again at each step.
+    constexpr int kHeld = 16;
+    uint32_t held[kHeld];
+#pragma unroll
+    for (int j = 0; j < kHeld; ++j) {
+      const int i = lane + 32 * j;
+      held[j] = i < n ? to_ordered(opt[i]) : 0xffffffffu;
+    }
+    uint32_t prefix = 0, mask = 0;
+    int rank = pr.k;
+    for (int bit = 31; bit >= 0; --bit) {
+      const uint32_t b = 1u << bit;
+      const auto zero_here = [&](uint32_t o) { return (o & mask) == prefix && (o & b) == 0; };
+      int zeros = 0;
+      if (n <= 32 * kHeld) {
+#pragma unroll
+        for (int j = 0; j < kHeld; ++j)
+          if (32 * j < n) zeros += __popc(__ballot_sync(0xffffffffu, zero_here(held[j])));
+      } else {
+        for (int i = lane; i - lane < n; i += 32)
+          zeros += __popc(__ballot_sync(0xffffffffu, zero_here(i < n ? to_ordered(opt[i]) : 0xffffffffu)));
+      }
+      if (zeros < rank) {
+        rank -= zeros;
+        prefix |= b;
+      }
+      mask |= b;
+    }
+    const uint32_t bound = min(pr.bound[q], prefix);
+    int kept = 0;
+    for (int i = lane; i - lane < n; i += 32) {
+      float o = 0.0f;
+      int32_t p = 0;
+      const bool keep = i < n && to_ordered(o = opt[i]) <= bound;
+      if (keep) p = pos[i];
+      const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+      __syncwarp();  // every lane has read its entry before any is overwritten (at <= i)
+      if (keep) {
+        const int at = kept + __popc(ballot & below_lane);
+        opt[at] = o;
+        pos[at] = p;
+      }
+      kept += __popc(ballot);
+    }
+    if (lane == 0) {
+      pr.found[q] = kept;
+      pr.bound[q] = bound;
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -365,16 +432,11 @@ DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream
   return tile_off;
 }
 
-// The pruned tensor pass. Its bounds start from each query's first probes (the nearest lists,
-// where most of its k best usually are; pruned_seed_probes), scanned exactly by the SIMT kernel
-// into a buffer of their own: the k best of them are the query's first entries and their k-th
-// cost its first bound. The tensor pass over the other probes then appends only rows that can
-// still beat a bound that is already tight; a bound that starts empty falls only as fast as
-// single 64-row tiles hold k better rows, and on the 1M x 128 mixture that let ~2,700 rows per
-// query through at k 10 (bench/RESULTS.md). Nothing is written to the candidate rows
-// (p.cand.dist may be null); their offsets give the positions that order ties.
-void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, ScanOutcome& out) {
-  const int64_t nq = p.nq, k = p.k, seed = pruned_seed_probes(p.nprobe, k);
+// The SIMT seed: the query's first `seed` probes scanned exactly by the SIMT kernel into a
+// buffer of their own, and their top-k (seed_prune_kernel makes them the first entries).
+void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
+               const scan_detail::PruneState& prune) {
+  const int64_t nq = p.nq, k = p.k;
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
   const int64_t largest = std::max<int64_t>(1, p.lists.largest_prefix[seed]);
   DeviceBuffer<float> first_dist(ctx, n * static_cast<std::size_t>(largest), stream);
@@ -396,7 +458,64 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   in.max_len = largest;
   const bool larger = p.metric != Metric::L2;
   select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
+  seed_prune_kernel<<<grid_for(nq * 32), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq,
+                                                                k, larger, p.excluded, prune);
+  IVF_CUDA_CHECK_LAUNCH();
+}
 
+// IVFGPU_SEED=simt pins the SIMT seed where the tensor seed would run (A/B runs; read at every
+// scan, as IVFGPU_SCAN is).
+bool simt_seed_pinned() {
+  const char* e = std::getenv("IVFGPU_SEED");
+  return e != nullptr && std::strcmp(e, "simt") == 0;
+}
+
+// The int8 pass seeds itself for k <= kSeedMaxK: it scans the first probe with the bounds
+// empty, each tile lowering a query's bound to the k-th best exact cost of its unit so far before
+// it appends (seed_lower_then_append), and seed_tighten_kernel lowers it to the k-th of what was
+// appended and keeps only what reaches it. That replaces the SIMT scan of the first probe and its
+// top-k: uint8 queries on 1M x 128 uint8 rows, k 10, nprobe 16 / 64, 4.22-4.38M / 1.99-2.03M QPS
+// to 5.00-5.02M / 2.12-2.14M (H100, bench/RESULTS.md). The bf16 pass seeding itself the same
+// way lost (f32 rows, k 10: 3.41-3.46M to 2.00-2.04M): over first probes (~10 queries a 64-query
+// tile) it took 0.78 ms against the SIMT seed's 0.72 + 0.19, and its margins left the settle
+// hundreds of entries a query to re-score (2.45 ms against 0.07).
+bool integer_seeded(scan_detail::PrunedKernel form, int64_t k) {
+  return form == scan_detail::PrunedKernel::Integer && k <= scan_detail::kSeedMaxK && !simt_seed_pinned();
+}
+void integer_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, ScanOutcome& out) {
+  const scan_detail::PruneState prune = out.prune_state(p);
+  IVF_CUDA_CHECK(cudaMemsetAsync(out.found.data(), 0, out.found.bytes(), stream));
+  IVF_CUDA_CHECK(cudaMemsetAsync(out.seeded.data(), 0, out.seeded.bytes(), stream));
+  IVF_CUDA_CHECK(cudaMemsetAsync(out.bound.data(), 0xff, out.bound.bytes(), stream));  // none yet
+  const ScanGroups first = group_probe_range(ctx, stream, p, 0, 1);
+  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, first, true);
+  const bool ip = p.metric != Metric::L2;
+  dispatch_element_type(p.lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
+      scan_detail::launch_integer_scan<T>(ctx, stream, ip, tile_args<T>(p, first, nullptr, 0, tile_off.data()), prune,
+                                          true);
+      return;
+    }
+    fail(Errc::Internal, "the integer seed was chosen for rows that are not integers");
+  });
+  seed_tighten_kernel<<<grid_for(p.nq * 32), kThreads, 0, stream>>>(p.nq, prune);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+// The pruned tensor pass. Its bounds start from each query's first probes (the nearest lists,
+// where most of its k best usually are; pruned_seed_probes), scanned first: by the SIMT kernel
+// into a buffer of their own, whose k best become the query's first entries and their k-th cost
+// its first bound (simt_seed); or, on the int8 pass for k <= 32, by the pass itself with the
+// bounds empty, each tile lowering them before it appends (integer_seed). The tensor pass over
+// the other probes then appends only rows that can still beat a bound that is already tight; a
+// bound that starts empty and falls only as fast as single 64-row tiles hold k better rows let
+// ~2,700 rows per query through at k 10 on the 1M x 128 mixture (bench/RESULTS.md). Nothing is
+// written to the candidate rows (p.cand.dist may be null); their offsets give the positions that
+// order ties.
+void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, ScanOutcome& out) {
+  const int64_t nq = p.nq, k = p.k;
+  const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
   const scan_detail::PrunedShape shape = pruned_shape(p);
   const scan_detail::PrunedKernel form = scan_detail::pruned_kernel_for(shape);
   out.pruned = true;
@@ -410,9 +529,14 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   out.pos = DeviceBuffer<int32_t>(ctx, n * static_cast<std::size_t>(out.cap), stream);
   out.opt = DeviceBuffer<float>(ctx, n * static_cast<std::size_t>(out.cap), stream);
   const scan_detail::PruneState prune = out.prune_state(p);
-  seed_prune_kernel<<<grid_for(nq * 32), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq,
-                                                                k, larger, p.excluded, prune);
-  IVF_CUDA_CHECK_LAUNCH();
+  const bool larger = p.metric != Metric::L2;
+  int64_t seed = 1;
+  if (integer_seeded(form, k)) {
+    integer_seed(ctx, stream, p, out);
+  } else {
+    seed = pruned_seed_probes(p.nprobe, k);
+    simt_seed(ctx, stream, p, seed, prune);
+  }
   if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, true);
@@ -424,7 +548,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
         // Chosen only for integer rows (integer_arithmetic); out.exact says so to the settle, so
         // no other kernel may stand in.
         if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
-          scan_detail::launch_integer_scan<T>(ctx, stream, larger, args, prune);
+          scan_detail::launch_integer_scan<T>(ctx, stream, larger, args, prune, false);
           return;
         }
         fail(Errc::Internal, "the int8 pass was chosen for rows that are not integers");

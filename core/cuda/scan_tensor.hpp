@@ -109,6 +109,10 @@ constexpr bool prune_caps_hold() {
 }
 static_assert(prune_caps_hold(), "every k's entries hold 2k keys and k plus a window");
 static_assert(kPruneNarrowMaxK <= kPruneCap, "k entries fit the cap");
+// The largest k for which the int8 pass seeds itself (scan.cu's integer_seed): a warp's sorted
+// list of a query row's k best (seed_lower_then_append).
+constexpr int kSeedMaxK = 32;
+
 struct PruneState {
   uint32_t* bound = nullptr;  // nq: an ordered cost (to_ordered) the exact k-th cannot be worse than
   int32_t* found = nullptr;   // nq: rows appended (past cap: the query overflowed)
@@ -139,10 +143,12 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
 
 // The pruned pass on int8 tensor cores for integer queries against uint8 / int8 rows
 // (PrunedKernel::Integer, scan_imma.cuh): exact integer costs, so no margin and nothing to
-// re-score (prune->exact). Instantiated for uint8_t and int8_t only.
+// re-score (prune->exact). Instantiated for uint8_t and int8_t only. seed: the seed pass over
+// the first probes, whose bounds start empty (k <= kSeedMaxK; each tile lowers them before it
+// appends).
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                         const PruneState& prune);
+                         const PruneState& prune, bool seed);
 
 // What settles a pruned pass into the answer: the k best of each query's appended rows by
 // exact distance, their ids and distances (padding past the candidates), as the SIMT scan and

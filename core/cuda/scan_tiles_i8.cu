@@ -11,7 +11,7 @@ template void launch_tensor_scan<int8_t>(const DeviceContext&, cudaStream_t, boo
 template void launch_resident_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
                                           const PruneState&);
 template void launch_integer_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
-                                           const PruneState&);
+                                           const PruneState&, bool);
 template void launch_settle<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<int8_t>&);
 template void launch_refine<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<int8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

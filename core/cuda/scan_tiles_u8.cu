@@ -11,7 +11,7 @@ template void launch_tensor_scan<uint8_t>(const DeviceContext&, cudaStream_t, bo
 template void launch_resident_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
                                            const PruneState&);
 template void launch_integer_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
-                                           const PruneState&);
+                                           const PruneState&, bool);
 template void launch_settle<uint8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<uint8_t>&);
 template void launch_refine<uint8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<uint8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

@@ -1,7 +1,7 @@
 // The tensor-core scans against the exact SIMT scan: the pruned pass with on-chip selection
 // for k <= 4096 (scan_prune.cuh; bf16 operands, its query tile resident up to 512 dimensions,
 // scan_resident.cuh, else scan_mma.cuh; int8 operands for integer queries on integer rows,
-// scan_imma.cuh; past k 128 its wide form, seeded by several probes, with exact entries from
+// scan_imma.cuh, which seeds itself for k <= 32; past k 128 its wide form, seeded by several probes, with exact entries from
 // 128 to 256 dimensions) and the keys pass with an exact refinement (TF32, scan_tensor.cuh), in
 // one process and at one batch size (IVFGPU_SCAN pins the kernel per search, so the coarse stage
 // is the same call both times): the same results per shared/docs/results-contract.md on 1M x 128
@@ -9,7 +9,7 @@
 // constructed near-duplicates and exact duplicates (ties within the error everywhere; all-ties
 // lists that overflow the pruned pass's entries, narrow and wide), for both metrics, every
 // storage type and odd dimensions (element-wise staging below 4-element rows; partial slabs and
-// slices of the resident tile).
+// slices of the resident tile), and on the million-row mixture quantised to uint8.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -318,8 +318,9 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
       for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
         IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
         ASSERT_TRUE(idx);
-        // k 300: the wide pass (int8: exact entries; bf16 pinned: the settle's integer re-scoring).
-        for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{100}, int64_t{300}})
+        // k up to 32: the int8 pass seeds itself (integer_seed), 64 and 100 by the SIMT scan; k 300:
+        // the wide pass (int8: exact entries; bf16 pinned: the settle's integer re-scoring).
+        for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{64}, int64_t{100}, int64_t{300}})
           EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, k, 8), "")
               << "type " << t << " dim " << dim << " metric " << metric << " k " << k;
       }
@@ -344,5 +345,41 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
           << "ties with removals and a filter, type " << t << " metric " << metric;
       ivf_filter_free(f);
     }
+    // Every row of a list ties: two points, 6,000 copies each. The int8 seed pass appends every
+    // row of the first probe (each reaches the bound the tiles lower to), more than the 4,096
+    // entries hold, so the query is settled by the full exact scan; nprobe 1 is the seed alone.
+    std::vector<float> two = clustered_vectors(2, dim, 2, 62), xt;
+    to_type(two);
+    for (int64_t i = 0; i < 12000; ++i) xt.insert(xt.end(), two.begin() + (i % 2) * dim, two.begin() + (i % 2 + 1) * dim);
+    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+      IndexPtr idx = cuda_index_of(dim, 2, metric, t, xt);
+      ASSERT_TRUE(idx);
+      for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{64}})
+        for (int64_t nprobe : {int64_t{1}, int64_t{2}})
+          EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, k, nprobe), "")
+              << "all ties, type " << t << " metric " << metric << " k " << k << " nprobe " << nprobe;
+      ivf_filter* f = remove_thirds_deny_fifths(idx.get(), 12000);
+      ASSERT_NE(f, nullptr);
+      EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, 10, 2, f), "")
+          << "all ties with removals and a filter, type " << t << " metric " << metric;
+      ivf_filter_free(f);
+    }
   }
+}
+
+// The int8 pass on the million-row mixture as integers (uint8 rows and queries): its own seed
+// over each query's first probe (k <= 64) and the SIMT seed past it, against the SIMT scan.
+TEST(GpuTensorScan, IntegerPassEqualsTheSimtScanOnAMillionRows) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000;
+  const auto to_u8 = [](std::vector<float> v) {
+    for (float& e : v) e = std::min(255.0f, std::max(0.0f, std::nearbyint(128.0f + 32.0f * e)));
+    return v;
+  };
+  const std::vector<float> x = to_u8(clustered_vectors(n, dim, 2048, 3)), q = to_u8(clustered_vectors(nq, dim, 2048, 4));
+  std::vector<uint8_t> qb(q.begin(), q.end());
+  IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_U8, x);
+  ASSERT_TRUE(idx);
+  for (int64_t k : {int64_t{10}, int64_t{64}, int64_t{100}})
+    EXPECT_EQ(compare_raw(idx.get(), qb.data(), IVF_DTYPE_U8, nq, dim, k, 16, nullptr, true), "") << "k " << k;
 }
