@@ -1,6 +1,6 @@
-// Which kernel runs the pruned tensor-core pass. scan.cu asks once per scan, beside the rest of
-// the scan's dispatch; the choice needs no CUDA, so it is tested on any machine
-// (tests/engine/pruned_kernel_test.cpp).
+// Which kernel runs the pruned tensor-core pass, and how many probes its narrow form's seed
+// scans. scan.cu asks once per scan, beside the rest of the scan's dispatch; the choices need no
+// CUDA, so they are tested on any machine (tests/engine/pruned_kernel_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +45,24 @@ constexpr int64_t kWideExactMaxDim = 256;
 constexpr bool pruned_entries_exact(PrunedKernel form, const PrunedShape& s, bool wide) {
   return form == PrunedKernel::Integer ||
          (wide && form == PrunedKernel::Bf16Resident && !s.integer && s.dim <= kWideExactMaxDim);
+}
+
+// The narrow pass's seed (k up to kPruneNarrowMaxK): how many of a query's first probes are
+// scanned exactly before the pass, one where that held on the bench's mixtures, else two (three
+// from nprobe 128 past k 64 without exact entries). Past a point a one-probe seed lets queries
+// overflow their entries and fall back to the full exact scan (two- to three-fold slower at
+// once); a second probe costs up to ~20% where one held. scan.cu's pruned_seed_probes gives the
+// measurements. exact: the entries' costs are exact (the int8 pass), so no margin lets rows in.
+constexpr bool one_probe_seed_holds(int64_t nprobe, int64_t k, int64_t dim, bool exact) {
+  if (nprobe <= 16) return k <= 64;
+  if (exact) return k <= 16 || (nprobe <= 32 && k <= 48);
+  if (k <= 1) return true;
+  if (k <= 10) return nprobe <= 128;
+  return k <= 16 && dim >= 96 && nprobe <= (dim >= 128 ? 64 : 32);
+}
+constexpr int64_t narrow_seed_probes(int64_t nprobe, int64_t k, int64_t dim, bool exact) {
+  if (one_probe_seed_holds(nprobe, k, dim, exact)) return 1;
+  return !exact && nprobe >= 128 && k > 64 ? 3 : 2;
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

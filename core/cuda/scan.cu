@@ -326,19 +326,29 @@ constexpr int64_t kPrunedWideMinQueries = 8192;
 // full (40-180K QPS against SIMT's 650K at nprobe 16).
 constexpr int64_t kPrunedWideAutoMaxK = 1024;
 
-// The probes the pruned pass's seed scans exactly, at most nprobe: the first for k <=
-// kPruneNarrowMaxK; past it (the wide pass) nprobe / 5 + 3, or IVFGPU_SEED_PROBES (A/B runs).
-// A smaller seed leaves a looser bound, so the pass scores and appends more rows; a larger one
-// scans more rows exactly. Measured on the 1M x 128 mixture (H200, 10,000 queries,
-// bench/RESULTS.md): at nprobe 16 the best seeds were 6 (k 1000) and 8 (k 2048), 4 and 3 were
-// slower (3: 1.6x the batch); at nprobe 64, 12-16 (k 1000) and 16-20 (k 2048), 8 was slower.
-// The plan sizes its scratch with the same answer (pruned_scan_words_per_query).
-int64_t pruned_seed_probes(int64_t nprobe, int64_t k) {
-  int64_t seed = 1;
-  if (k > scan_detail::kPruneNarrowMaxK) {
-    seed = nprobe / 5 + 3;
-    if (const char* e = std::getenv("IVFGPU_SEED_PROBES")) seed = std::max<long long>(1, std::atoll(e));
-  }
+// The probes the pruned pass's seed scans exactly, at most nprobe (IVFGPU_SEED_PROBES pins it:
+// A/B runs, tests). A smaller seed leaves a looser bound, so the pass appends (and, without exact
+// entries, re-scores) more rows; a larger one scans more rows exactly. Measured on the bench's
+// 1M-row mixtures (H100, 10,000 queries, nlist 1024, bench/RESULTS.md):
+// - The wide pass (k past kPruneNarrowMaxK): nprobe / 5 + 3. At nprobe 16 the best seeds were 6
+//   (k 1000) and 8 (k 2048), 4 and 3 slower (3: 1.6x the batch); at nprobe 64, 12-16 (k 1000)
+//   and 16-20 (k 2048), 8 slower.
+// - The narrow pass: narrow_seed_probes (pruned_kernel.hpp). f32 at d 128, one probe against
+//   two (QPS): nprobe 16 k 64 3.12-3.14M / 2.67-2.71M but k 100 1.41-1.43M / 2.66-2.69M; nprobe
+//   32 k 16 2.21-2.22M / 1.90-1.96M but k 24 1.37-1.40M / 1.96-1.97M; nprobe 64 k 16 1.33M /
+//   1.24M but k 24 0.77-0.78M / 1.24-1.25M, k 100 0.45M / 1.22M; nprobe 128 k 10 0.83M / 0.78M
+//   but k 16 0.44-0.46M / 0.77-0.79M, k 100 (three probes) 0.26M / 0.73M; nprobe 256 k 10 0.29M
+//   / 0.51M. At d 64 one probe fell from k 16 (nprobe 32: 3.02M / 4.13M), at d 96 from k 16 at
+//   nprobe 64 (1.10-1.12M; k 10 1.80-1.85M), at d 960 from k 24 as at d 128 (at d 96, nprobe 32,
+//   k 24 it still held: 2.87-2.95M / 2.67-2.72M). With exact entries (the int8 pass) it held
+//   further: uint8 at nprobe 32 to k 48 (2.73-2.86M / 2.30M), at 64 to 256 to k 16, not at k 24
+//   (nprobe 64: 0.97M / 1.96M).
+// The plan sizes its scratch with the larger answer of the two entry kinds
+// (pruned_scan_words_per_query).
+int64_t pruned_seed_probes(int64_t nprobe, int64_t k, int64_t dim, bool exact) {
+  int64_t seed = k > scan_detail::kPruneNarrowMaxK ? nprobe / 5 + 3
+                                                   : scan_detail::narrow_seed_probes(nprobe, k, dim, exact);
+  if (const char* e = std::getenv("IVFGPU_SEED_PROBES")) seed = std::max<long long>(1, std::atoll(e));
   return std::max<int64_t>(1, std::min(nprobe, seed));
 }
 
@@ -482,12 +492,13 @@ bool simt_seed_pinned() {
 bool integer_seeded(scan_detail::PrunedKernel form, int64_t k) {
   return form == scan_detail::PrunedKernel::Integer && k <= scan_detail::kSeedMaxK && !simt_seed_pinned();
 }
-void integer_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, ScanOutcome& out) {
+void integer_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
+                  ScanOutcome& out) {
   const scan_detail::PruneState prune = out.prune_state(p);
   IVF_CUDA_CHECK(cudaMemsetAsync(out.found.data(), 0, out.found.bytes(), stream));
   IVF_CUDA_CHECK(cudaMemsetAsync(out.seeded.data(), 0, out.seeded.bytes(), stream));
   IVF_CUDA_CHECK(cudaMemsetAsync(out.bound.data(), 0xff, out.bound.bytes(), stream));  // none yet
-  const ScanGroups first = group_probe_range(ctx, stream, p, 0, 1);
+  const ScanGroups first = group_probe_range(ctx, stream, p, 0, seed);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, first, true);
   const bool ip = p.metric != Metric::L2;
   dispatch_element_type(p.lists.type, [&](auto tag) {
@@ -530,13 +541,11 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   out.opt = DeviceBuffer<float>(ctx, n * static_cast<std::size_t>(out.cap), stream);
   const scan_detail::PruneState prune = out.prune_state(p);
   const bool larger = p.metric != Metric::L2;
-  int64_t seed = 1;
-  if (integer_seeded(form, k)) {
-    integer_seed(ctx, stream, p, out);
-  } else {
-    seed = pruned_seed_probes(p.nprobe, k);
+  const int64_t seed = pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
+  if (integer_seeded(form, k))
+    integer_seed(ctx, stream, p, seed, out);
+  else
     simt_seed(ctx, stream, p, seed, prune);
-  }
   if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, true);
@@ -569,8 +578,9 @@ bool scan_is_pruned(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int6
   return choose_scan_kernel(nq, nprobe, nlist, dim, k) == ScanKernel::TensorPruned;
 }
 
-int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprobe, int64_t k) {
-  const int64_t seed_rows = std::max<int64_t>(1, largest_prefix[pruned_seed_probes(nprobe, k)]);
+int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprobe, int64_t k, int64_t dim) {
+  const int64_t seed = std::max(pruned_seed_probes(nprobe, k, dim, true), pruned_seed_probes(nprobe, k, dim, false));
+  const int64_t seed_rows = std::max<int64_t>(1, largest_prefix[seed]);
   return seed_rows + 2 * scan_detail::prune_cap(k) + 2 * k + 4;
 }
 

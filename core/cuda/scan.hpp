@@ -74,7 +74,7 @@ bool scan_is_pruned(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int6
 // The pruned pass's device scratch per query, in 4-byte words (for chunk sizing): its seed's
 // candidate rows (the largest lists, as many as it scans: largest_prefix, nlist + 1 entries)
 // and its entries.
-int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprobe, int64_t k);
+int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprobe, int64_t k, int64_t dim);
 
 // After a top-k (sel_key, sel_count: nq * k, nq) of a tensor-core pass's candidates: exact
 // distances for the rows that can be among the k best, padding for the rest. A second top-k

@@ -86,7 +86,7 @@ SearchPlan plan_search(const SearchIndexView& index, const SearchRequest& req) {
     fail(Errc::Unsupported, "search: a query's probed lists hold 2^31 or more vectors; lower nprobe");
   // The host tier's scanner streams segments into candidate rows: never pruned.
   p.pruned = !p.empty && index.scanner == nullptr && scan_is_pruned(req.n(), p.nprobe, p.nlist, p.dim, p.k);
-  p.scan_words = p.pruned ? pruned_scan_words_per_query(index.lists.largest_prefix, p.nprobe, p.k) : p.bound;
+  p.scan_words = p.pruned ? pruned_scan_words_per_query(index.lists.largest_prefix, p.nprobe, p.k, p.dim) : p.bound;
   return p;
 }
 

@@ -2,7 +2,8 @@
 // picks it: int8 tensor cores exactly where integer queries meet integer rows whose dimension
 // fits the int8 pass, the resident bf16 pass where its tile and loads fit, the staged bf16 pass
 // everywhere else. The GPU tests compare each kernel's results with the SIMT scan; this pins
-// which kernel their shapes reach (GpuTensorScan.IntegerPassEqualsTheSimtScan cannot observe it).
+// which kernel their shapes reach (GpuTensorScan.IntegerPassEqualsTheSimtScan cannot observe it),
+// and how many probes the narrow pass's seed scans.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -74,4 +75,38 @@ TEST(PrunedKernel, EntriesAreExactOnTheInt8PassAndTheWideResidentPassUpTo256Dime
   PrunedShape pinned = shape(128, true);
   pinned.bf16_pinned = true;
   EXPECT_FALSE(pruned_entries_exact(pruned_kernel_for(pinned), pinned, true));
+}
+
+// The narrow pass's seed (narrow_seed_probes): one probe where it held on the bench's mixtures,
+// two past that (three from nprobe 128 past k 64 without exact entries). The boundaries are the
+// measured ones (scan.cu's pruned_seed_probes): a one-probe seed past them let queries overflow
+// their entries.
+TEST(PrunedSeed, OneProbeWhereItHeldElseTwo) {
+  for (bool exact : {false, true}) {
+    // nprobe 16: one probe to k 64, whatever the dimension.
+    for (int64_t dim : {64, 128, 960}) {
+      EXPECT_EQ(narrow_seed_probes(16, 64, dim, exact), 1) << dim;
+      EXPECT_EQ(narrow_seed_probes(16, 100, dim, exact), 2) << dim;
+    }
+    EXPECT_EQ(narrow_seed_probes(64, 16, 128, exact), 1);
+    EXPECT_EQ(narrow_seed_probes(64, 24, 128, exact), 2);
+    EXPECT_EQ(narrow_seed_probes(256, 32, 128, exact), 2);
+  }
+  // Rows appended within the bf16 margin: one probe fell from k 24 at d 128 (nprobe 32 and 64),
+  // from k 16 at d 64 and at d 96 from nprobe 64, and past k 10 from nprobe 128.
+  EXPECT_EQ(narrow_seed_probes(32, 16, 128, false), 1);
+  EXPECT_EQ(narrow_seed_probes(32, 24, 128, false), 2);
+  EXPECT_EQ(narrow_seed_probes(32, 16, 64, false), 2);
+  EXPECT_EQ(narrow_seed_probes(32, 16, 96, false), 1);
+  EXPECT_EQ(narrow_seed_probes(64, 16, 96, false), 2);
+  EXPECT_EQ(narrow_seed_probes(128, 10, 128, false), 1);
+  EXPECT_EQ(narrow_seed_probes(128, 16, 128, false), 2);
+  EXPECT_EQ(narrow_seed_probes(256, 10, 128, false), 2);
+  EXPECT_EQ(narrow_seed_probes(256, 1, 128, false), 1);
+  EXPECT_EQ(narrow_seed_probes(128, 100, 128, false), 3);
+  // Exact costs (the int8 pass): one probe held to k 48 at nprobe 32 and to k 16 beyond.
+  EXPECT_EQ(narrow_seed_probes(32, 48, 128, true), 1);
+  EXPECT_EQ(narrow_seed_probes(32, 64, 128, true), 2);
+  EXPECT_EQ(narrow_seed_probes(256, 16, 128, true), 1);
+  EXPECT_EQ(narrow_seed_probes(128, 100, 128, true), 2);
 }
