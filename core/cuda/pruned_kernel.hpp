@@ -49,12 +49,13 @@ constexpr bool pruned_entries_exact(PrunedKernel form, const PrunedShape& s, boo
 
 // The narrow pass's seed (k up to kPruneNarrowMaxK): how many of a query's first probes are
 // scanned exactly before the pass, one where that held on the bench's mixtures, else two (three
-// from nprobe 128 past k 64 without exact entries). Past a point a one-probe seed lets queries
+// or four below 128 dimensions from nprobe 64, three from nprobe 128 past k 64; exact entries
+// need fewer). Past a point a one-probe seed lets queries
 // overflow their entries and fall back to the full exact scan (two- to three-fold slower at
 // once); a second probe costs up to ~20% where one held. scan.cu's pruned_seed_probes gives the
 // measurements. exact: the entries' costs are exact (the int8 pass), so no margin lets rows in.
 constexpr bool one_probe_seed_holds(int64_t nprobe, int64_t k, int64_t dim, bool exact) {
-  if (nprobe <= 16) return k <= 64;
+  if (nprobe <= 16) return k <= 32 || (k <= 64 && (exact || dim <= 128));
   if (exact) return k <= 16 || (nprobe <= 32 && k <= 48);
   if (k <= 1) return true;
   if (k <= 10) return nprobe <= 128;
@@ -62,7 +63,11 @@ constexpr bool one_probe_seed_holds(int64_t nprobe, int64_t k, int64_t dim, bool
 }
 constexpr int64_t narrow_seed_probes(int64_t nprobe, int64_t k, int64_t dim, bool exact) {
   if (one_probe_seed_holds(nprobe, k, dim, exact)) return 1;
-  return !exact && nprobe >= 128 && k > 64 ? 3 : 2;
+  if (exact) return 2;
+  // Below 128 dimensions two probes were not enough from nprobe 64 past k 16 (at 64 dimensions
+  // past k 32 three were not either).
+  if (dim < 128 && nprobe >= 64 && k > 16) return dim <= 64 && k > 32 ? 4 : 3;
+  return nprobe >= 128 && k > 64 ? 3 : 2;
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

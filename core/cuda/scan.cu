@@ -383,8 +383,11 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
   // k 33-128 only in large batches: with 1,024-5,000 queries at d 128 the pruned pass took
   // 16-23 ms at nprobe 64, k 100 (SIMT 4.5-20 ms) and lost at nprobe 16 for 2,500 and 5,000;
   // from 10,000 it won (1.1-1.3x). Queries whose rows overflow its entries are the likely
-  // cause (not profiled).
-  if (k <= scan_detail::kPruneNarrowMaxK && dim >= 128 && dim < 192 && nq >= kPrunedWideMinQueries)
+  // cause (not profiled; that was with a one-probe seed). From 64 dimensions: with the seed of
+  // narrow_seed_probes it beat SIMT at d 64 and 96 and the keys pass at d 256 and 960 (session
+  // 42, H100, 1M rows, 10,000 queries, k 48-128, nprobe 16 / 64: d 64 2.1-2.3x / 1.4x, d 96
+  // 2.3-2.6x / 1.6-3.9x, d 256 1.6-2.7x / 3.6x, d 960 1.1-1.3x / 1.4-1.5x).
+  if (k <= scan_detail::kPruneNarrowMaxK && dim >= 64 && nq >= kPrunedWideMinQueries)
     return ScanKernel::TensorPruned;
   if (dim >= 192 && k <= 256) return ScanKernel::TensorKeys;
   // k 129-1024 at 128-256 dimensions: the wide pruned pass (a seed of several probes,

@@ -78,14 +78,14 @@ TEST(PrunedKernel, EntriesAreExactOnTheInt8PassAndTheWideResidentPassUpTo256Dime
 }
 
 // The narrow pass's seed (narrow_seed_probes): one probe where it held on the bench's mixtures,
-// two past that (three from nprobe 128 past k 64 without exact entries). The boundaries are the
-// measured ones (scan.cu's pruned_seed_probes): a one-probe seed past them let queries overflow
+// two past that (more below 128 dimensions from nprobe 64, and from nprobe 128 past k 64, without
+// exact entries). The boundaries are the measured ones (scan.cu's pruned_seed_probes): a one-probe seed past them let queries overflow
 // their entries.
 TEST(PrunedSeed, OneProbeWhereItHeldElseTwo) {
   for (bool exact : {false, true}) {
-    // nprobe 16: one probe to k 64, whatever the dimension.
+    // nprobe 16: one probe to k 32 whatever the dimension, two past k 64.
     for (int64_t dim : {64, 128, 960}) {
-      EXPECT_EQ(narrow_seed_probes(16, 64, dim, exact), 1) << dim;
+      EXPECT_EQ(narrow_seed_probes(16, 32, dim, exact), 1) << dim;
       EXPECT_EQ(narrow_seed_probes(16, 100, dim, exact), 2) << dim;
     }
     EXPECT_EQ(narrow_seed_probes(64, 16, 128, exact), 1);
@@ -104,6 +104,16 @@ TEST(PrunedSeed, OneProbeWhereItHeldElseTwo) {
   EXPECT_EQ(narrow_seed_probes(256, 10, 128, false), 2);
   EXPECT_EQ(narrow_seed_probes(256, 1, 128, false), 1);
   EXPECT_EQ(narrow_seed_probes(128, 100, 128, false), 3);
+  // nprobe 16, k 33-64: one probe to 128 dimensions (d 64, 96, 128), two from 256 (d 256 and 960).
+  EXPECT_EQ(narrow_seed_probes(16, 48, 96, false), 1);
+  EXPECT_EQ(narrow_seed_probes(16, 48, 256, false), 2);
+  EXPECT_EQ(narrow_seed_probes(16, 48, 960, false), 2);
+  // Below 128 dimensions from nprobe 64 past k 16: three probes, four at d 64 past k 32.
+  EXPECT_EQ(narrow_seed_probes(64, 32, 96, false), 3);
+  EXPECT_EQ(narrow_seed_probes(64, 100, 96, false), 3);
+  EXPECT_EQ(narrow_seed_probes(64, 32, 64, false), 3);
+  EXPECT_EQ(narrow_seed_probes(64, 48, 64, false), 4);
+  EXPECT_EQ(narrow_seed_probes(64, 16, 64, false), 2);
   // Exact costs (the int8 pass): one probe held to k 48 at nprobe 32 and to k 16 beyond.
   EXPECT_EQ(narrow_seed_probes(32, 48, 128, true), 1);
   EXPECT_EQ(narrow_seed_probes(32, 64, 128, true), 2);
