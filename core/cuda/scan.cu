@@ -317,8 +317,11 @@ double pruned_min_per_list(int64_t dim) {
   return 24.0;  // a full 64-query tile (query_tile)
 }
 
-// Batch size from which the pruned pass serves k past 32.
+// Batch size from which the wide pruned pass serves k past 128.
 constexpr int64_t kPrunedWideMinQueries = 8192;
+// Batch size and queries a probed list from which the narrow pruned pass serves k 33-128.
+constexpr int64_t kPrunedNarrowMinQueries = 1000;
+constexpr double kPrunedNarrowMinPerList = 15.0;
 // The largest k the dispatch gives the wide pruned pass. At k 2048 its seed (nprobe / 5 + 3
 // probes) was too small: against SIMT -29% at nprobe 32, -22% at 64 (pinned seeds of 12-14
 // probes at 32: +6%; of 16-21 at 64: +23-32%), -15% at 16 (8 probes, the best seed there); at
@@ -378,17 +381,21 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
   // SIMT won up to 16. nprobe 1 stays SIMT (the pass's seed is the whole scan there).
   const double per_list = static_cast<double>(nq * nprobe) / static_cast<double>(nlist);
   if (k <= 32 && dim >= 16 && nprobe > 1 && per_list >= pruned_min_per_list(dim)) return ScanKernel::TensorPruned;
+  // k 33-128 from 64 dimensions, in batches from 1,000 queries averaging 15 a probed list (and
+  // pruned_min_per_list). With the one-probe seed it lost in small batches (d 128, nprobe 64,
+  // k 100: 15.9 / 19.1 / 23.1 ms for 1,024 / 2,500 / 5,000 queries against SIMT's 4.5 / 10.1
+  // / 20.4), at d 64 (0.94x SIMT) and at d 960 (the keys pass 127K against 93K QPS): past some
+  // k that seed let queries overflow their entries. With the seed of narrow_seed_probes (session
+  // 42, H100, 1M rows, k 48-128, nprobe 16 / 64) it beat SIMT at d 64 and 96 and the keys pass
+  // at d 256 and 960 at 10,000 queries (d 64 2.1-2.3x / 1.4x, d 96 2.3-2.6x / 1.6-3.9x, d 256
+  // 1.6-2.7x / 3.6x, d 960 1.1-1.3x / 1.4-1.5x), and SIMT at d 64 and 128 in batches of 1,000
+  // to 5,000 (d 128, nprobe 64, k 100, 1,000 queries: 697K against 235K QPS; d 64, nprobe 16,
+  // k 48, 1,000: 1.82M against 1.30M).
+  if (k <= scan_detail::kPruneNarrowMaxK && dim >= 64 && nq >= kPrunedNarrowMinQueries &&
+      per_list >= std::max(kPrunedNarrowMinPerList, pruned_min_per_list(dim)))
+    return ScanKernel::TensorPruned;
   if (query_tile(nq, nprobe, nlist) != 64) return ScanKernel::Simt;
   if (k <= 32 && dim >= 16) return ScanKernel::TensorPruned;
-  // k 33-128 only in large batches: with 1,024-5,000 queries at d 128 the pruned pass took
-  // 16-23 ms at nprobe 64, k 100 (SIMT 4.5-20 ms) and lost at nprobe 16 for 2,500 and 5,000;
-  // from 10,000 it won (1.1-1.3x). Queries whose rows overflow its entries are the likely
-  // cause (not profiled; that was with a one-probe seed). From 64 dimensions: with the seed of
-  // narrow_seed_probes it beat SIMT at d 64 and 96 and the keys pass at d 256 and 960 (session
-  // 42, H100, 1M rows, 10,000 queries, k 48-128, nprobe 16 / 64: d 64 2.1-2.3x / 1.4x, d 96
-  // 2.3-2.6x / 1.6-3.9x, d 256 1.6-2.7x / 3.6x, d 960 1.1-1.3x / 1.4-1.5x).
-  if (k <= scan_detail::kPruneNarrowMaxK && dim >= 64 && nq >= kPrunedWideMinQueries)
-    return ScanKernel::TensorPruned;
   if (dim >= 192 && k <= 256) return ScanKernel::TensorKeys;
   // k 129-1024 at 128-256 dimensions: the wide pruned pass (a seed of several probes,
   // pruned_seed_probes; exact entries, pruned_entries_exact), in large batches from nprobe 16.
