@@ -348,11 +348,16 @@ constexpr int64_t kPrunedWideAutoMaxK = 1024;
 //   (nprobe 64: 0.97M / 1.96M).
 // The plan sizes its scratch with the larger answer of the two entry kinds
 // (pruned_scan_words_per_query).
+int64_t seed_probes_by_rule(int64_t nprobe, int64_t k, int64_t dim, bool exact) {
+  return k > scan_detail::kPruneNarrowMaxK ? nprobe / 5 + 3 : scan_detail::narrow_seed_probes(nprobe, k, dim, exact);
+}
+// The rule's answer `ruled`, or the pin, within [1, nprobe].
+int64_t seed_probes_or_pin(int64_t nprobe, int64_t ruled) {
+  if (const char* e = std::getenv("IVFGPU_SEED_PROBES")) ruled = std::max<long long>(1, std::atoll(e));
+  return std::max<int64_t>(1, std::min(nprobe, ruled));
+}
 int64_t pruned_seed_probes(int64_t nprobe, int64_t k, int64_t dim, bool exact) {
-  int64_t seed = k > scan_detail::kPruneNarrowMaxK ? nprobe / 5 + 3
-                                                   : scan_detail::narrow_seed_probes(nprobe, k, dim, exact);
-  if (const char* e = std::getenv("IVFGPU_SEED_PROBES")) seed = std::max<long long>(1, std::atoll(e));
-  return std::max<int64_t>(1, std::min(nprobe, seed));
+  return seed_probes_or_pin(nprobe, seed_probes_by_rule(nprobe, k, dim, exact));
 }
 
 // The one place that picks the resident scan's kernel. The keys pass and the pruned pass past
@@ -490,18 +495,33 @@ bool simt_seed_pinned() {
   return e != nullptr && std::strcmp(e, "simt") == 0;
 }
 
-// The int8 pass seeds itself for k <= kSeedMaxK: it scans the first probe with the bounds
-// empty, each tile lowering a query's bound to the k-th best exact cost of its unit so far before
-// it appends (seed_lower_then_append), and seed_tighten_kernel lowers it to the k-th of what was
-// appended and keeps only what reaches it. That replaces the SIMT scan of the first probe and its
-// top-k: uint8 queries on 1M x 128 uint8 rows, k 10, nprobe 16 / 64, 4.22-4.38M / 1.99-2.03M QPS
-// to 5.00-5.02M / 2.12-2.14M (H100, bench/RESULTS.md). The bf16 pass seeding itself the same
+// The int8 pass seeds itself for k <= kSeedMaxK: it scans the seed's probes (pruned_seed_probes)
+// with the bounds empty, each tile lowering a query's bound to the k-th best exact cost of its
+// unit so far before it appends (seed_lower_then_append), and seed_tighten_kernel lowers it to
+// the k-th of what was appended and keeps only what reaches it. That replaces the SIMT scan of
+// those probes and its top-k: uint8 queries on 1M x 128 uint8 rows, k 10, nprobe 16 / 64,
+// 4.20-4.40M / 1.97-2.03M QPS to 5.01-5.16M / 2.10-2.15M (H100, bench/RESULTS.md). The bf16 pass seeding itself the same
 // way lost (f32 rows, k 10: 3.41-3.46M to 2.00-2.04M): over first probes (~10 queries a 64-query
 // tile) it took 0.78 ms against the SIMT seed's 0.72 + 0.19, and its margins left the settle
 // hundreds of entries a query to re-score (2.45 ms against 0.07).
 bool integer_seeded(scan_detail::PrunedKernel form, int64_t k) {
   return form == scan_detail::PrunedKernel::Integer && k <= scan_detail::kSeedMaxK && !simt_seed_pinned();
 }
+// The int8 pass over the pairs of groups g (seed: its seed build). It is chosen only for integer
+// rows (integer_arithmetic), and out.exact says so to the settle, so no other kernel may stand in.
+void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
+                         const int64_t* tile_off, const scan_detail::PruneState& prune, bool seed) {
+  dispatch_element_type(p.lists.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
+      scan_detail::launch_integer_scan<T>(ctx, stream, p.metric != Metric::L2,
+                                          tile_args<T>(p, g, nullptr, 0, tile_off), prune, seed);
+      return;
+    }
+    fail(Errc::Internal, "the int8 pass was chosen for rows that are not integers");
+  });
+}
+
 void integer_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
                   ScanOutcome& out) {
   const scan_detail::PruneState prune = out.prune_state(p);
@@ -509,17 +529,7 @@ void integer_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProbl
   IVF_CUDA_CHECK(cudaMemsetAsync(out.seeded.data(), 0, out.seeded.bytes(), stream));
   IVF_CUDA_CHECK(cudaMemsetAsync(out.bound.data(), 0xff, out.bound.bytes(), stream));  // none yet
   const ScanGroups first = group_probe_range(ctx, stream, p, 0, seed);
-  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, first, true);
-  const bool ip = p.metric != Metric::L2;
-  dispatch_element_type(p.lists.type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
-      scan_detail::launch_integer_scan<T>(ctx, stream, ip, tile_args<T>(p, first, nullptr, 0, tile_off.data()), prune,
-                                          true);
-      return;
-    }
-    fail(Errc::Internal, "the integer seed was chosen for rows that are not integers");
-  });
+  launch_integer_pass(ctx, stream, p, first, unit_offsets(ctx, stream, p, first, true).data(), prune, true);
   seed_tighten_kernel<<<grid_for(p.nq * 32), kThreads, 0, stream>>>(p.nq, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
@@ -559,23 +569,16 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, true);
+  if (form == scan_detail::PrunedKernel::Integer) {
+    launch_integer_pass(ctx, stream, p, rest, tile_off.data(), prune, false);
+    return;
+  }
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const scan_detail::TileArgs<T> args = tile_args<T>(p, rest, nullptr, 0, tile_off.data());
-    switch (form) {
-      case scan_detail::PrunedKernel::Integer:
-        // Chosen only for integer rows (integer_arithmetic); out.exact says so to the settle, so
-        // no other kernel may stand in.
-        if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
-          scan_detail::launch_integer_scan<T>(ctx, stream, larger, args, prune, false);
-          return;
-        }
-        fail(Errc::Internal, "the int8 pass was chosen for rows that are not integers");
-      case scan_detail::PrunedKernel::Bf16Resident:
-        scan_detail::launch_resident_scan<T>(ctx, stream, larger, args, prune);
-        return;
-      case scan_detail::PrunedKernel::Bf16Staged:
-        break;
+    if (form == scan_detail::PrunedKernel::Bf16Resident) {
+      scan_detail::launch_resident_scan<T>(ctx, stream, larger, args, prune);
+      return;
     }
     // No list norms: only the keys pass's refinement reads them, and the pruned pass writes none.
     scan_detail::launch_tensor_scan<T>(ctx, stream, larger, args, nullptr, &prune);
@@ -589,7 +592,9 @@ bool scan_is_pruned(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int6
 }
 
 int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprobe, int64_t k, int64_t dim) {
-  const int64_t seed = std::max(pruned_seed_probes(nprobe, k, dim, true), pruned_seed_probes(nprobe, k, dim, false));
+  // The plan does not know whether the entries will be exact: the larger seed of the two.
+  const int64_t seed = seed_probes_or_pin(
+      nprobe, std::max(seed_probes_by_rule(nprobe, k, dim, true), seed_probes_by_rule(nprobe, k, dim, false)));
   const int64_t seed_rows = std::max<int64_t>(1, largest_prefix[seed]);
   return seed_rows + 2 * scan_detail::prune_cap(k) + 2 * k + 4;
 }

@@ -138,12 +138,17 @@ __device__ __forceinline__ void prune_row_thresholds(const MarginTerms& mg, floa
                           : make_float2(__fmul_rd(0.5f, __fsub_rd(qsq, take)), __fmul_ru(0.5f, __fsub_ru(qsq, lower)));
 }
 
+// Entry `at` of query q: a row's candidate position and cost (optimistic, or exact where the
+// entries are), unless the query has overflowed its cap (then the settling scans it in full).
+__device__ __forceinline__ void store_entry(const PruneState& pr, int64_t q, int at, int64_t pos, float cost) {
+  if (at >= pr.cap) return;
+  pr.pos[q * pr.cap + at] = static_cast<int32_t>(pos);
+  pr.opt[q * pr.cap + at] = cost;
+}
+
 // A row that can still enter: its candidate position and optimistic cost.
 __device__ __forceinline__ void append_row(const PruneState& pr, int64_t q, int64_t pos, float opt) {
-  const int i = atomicAdd(pr.found + q, 1);
-  if (i >= pr.cap) return;  // overflowed: the settling scans this query in full
-  pr.pos[q * pr.cap + i] = static_cast<int32_t>(pos);
-  pr.opt[q * pr.cap + i] = opt;
+  store_entry(pr, q, atomicAdd(pr.found + q, 1), pos, opt);
 }
 
 // The wide pass's in-place re-scoring (pr.exact on the bf16 pass, scan_resident.cuh), by every
@@ -202,10 +207,7 @@ __device__ __forceinline__ void append_exact_pairs(const PruneState& pr, const f
     const int leader = __ffs(peers) - 1, rank = __popc(peers & ((1u << lane) - 1));
     int base = 0;
     if (lane == leader) base = atomicAdd(pr.found + q, __popc(peers));
-    const int at = __shfl_sync(peers, base, leader) + rank;
-    if (at >= pr.cap) continue;  // overflowed: the settling scans this query in full
-    pr.pos[q * pr.cap + at] = static_cast<int32_t>(pos);
-    pr.opt[q * pr.cap + at] = cost;
+    store_entry(pr, q, __shfl_sync(peers, base, leader) + rank, pos, cost);
   }
 }
 
@@ -271,13 +273,8 @@ __device__ __forceinline__ void seed_lower_then_append(const PruneState& pr, boo
     base = __shfl_sync(kFullMask, base, 0);
     const unsigned below_lane = (1u << lane) - 1;
     const int64_t pos0 = out_base[r] + v0 - q * pr.stride;
-    const auto put = [&](int at, int c, float cost) {
-      if (at >= pr.cap) return;  // overflowed: the settling scans this query in full
-      pr.pos[q * pr.cap + at] = static_cast<int32_t>(pos0 + c);
-      pr.opt[q * pr.cap + at] = cost;
-    };
-    if (t0) put(base + __popc(m0 & below_lane), lane, c0);
-    if (t1) put(base + __popc(m0) + __popc(m1 & below_lane), lane + 32, c1);
+    if (t0) store_entry(pr, q, base + __popc(m0 & below_lane), pos0 + lane, c0);
+    if (t1) store_entry(pr, q, base + __popc(m0) + __popc(m1 & below_lane), pos0 + lane + 32, c1);
     __syncwarp();
     if (lane == 0) {
       written[r] = 0;
