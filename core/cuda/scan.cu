@@ -396,7 +396,7 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
   // 1.6-2.7x / 3.6x, d 960 1.1-1.3x / 1.4-1.5x), and SIMT at d 64 and 128 in batches of 1,000
   // to 5,000 (d 128, nprobe 64, k 100, 1,000 queries: 697K against 235K QPS; d 64, nprobe 16,
   // k 48, 1,000: 1.82M against 1.30M).
-  if (k <= scan_detail::kPruneNarrowMaxK && dim >= 64 && nq >= kPrunedNarrowMinQueries &&
+  if (k > 32 && k <= scan_detail::kPruneNarrowMaxK && dim >= 64 && nq >= kPrunedNarrowMinQueries &&
       per_list >= std::max(kPrunedNarrowMinPerList, pruned_min_per_list(dim)))
     return ScanKernel::TensorPruned;
   if (query_tile(nq, nprobe, nlist) != 64) return ScanKernel::Simt;
