@@ -14,6 +14,7 @@
 #include "device_buffer.hpp"
 #include "launch.cuh"
 #include "ordered_key.cuh"
+#include "warp_sort.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.hpp"
 #include "select.hpp"
@@ -51,43 +52,44 @@ __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int6
   }
 }
 
-// Pairs (q, p) with probe rank p in [lo, hi) only: the pruned pass groups its first probes
-// apart from the rest.
-__device__ __forceinline__ bool in_probe_range(int64_t i, int64_t nprobe, int64_t lo, int64_t hi) {
+// Pairs (q, p) with probe rank p in [lo, hi) only, and where `only` is given, of the queries it
+// flags: the pruned pass groups its first probes apart from the rest (and the bf16 seed leaves
+// some queries' to the SIMT seed).
+__device__ __forceinline__ bool in_probe_range(int64_t i, int64_t nprobe, int64_t lo, int64_t hi, const int32_t* only) {
   const int64_t p = i % nprobe;
-  return p >= lo && p < hi;
+  return p >= lo && p < hi && (only == nullptr || only[i / nprobe] != 0);
 }
 
 __global__ void count_pairs_kernel(const int32_t* probes, int64_t npairs, int64_t nprobe, int64_t lo, int64_t hi,
-                                   int32_t* count) {
+                                   const int32_t* only, int32_t* count) {
   for (int64_t i = global_thread(); i < npairs; i += thread_stride())
-    if (in_probe_range(i, nprobe, lo, hi)) atomicAdd(&count[probes[i]], 1);
+    if (in_probe_range(i, nprobe, lo, hi, only)) atomicAdd(&count[probes[i]], 1);
 }
 
 // Pair i goes into its list's group. The order inside a group does not matter: every pair
 // writes to its own place in the candidate rows.
 __global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int64_t nprobe, int64_t lo, int64_t hi,
-                                   int32_t* cursor, int32_t* grouped) {
+                                   const int32_t* only, int32_t* cursor, int32_t* grouped) {
   for (int64_t i = global_thread(); i < npairs; i += thread_stride())
-    if (in_probe_range(i, nprobe, lo, hi)) grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
+    if (in_probe_range(i, nprobe, lo, hi, only)) grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
 }
 
-// Work units per list: the SIMT scan's (tile_q queries x kUnitTiles vector tiles), or the
-// tensor-core pass's (64 x 64 tiles).
+// Work units per list: tile_q queries x unit_rows rows (the SIMT scan's: kUnitTiles vector
+// tiles; the bf16 seed's: kSeedUnitRows), or with unit_rows 0 the tensor-core pass's (64 x 64
+// tiles).
 __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* list_size, int64_t nlist, int tile_q,
-                                      bool tensor, int64_t* tiles) {
+                                      int64_t unit_rows, int64_t* tiles) {
   for (int64_t l = global_thread(); l <= nlist; l += thread_stride()) {
     if (l == nlist) {
       tiles[l] = 0;
       continue;
     }
-    if (tensor) {
+    if (unit_rows == 0) {
       tiles[l] = scan_detail::tensor_tiles(pair_count[l], list_size[l]);
       continue;
     }
     const int64_t qt = (pair_count[l] + tile_q - 1) / tile_q;
-    const int64_t vt = (list_size[l] + kTileV - 1) / kTileV;
-    tiles[l] = qt * ((vt + kUnitTiles - 1) / kUnitTiles);
+    tiles[l] = qt * ((list_size[l] + unit_rows - 1) / unit_rows);
   }
 }
 
@@ -110,10 +112,12 @@ bool bf16_operands_pinned() {
   return e != nullptr && std::strcmp(e, "bf16") == 0;
 }
 
-// The length of each query's first `seed` segments (its first probes' lists).
-__global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t seed, int64_t* len) {
+// The length of each query's first `seed` segments (its first probes' lists); none for a query
+// that `only` (where given) does not flag.
+__global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t seed,
+                                    const int32_t* only, int64_t* len) {
   for (int64_t q = global_thread(); q < nq; q += thread_stride())
-    len[q] = cand_off[q * (nprobe + 1) + seed] - cand_off[q * (nprobe + 1)];
+    len[q] = only != nullptr && only[q] == 0 ? 0 : cand_off[q * (nprobe + 1) + seed] - cand_off[q * (nprobe + 1)];
 }
 
 // A pruned pass's starting state from the exact top-k of each query's first probes, a warp per
@@ -121,11 +125,13 @@ __global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t
 // the settle takes them as they are: the SIMT scan computed them), and with k of them the k-th
 // cost is the bound; with fewer there is none yet (all ones: past every cost). Rows the scan
 // excluded (the padding key) are not entries: the keys are sorted, so they end the list.
+// Only the queries `only` flags, where given (the rest keep what the bf16 seed gave them).
 __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, const int32_t* sel_count, int64_t nq,
-                                  int64_t k, bool larger, float pad, scan_detail::PruneState pr) {
+                                  int64_t k, bool larger, float pad, const int32_t* only, scan_detail::PruneState pr) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < nq; q += warps) {
+    if (only != nullptr && only[q] == 0) continue;
     const int32_t count = sel_count[q];
     int32_t n = 0;  // entries so far: the keys before the first padding one
     for (int32_t i0 = 0; i0 < count; i0 += 32) {
@@ -149,69 +155,40 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
   }
 }
 
-// After the int8 seed pass (integer_seed), a warp per query: its entries are the rows of its first
-// probe, with exact costs, that reached its bound when their tile ended: every row that can still
-// be among its k best. The k-th of them, by a radix selection (a bit a step, counting with
-// ballots), becomes the bound (k rows are no worse), and only the entries up to it stay, in
-// place (the settle would turn the rest away). With fewer than k entries nothing changes; an
-// overflowed query keeps its flag (the settle scans it in full).
-__global__ void seed_tighten_kernel(int64_t nq, scan_detail::PruneState pr) {
+// After the int8 seed (int8_seed), a warp per query: the k best of the (exact cost, position)
+// entries its lanes kept, in that order (a warp's running list, WarpBest: most entries lose to
+// its k-th at one comparison), become its first entries (exact: seeded) and their k-th cost its
+// bound; fewer than k (fewer rows) are all entries, with no bound. That is its exact top-k of the
+// seed's probes unless a lane dropped a row no worse than the k-th: then the query is flagged
+// (incomplete) and left to the SIMT seed.
+__global__ void seed_entries_kernel(int64_t nq, scan_detail::SeedValues sv, scan_detail::PruneState pr) {
   const int lane = threadIdx.x % 32;
-  const unsigned below_lane = (1u << lane) - 1;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const float inf = __int_as_float(0x7f800000);
   for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < nq; q += warps) {
-    const int n = pr.found[q];
-    if (n < pr.k || n > pr.cap) continue;
-    float* opt = pr.opt + q * pr.cap;
-    int32_t* pos = pr.pos + q * pr.cap;
-    // Up to 32 * kHeld entries are held in registers (all ones past n: above every cost, so they
-    // never change a k-th with k <= n); more are read again at each step.
-    constexpr int kHeld = 16;
-    uint32_t held[kHeld];
-#pragma unroll
-    for (int j = 0; j < kHeld; ++j) {
-      const int i = lane + 32 * j;
-      held[j] = i < n ? to_ordered(opt[i]) : 0xffffffffu;
+    const float* cost = sv.cost + q * sv.stride;
+    const int32_t* pos = sv.pos + q * sv.stride;
+    const int n = static_cast<int>(min(static_cast<int64_t>(sv.count[q]), sv.stride));
+    WarpBest best;
+    for (int i0 = 0; i0 < n; i0 += 32) {
+      const int i = i0 + lane;
+      const float c = i < n ? cost[i] : inf;
+      best.offer(c < inf ? static_cast<unsigned long long>(to_ordered(c)) << 32 | static_cast<uint32_t>(pos[i]) : ~0ull,
+                 pr.k);
     }
-    uint32_t prefix = 0, mask = 0;
-    int rank = pr.k;
-    for (int bit = 31; bit >= 0; --bit) {
-      const uint32_t b = 1u << bit;
-      const auto zero_here = [&](uint32_t o) { return (o & mask) == prefix && (o & b) == 0; };
-      int zeros = 0;
-      if (n <= 32 * kHeld) {
-#pragma unroll
-        for (int j = 0; j < kHeld; ++j)
-          if (32 * j < n) zeros += __popc(__ballot_sync(0xffffffffu, zero_here(held[j])));
-      } else {
-        for (int i = lane; i - lane < n; i += 32)
-          zeros += __popc(__ballot_sync(0xffffffffu, zero_here(i < n ? to_ordered(opt[i]) : 0xffffffffu)));
-      }
-      if (zeros < rank) {
-        rank -= zeros;
-        prefix |= b;
-      }
-      mask |= b;
-    }
-    const uint32_t bound = min(pr.bound[q], prefix);
-    int kept = 0;
-    for (int i = lane; i - lane < n; i += 32) {
-      float o = 0.0f;
-      int32_t p = 0;
-      const bool keep = i < n && to_ordered(o = opt[i]) <= bound;
-      if (keep) p = pos[i];
-      const unsigned ballot = __ballot_sync(0xffffffffu, keep);
-      __syncwarp();  // every lane has read its entry before any is overwritten (at <= i)
-      if (keep) {
-        const int at = kept + __popc(ballot & below_lane);
-        opt[at] = o;
-        pos[at] = p;
-      }
-      kept += __popc(ballot);
+    const int found = __popc(__ballot_sync(0xffffffffu, lane < pr.k && best.mine != ~0ull));
+    const float e = found == pr.k ? from_ordered(static_cast<uint32_t>(best.kth >> 32)) : inf;
+    const float dropped = from_ordered(sv.dropped[q]);
+    const bool complete = dropped == inf || (e < inf && dropped > e);
+    if (complete && lane < found) {  // k <= 32: entry i is lane i's
+      pr.pos[q * pr.cap + lane] = static_cast<int32_t>(best.mine & 0xffffffffu);
+      pr.opt[q * pr.cap + lane] = from_ordered(static_cast<uint32_t>(best.mine >> 32));
     }
     if (lane == 0) {
-      pr.found[q] = kept;
-      pr.bound[q] = bound;
+      pr.found[q] = complete ? found : 0;
+      pr.seeded[q] = complete ? found : 0;
+      pr.bound[q] = complete && found == pr.k ? to_ordered(e) : 0xffffffffu;
+      sv.incomplete[q] = complete ? 0 : 1;
     }
   }
 }
@@ -226,9 +203,10 @@ int query_tile(int64_t nq, int64_t probes_per_query, int64_t nlist) {
   return per_list >= 24.0 ? 64 : 16;
 }
 
-// The pairs with probe rank in [lo, hi), grouped by list.
+// The pairs with probe rank in [lo, hi) (of the queries `only` flags, where given), grouped by
+// list.
 ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t lo,
-                             int64_t hi) {
+                             int64_t hi, const int32_t* only = nullptr) {
   const int64_t npairs = p.nq * p.nprobe;
   const int64_t nlist = p.lists.nlist;
   ScanGroups g;
@@ -242,15 +220,15 @@ ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, cons
                                                static_cast<int>(nlist), stream));
   DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(g.pair_count.data(), 0, g.pair_count.bytes(), stream));
-  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi,
+  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi, only,
                                                                 g.pair_count.data());
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, g.pair_count.data(), g.pair_begin.data(),
                                                static_cast<int>(nlist), stream));
   IVF_CUDA_CHECK(
       cudaMemcpyAsync(cursor.data(), g.pair_begin.data(), g.pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
-  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi, cursor.data(),
-                                                                g.grouped.data());
+  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi, only,
+                                                                cursor.data(), g.grouped.data());
   IVF_CUDA_CHECK_LAUNCH();
   return g;
 }
@@ -439,10 +417,13 @@ void scan_segments(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
 
 namespace {
 
-// Exclusive prefix (nlist + 1 entries) of the work units per list of groups g: the SIMT
-// scan's (g.tile_q query tiles x kUnitTiles vector tiles) or the tensor pass's 64 x 64 tiles.
+// Rows of a SIMT scan's work unit.
+constexpr int64_t kSimtUnitRows = int64_t{kTileV} * kUnitTiles;
+// Exclusive prefix (nlist + 1 entries) of the work units per list of groups g: tile_q queries x
+// unit_rows rows (the SIMT scan's: g.tile_q x kSimtUnitRows), or with unit_rows 0 the tensor
+// pass's 64 x 64 tiles.
 DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p,
-                                   const ScanGroups& g, bool tensor) {
+                                   const ScanGroups& g, int tile_q, int64_t unit_rows) {
   const int64_t nlist = p.lists.nlist;
   DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
   std::size_t bytes = 0;
@@ -450,7 +431,7 @@ DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream
                                                static_cast<int>(nlist + 1), stream));
   DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
   tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(g.pair_count.data(), p.lists.size, nlist,
-                                                                      g.tile_q, tensor, tiles.data());
+                                                                      tile_q, unit_rows, tiles.data());
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));
@@ -458,9 +439,10 @@ DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream
 }
 
 // The SIMT seed: the query's first `seed` probes scanned exactly by the SIMT kernel into a
-// buffer of their own, and their top-k (seed_prune_kernel makes them the first entries).
+// buffer of their own, and their top-k (seed_prune_kernel makes them the first entries). Where
+// `only` is given, for the queries it flags alone (those the bf16 seed could not settle).
 void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
-               const scan_detail::PruneState& prune) {
+               const scan_detail::PruneState& prune, const int32_t* only = nullptr) {
   const int64_t nq = p.nq, k = p.k;
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
   const int64_t largest = std::max<int64_t>(1, p.lists.largest_prefix[seed]);
@@ -468,11 +450,12 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   ScanProblem first_probe = p;
   first_probe.cand.dist = first_dist.data();
   first_probe.cand.stride = largest;  // the first segments start at offset 0 and end by largest
-  const ScanGroups first = group_probe_range(ctx, stream, first_probe, 0, seed);
-  scan_pass(ctx, stream, first_probe, first, nullptr, 0, unit_offsets(ctx, stream, p, first, false).data());
+  const ScanGroups first = group_probe_range(ctx, stream, first_probe, 0, seed, only);
+  scan_pass(ctx, stream, first_probe, first, nullptr, 0, unit_offsets(ctx, stream, p, first, first.tile_q, kSimtUnitRows).data());
 
   DeviceBuffer<int64_t> first_len(ctx, n, stream);
-  seed_lengths_kernel<<<grid_for(nq), kThreads, 0, stream>>>(p.cand.offsets, nq, p.nprobe, seed, first_len.data());
+  seed_lengths_kernel<<<grid_for(nq), kThreads, 0, stream>>>(p.cand.offsets, nq, p.nprobe, seed, only,
+                                                              first_len.data());
   IVF_CUDA_CHECK_LAUNCH();
   DeviceBuffer<int32_t> sel_pos(ctx, n * static_cast<std::size_t>(k), stream), sel_count(ctx, n, stream);
   DeviceBuffer<float> sel_key(ctx, n * static_cast<std::size_t>(k), stream);
@@ -484,61 +467,87 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   const bool larger = p.metric != Metric::L2;
   select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
   seed_prune_kernel<<<grid_for(nq * 32), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq,
-                                                                k, larger, p.excluded, prune);
+                                                                k, larger, p.excluded, only, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
-// IVFGPU_SEED=simt pins the SIMT seed where the tensor seed would run (A/B runs; read at every
+// IVFGPU_SEED=simt pins the SIMT seed where the int8 seed would run (A/B runs; read at every
 // scan, as IVFGPU_SCAN is).
 bool simt_seed_pinned() {
   const char* e = std::getenv("IVFGPU_SEED");
   return e != nullptr && std::strcmp(e, "simt") == 0;
 }
 
-// The int8 pass seeds itself for k <= kSeedMaxK: it scans the seed's probes (pruned_seed_probes)
-// with the bounds empty, each tile lowering a query's bound to the k-th best exact cost of its
-// unit so far before it appends (seed_lower_then_append), and seed_tighten_kernel lowers it to
-// the k-th of what was appended and keeps only what reaches it. That replaces the SIMT scan of
-// those probes and its top-k: uint8 queries on 1M x 128 uint8 rows, k 10, nprobe 16 / 64,
-// 4.20-4.40M / 1.97-2.03M QPS to 5.01-5.16M / 2.10-2.15M (H100, bench/RESULTS.md). The bf16 pass seeding itself the same
-// way lost (f32 rows, k 10: 3.41-3.46M to 2.00-2.04M): over first probes (~10 queries a 64-query
-// tile) it took 0.78 ms against the SIMT seed's 0.72 + 0.19, and its margins left the settle
-// hundreds of entries a query to re-score (2.45 ms against 0.07).
+// Integer queries on integer rows take the int8 seed for k <= kSeedMaxK (int8_seed, below):
+// uint8 queries on 1M x 128 uint8 rows, k 10, nprobe 16 / 64, 5.00-5.11M / 2.14M QPS with the
+// int8 pass seeding itself (session 42) to 6.08-6.17M / 2.29M (H100, bench/RESULTS.md). For f32
+// rows the SIMT seed stays: the int8 pass seeding itself on bf16 lost (0.78 ms against the
+// SIMT seed's 0.72 + 0.19, and its margins left the settle hundreds of entries a query to
+// re-score), and so did a split-bf16 form of the int8 seed (docs/tensor-scan.md).
 bool integer_seeded(scan_detail::PrunedKernel form, int64_t k) {
   return form == scan_detail::PrunedKernel::Integer && k <= scan_detail::kSeedMaxK && !simt_seed_pinned();
 }
-// The int8 pass over the pairs of groups g (seed: its seed build). It is chosen only for integer
-// rows (integer_arithmetic), and out.exact says so to the settle, so no other kernel may stand in.
+// The int8 pass over the pairs of groups g. It is chosen only for integer rows
+// (integer_arithmetic), and out.exact says so to the settle, so no other kernel may stand in.
 void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
-                         const int64_t* tile_off, const scan_detail::PruneState& prune, bool seed) {
+                         const int64_t* tile_off, const scan_detail::PruneState& prune) {
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
       scan_detail::launch_integer_scan<T>(ctx, stream, p.metric != Metric::L2,
-                                          tile_args<T>(p, g, nullptr, 0, tile_off), prune, seed);
+                                          tile_args<T>(p, g, nullptr, 0, tile_off), prune);
       return;
     }
     fail(Errc::Internal, "the int8 pass was chosen for rows that are not integers");
   });
 }
 
-void integer_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
-                  ScanOutcome& out) {
-  const scan_detail::PruneState prune = out.prune_state(p);
-  IVF_CUDA_CHECK(cudaMemsetAsync(out.found.data(), 0, out.found.bytes(), stream));
-  IVF_CUDA_CHECK(cudaMemsetAsync(out.seeded.data(), 0, out.seeded.bytes(), stream));
-  IVF_CUDA_CHECK(cudaMemsetAsync(out.bound.data(), 0xff, out.bound.bytes(), stream));  // none yet
-  const ScanGroups first = group_probe_range(ctx, stream, p, 0, seed);
-  launch_integer_pass(ctx, stream, p, first, unit_offsets(ctx, stream, p, first, true).data(), prune, true);
-  seed_tighten_kernel<<<grid_for(p.nq * 32), kThreads, 0, stream>>>(p.nq, prune);
+// The int8 seed (scan_seed.cuh): 16-query tiles of the seed's probes on int8 tensor cores, each
+// lane keeping its best few exact costs; seed_entries_kernel takes each query's k best of them,
+// and the SIMT seed serves the queries it could not settle.
+void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
+               const scan_detail::PruneState& prune) {
+  using scan_detail::kSeedUnitRows;
+  const auto n = static_cast<std::size_t>(std::max<int64_t>(1, p.nq));
+  // A query's units: at most one per kSeedUnitRows of its first probes' rows, plus one per list.
+  const int64_t largest = std::max<int64_t>(1, p.lists.largest_prefix[seed]);
+  scan_detail::SeedValues sv;
+  sv.stride = ((largest + kSeedUnitRows - 1) / kSeedUnitRows + seed) * scan_detail::kSeedUnitValues;
+  const auto entries = n * static_cast<std::size_t>(sv.stride);
+  DeviceBuffer<float> cost(ctx, entries, stream);
+  DeviceBuffer<int32_t> pos(ctx, entries, stream), count(ctx, n, stream), incomplete(ctx, n, stream);
+  DeviceBuffer<uint32_t> dropped(ctx, n, stream);
+  IVF_CUDA_CHECK(cudaMemsetAsync(count.data(), 0, count.bytes(), stream));
+  IVF_CUDA_CHECK(cudaMemsetAsync(dropped.data(), 0xff, dropped.bytes(), stream));
+  sv.cost = cost.data();
+  sv.pos = pos.data();
+  sv.count = count.data();
+  sv.dropped = dropped.data();
+  sv.incomplete = incomplete.data();
+  {
+    const ScanGroups first = group_probe_range(ctx, stream, p, 0, seed);
+    const DeviceBuffer<int64_t> tile_off =
+        unit_offsets(ctx, stream, p, first, scan_detail::kSeedQueries, kSeedUnitRows);
+    dispatch_element_type(p.lists.type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
+        scan_detail::launch_int8_seed<T>(ctx, stream, p.metric != Metric::L2,
+                                         tile_args<T>(p, first, nullptr, 0, tile_off.data()), sv);
+        return;
+      }
+      fail(Errc::Internal, "the int8 seed was chosen for rows that are not integers");
+    });
+  }
+  seed_entries_kernel<<<grid_for(p.nq * 32), kThreads, 0, stream>>>(p.nq, sv, prune);
   IVF_CUDA_CHECK_LAUNCH();
+  simt_seed(ctx, stream, p, seed, prune, incomplete.data());
 }
 
 // The pruned tensor pass. Its bounds start from each query's first probes (the nearest lists,
 // where most of its k best usually are; pruned_seed_probes), scanned first: by the SIMT kernel
 // into a buffer of their own, whose k best become the query's first entries and their k-th cost
-// its first bound (simt_seed); or, on the int8 pass for k <= 32, by the pass itself with the
-// bounds empty, each tile lowering them before it appends (integer_seed). The tensor pass over
+// its first bound (simt_seed); or, for integer queries on integer rows and k <= 32, by 16-query
+// int8 tiles whose lanes keep their best few exact costs (int8_seed). The tensor pass over
 // the other probes then appends only rows that can still beat a bound that is already tight; a
 // bound that starts empty and falls only as fast as single 64-row tiles hold k better rows let
 // ~2,700 rows per query through at k 10 on the 1M x 128 mixture (bench/RESULTS.md). Nothing is
@@ -563,14 +572,14 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   const bool larger = p.metric != Metric::L2;
   const int64_t seed = pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
   if (integer_seeded(form, k))
-    integer_seed(ctx, stream, p, seed, out);
+    int8_seed(ctx, stream, p, seed, prune);
   else
     simt_seed(ctx, stream, p, seed, prune);
   if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
-  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, true);
+  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, 0, 0);
   if (form == scan_detail::PrunedKernel::Integer) {
-    launch_integer_pass(ctx, stream, p, rest, tile_off.data(), prune, false);
+    launch_integer_pass(ctx, stream, p, rest, tile_off.data(), prune);
     return;
   }
   dispatch_element_type(p.lists.type, [&](auto tag) {
@@ -617,7 +626,7 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
   }
   const ScanGroups g = group_scan_pairs(ctx, stream, p);
   const bool tensor = kernel != ScanKernel::Simt;
-  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, g, tensor);
+  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, g, g.tile_q, tensor ? 0 : kSimtUnitRows);
   if (!tensor) {
     scan_pass(ctx, stream, p, g, nullptr, 0, tile_off.data());
     return out;

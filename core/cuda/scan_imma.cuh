@@ -8,8 +8,9 @@
 // That is the SIMT scan's distance bit for bit (its integer sums, rounded once), so the pass
 // runs the pruned pass's protocol (scan_prune.cuh) with no margin: a row is appended when its
 // cost reaches the query's bound, counts when it beats it, and its appended cost is already the
-// exact one, so the settle re-scores nothing (PruneState::exact). For k <= kSeedMaxK it also
-// seeds itself: the first probe with the bounds empty (SEED; scan.cu's integer_seed).
+// exact one, so the settle re-scores nothing (PruneState::exact). For k <= kSeedMaxK its seed is
+// the int8 seed (scan_seed.cuh: 16-query tiles, where this pass's 64-query tiles cost their rows
+// for ~10 queries a first probe).
 //
 // Shared layout: the bf16 pass's bytes (scan_mma.cuh). A slab is [64 rows][64 bytes], chunk c
 // of row r at chunk c ^ ((r / 2) % 4); here a byte is a dimension, so a slab holds 64 of them
@@ -96,10 +97,7 @@ __device__ __forceinline__ int imma_append_limit(uint32_t bound) {
 // kImmaMaxDim, 16-byte aligned queries and rows (scan.cu checks), and the unit tiling of
 // tensor_tiles.
 // BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
-// SEED: the seed pass (a query's first probe, its bound empty at the start; k <= kSeedMaxK): each
-// tile lowers the bounds to the k-th best of the unit so far before it appends
-// (seed_lower_then_append); the rest of the protocol is the same.
-template <class T, bool IP, int BLOCKS, bool SEED = false>
+template <class T, bool IP, int BLOCKS>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T> a, PruneState pr) {
   extern __shared__ __align__(16) unsigned char imma_query_tile[];  // nslab slabs: the unit's queries
   __shared__ __align__(16) unsigned char xs[2][2 * kImmaSlabBytes];  // row slices, double-buffered
@@ -121,8 +119,6 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
   const int nslab = (dim + kImmaSlabDims - 1) / kImmaSlabDims;
   uint32_t a_off[2], b_off;  // the bf16 pass's lane offsets (scan_mma.cuh)
   mma_slab_offsets(wq, wv, a_off, b_off);
-  // SEED: each query row's k best costs of the unit (kSeedBestBytes), after the query tile.
-  const auto seed_best = reinterpret_cast<unsigned long long(*)[32]>(imma_query_tile + nslab * kImmaSlabBytes);
   const uint32_t q_at = static_cast<uint32_t>(__cvta_generic_to_shared(imma_query_tile));
   const uint32_t x_at = static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0]));
   for (int i = tid; i < kMmaTile; i += kThreads) {
@@ -143,9 +139,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
       qbound[tid] = tid < pcount ? __ldcg(pr.bound + q_row[tid]) : kNoBound;
       qsq[tid] = 0;
     }
-    if constexpr (SEED)
-      for (int i = tid; i < kMmaTile * 32; i += kThreads) seed_best[i / 32][i % 32] = ~0ull;
-    __syncthreads();  // q_row, qsq, seed_best
+    __syncthreads();  // q_row, qsq
     // The query tile as bytes, every slab whole (zeros past dim and past pcount), and the
     // queries' squared norms: a thread per 16-dimension chunk.
     for (int e = tid; e < kMmaTile * nslab * 4; e += kThreads) {
@@ -244,14 +238,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
                 if (tv >= kImmaCostCap) continue;  // excluded
                 const int c = c0 + 8 * ni + e;
                 const float cost = __int2float_rn(qsq[r] + tv);  // exact, rounded once
-                if constexpr (SEED) {
-                  // Every row that reaches the bound counts: k of them are no worse than their
-                  // k-th, so lowering to it stays valid, and they are the rows to append.
-                  if (cost <= u) counts.add(costs, r, c, cost);
-                } else {
-                  if (cost <= u) append_row(pr, q, pos0 + c, cost);
-                  if (cost < u) counts.add(costs, r, c, cost);
-                }
+                if (cost <= u) append_row(pr, q, pos0 + c, cost);
+                if (cost < u) counts.add(costs, r, c, cost);
               }
             if (counts.n > 0) {
               counted_here = true;
@@ -261,29 +249,18 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
         }
       }
       // The next tile writes no marks before two barriers more.
-      const bool counted = __syncthreads_or(counted_here);
-      if constexpr (SEED)
-        seed_lower_then_append(pr, counted, pcount, below, written, costs, seed_best, q_row, out_base, v0, qbound);
-      else
-        lower_counted_bounds(pr, counted, pcount, below, written, costs, q_row, qbound);
+      lower_counted_bounds(pr, __syncthreads_or(counted_here), pcount, below, written, costs, q_row, qbound);
     }
   }
 }
 
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                         const PruneState& prune, bool seed) {
+                         const PruneState& prune) {
   const auto tile_bytes = [](int64_t dim) {
     return static_cast<std::size_t>((dim + kImmaSlabDims - 1) / kImmaSlabDims) * kImmaSlabBytes;
   };
   const std::size_t dynamic = tile_bytes(args.dim), largest = tile_bytes(kImmaMaxDim);
-  if (seed) {  // one build: the seed pass is a small share of the batch; its lists follow the tile
-    const auto kernel = ip ? list_imma_kernel<T, true, kResidentBlocks, true>
-                           : list_imma_kernel<T, false, kResidentBlocks, true>;
-    launch_resident_budget(ctx, stream, kernel, kernel, dynamic + kSeedBestBytes, largest + kSeedBestBytes, args,
-                           prune);
-    return;
-  }
   if (ip)
     launch_resident_budget(ctx, stream, list_imma_kernel<T, true, kResidentBlocks>,
                            list_imma_kernel<T, true, kResidentFallbackBlocks>, dynamic, largest, args, prune);

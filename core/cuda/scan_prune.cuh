@@ -222,67 +222,6 @@ __device__ __forceinline__ void lower_row_bound(const PruneState& pr, int64_t q,
   }
 }
 
-// The int8 seed pass (a query's first probe with its bound empty at the start, k <=
-// kSeedMaxK: scan.cu's integer_seed, list_imma_kernel): its end of a tile, a warp per query row.
-// The row's recorded costs (exact: costs[r][c] where written[r] has bit c, every tile row that
-// reached the bound) join the k best costs of the unit so far (best[r], a list sorted across the
-// lanes); once there are k, the k-th lowers the bound (k rows of the unit are no worse). Only
-// the rows still no worse than the bound are then appended, the warp taking their places with
-// one atomic. A bound lowered by each tile alone stalls near the tile's k-th (about the k/64
-// quantile of a list: each later tile would append about k rows again; at k 64 every row), and
-// without the lowering first a unit's first tile would append every row, its bound being
-// empty. best: kSeedBestBytes, all ones at the unit's start.
-constexpr int kSeedBestBytes = kMmaTile * 32 * sizeof(unsigned long long);
-__device__ __forceinline__ void seed_lower_then_append(const PruneState& pr, bool counted, int pcount, int* below,
-                                                       unsigned long long* written, const float (*costs)[kMmaTile],
-                                                       unsigned long long (*best)[32],
-                                                       const int64_t* q_row, const int64_t* out_base, int64_t v0,
-                                                       uint32_t* qbound) {
-  const int lane = threadIdx.x % 32;
-  const float inf = __int_as_float(0x7f800000);
-  for (int r = threadIdx.x / 32; counted && r < pcount; r += kThreads / 32) {
-    if (below[r] == 0) continue;
-    const unsigned long long w = written[r];
-    const bool w0 = (w >> lane) & 1, w1 = (w >> (lane + 32)) & 1;
-    const float c0 = w0 ? costs[r][lane] : inf, c1 = w1 ? costs[r][lane + 32] : inf;
-    const auto key = [](bool valid, float cost) {
-      return valid ? static_cast<unsigned long long>(to_ordered(cost)) << 32 : ~0ull;
-    };
-    WarpBest unit;
-    unit.mine = best[r][lane];
-    unit.kth = best[r][pr.k - 1];
-    unit.offer(key(w0, c0), pr.k);
-    unit.offer(key(w1, c1), pr.k);
-    best[r][lane] = unit.mine;
-    const int64_t q = q_row[r];
-    const uint32_t kth = static_cast<uint32_t>(unit.kth >> 32);
-    if (unit.kth != ~0ull && kth < qbound[r]) {
-      __syncwarp();  // every lane has read qbound[r]
-      if (lane == 0) {
-        atomicMin(pr.bound + q, kth);
-        qbound[r] = kth;
-      }
-      __syncwarp();
-    }
-    const uint32_t ub = qbound[r];
-    const float u = ub == kNoBound ? inf : from_ordered(ub);
-    const bool t0 = w0 && !(c0 > u), t1 = w1 && !(c1 > u);
-    const unsigned m0 = __ballot_sync(kFullMask, t0), m1 = __ballot_sync(kFullMask, t1);
-    int base = 0;
-    if (lane == 0) base = atomicAdd(pr.found + q, __popc(m0) + __popc(m1));
-    base = __shfl_sync(kFullMask, base, 0);
-    const unsigned below_lane = (1u << lane) - 1;
-    const int64_t pos0 = out_base[r] + v0 - q * pr.stride;
-    if (t0) store_entry(pr, q, base + __popc(m0 & below_lane), pos0 + lane, c0);
-    if (t1) store_entry(pr, q, base + __popc(m0) + __popc(m1 & below_lane), pos0 + lane + 32, c1);
-    __syncwarp();
-    if (lane == 0) {
-      written[r] = 0;
-      below[r] = 0;
-    }
-  }
-}
-
 // The (cost, position) key of a candidate row by the SIMT scan's arithmetic.
 template <class T, bool IP, bool INT>
 __device__ __forceinline__ uint64_t exact_key(const SettleArgs<T>& a, const float* query, int64_t l, int64_t row,

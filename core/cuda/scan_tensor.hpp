@@ -109,9 +109,32 @@ constexpr bool prune_caps_hold() {
 }
 static_assert(prune_caps_hold(), "every k's entries hold 2k keys and k plus a window");
 static_assert(kPruneNarrowMaxK <= kPruneCap, "k entries fit the cap");
-// The largest k for which the int8 pass seeds itself (scan.cu's integer_seed): a warp's sorted
-// list of a query row's k best (seed_lower_then_append).
+// The largest k the int8 seed serves (scan.cu's int8_seed): a warp's sorted list of a query's k
+// best (seed_entries_kernel).
 constexpr int kSeedMaxK = 32;
+
+// The int8 seed (scan_seed.cuh, integer queries on uint8 / int8 rows, k <= kSeedMaxK): a block
+// of kSeedWarps takes a unit of kSeedQueries queries and kSeedUnitRows rows of a list, and each
+// lane keeps its kSeedKeep best exact costs for each of its two query rows: a unit leaves
+// kSeedUnitValues a query (four lanes a warp hold each query row).
+constexpr int kSeedWarps = 4;
+constexpr int kSeedThreads = kSeedWarps * 32;
+constexpr int kSeedQueries = 16;  // the mma's m
+constexpr int kSeedKeep = 6;
+constexpr int64_t kSeedUnitRows = 2048;
+constexpr int64_t kSeedUnitValues = int64_t{kSeedWarps} * 4 * kSeedKeep;
+// What the int8 seed's lanes leave a query: nq x stride (exact cost, candidate position) entries,
+// count[q] of them taken, and the best cost any lane dropped (ordered); and which queries the
+// SIMT seed must take instead (incomplete, seed_entries_kernel). count and dropped are cleared by
+// the caller (dropped to all ones).
+struct SeedValues {
+  float* cost = nullptr;
+  int32_t* pos = nullptr;
+  int32_t* count = nullptr;
+  int64_t stride = 0;
+  uint32_t* dropped = nullptr;
+  int32_t* incomplete = nullptr;
+};
 
 struct PruneState {
   uint32_t* bound = nullptr;  // nq: an ordered cost (to_ordered) the exact k-th cannot be worse than
@@ -141,14 +164,20 @@ template <class T>
 void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                           const PruneState& prune);
 
+// The int8 seed's costs (scan_seed.cuh): the pairs of args (integer queries' first probes,
+// grouped by list; args.tile_off counts kSeedQueries-query tiles x kSeedUnitRows rows per list),
+// each lane's best into values. The int8 pass's shapes (dim % 16 == 0 up to kImmaMaxDim, 16-byte
+// aligned queries and rows); instantiated for uint8_t and int8_t only.
+template <class T>
+void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+                      const SeedValues& values);
+
 // The pruned pass on int8 tensor cores for integer queries against uint8 / int8 rows
 // (PrunedKernel::Integer, scan_imma.cuh): exact integer costs, so no margin and nothing to
-// re-score (prune->exact). Instantiated for uint8_t and int8_t only. seed: the seed pass over
-// the first probes, whose bounds start empty (k <= kSeedMaxK; each tile lowers them before it
-// appends).
+// re-score (prune->exact). Instantiated for uint8_t and int8_t only.
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                         const PruneState& prune, bool seed);
+                         const PruneState& prune);
 
 // What settles a pruned pass into the answer: the k best of each query's appended rows by
 // exact distance, their ids and distances (padding past the candidates), as the SIMT scan and

@@ -1,6 +1,7 @@
 // The list scans for i8 rows (scan_tiles.hpp, scan_tensor.hpp): one storage type per file so
 // that the types compile in parallel.
 #include "scan_imma.cuh"
+#include "scan_seed.cuh"
 #include "scan_tensor.cuh"
 #include "scan_tiles.cuh"
 
@@ -11,7 +12,9 @@ template void launch_tensor_scan<int8_t>(const DeviceContext&, cudaStream_t, boo
 template void launch_resident_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
                                           const PruneState&);
 template void launch_integer_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
-                                           const PruneState&, bool);
+                                           const PruneState&);
+template void launch_int8_seed<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
+                                        const SeedValues&);
 template void launch_settle<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<int8_t>&);
 template void launch_refine<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<int8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

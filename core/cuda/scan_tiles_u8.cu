@@ -1,6 +1,7 @@
 // The list scans for u8 rows (scan_tiles.hpp, scan_tensor.hpp): one storage type per file so
 // that the types compile in parallel.
 #include "scan_imma.cuh"
+#include "scan_seed.cuh"
 #include "scan_tensor.cuh"
 #include "scan_tiles.cuh"
 
@@ -11,7 +12,9 @@ template void launch_tensor_scan<uint8_t>(const DeviceContext&, cudaStream_t, bo
 template void launch_resident_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
                                            const PruneState&);
 template void launch_integer_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
-                                           const PruneState&, bool);
+                                           const PruneState&);
+template void launch_int8_seed<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
+                                        const SeedValues&);
 template void launch_settle<uint8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<uint8_t>&);
 template void launch_refine<uint8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<uint8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

@@ -1,8 +1,8 @@
 // The tensor-core scans against the exact SIMT scan: the pruned pass with on-chip selection
 // for k <= 4096 (scan_prune.cuh; bf16 operands, its query tile resident up to 512 dimensions,
 // scan_resident.cuh, else scan_mma.cuh; int8 operands for integer queries on integer rows,
-// scan_imma.cuh, which seeds itself for k <= 32; past k 128 its wide form, seeded by several probes, with exact entries from
-// 128 to 256 dimensions) and the keys pass with an exact refinement (TF32, scan_tensor.cuh), in
+// scan_imma.cuh, seeded for k <= 32 by 16-query int8 tiles, scan_seed.cuh; past k 128 its wide
+// form, seeded by several probes, with exact entries from 128 to 256 dimensions) and the keys pass with an exact refinement (TF32, scan_tensor.cuh), in
 // one process and at one batch size (IVFGPU_SCAN pins the kernel per search, so the coarse stage
 // is the same call both times): the same results per shared/docs/results-contract.md on 1M x 128
 // (all 10,000 queries, nprobe 16, k 10, 100, 1000 and 4096, also as the dispatch chooses), on
@@ -318,11 +318,32 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
       for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
         IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
         ASSERT_TRUE(idx);
-        // k up to 32: the int8 pass seeds itself (integer_seed), 64 and 100 by the SIMT scan; k 300:
+        // k up to 32: seeded by the int8 seed (scan_seed.cuh), 64 and 100 by the SIMT scan; k 300:
         // the wide pass (int8: exact entries; bf16 pinned: the settle's integer re-scoring).
         for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{64}, int64_t{100}, int64_t{300}})
           EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, k, 8), "")
               << "type " << t << " dim " << dim << " metric " << metric << " k " << k;
+      }
+    }
+    // Lists shorter than k (~23 rows a list): many queries' first probes hold fewer than k rows;
+    // and seeds of three probes, whose rows a query's lanes keep across lists.
+    {
+      const int64_t dim = 64;
+      std::vector<float> x = clustered_vectors(3000, dim, 64, 70), q = clustered_vectors(nq, dim, 64, 71);
+      to_type(x);
+      to_type(q);
+      std::vector<uint8_t> qb(q.size());
+      for (std::size_t i = 0; i < q.size(); ++i) qb[i] = static_cast<uint8_t>(static_cast<int>(q[i]));
+      for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+        IndexPtr idx = cuda_index_of(dim, 128, metric, t, x);
+        ASSERT_TRUE(idx);
+        for (int64_t k : {int64_t{10}, int64_t{32}}) {
+          EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, k, 8), "")
+              << "short lists, type " << t << " metric " << metric << " k " << k;
+          SeedProbesPin pin(3);
+          EXPECT_EQ(compare_integer(idx.get(), qb.data(), t, nq, dim, k, 8), "")
+              << "short lists, three seed probes, type " << t << " metric " << metric << " k " << k;
+        }
       }
     }
     // Ties: 40 distinct rows, 500 copies each; queries near them.
@@ -345,9 +366,10 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
           << "ties with removals and a filter, type " << t << " metric " << metric;
       ivf_filter_free(f);
     }
-    // Every row of a list ties: two points, 6,000 copies each. The int8 seed pass appends every
-    // row of the first probe (each reaches the bound the tiles lower to), more than the 4,096
-    // entries hold, so the query is settled by the full exact scan; nprobe 1 is the seed alone.
+    // Every row of a list ties: two points, 6,000 copies each. The int8 seed's lanes drop rows that
+    // tie the k-th, so every query falls to the SIMT seed (k <= 32); past it the pass appends
+    // every row, more than the 4,096 entries hold, and the query is settled by the full exact
+    // scan; nprobe 1 is the seed alone.
     std::vector<float> two = clustered_vectors(2, dim, 2, 62), xt;
     to_type(two);
     for (int64_t i = 0; i < 12000; ++i) xt.insert(xt.end(), two.begin() + (i % 2) * dim, two.begin() + (i % 2 + 1) * dim);
