@@ -14,7 +14,6 @@
 #include "device_buffer.hpp"
 #include "launch.cuh"
 #include "ordered_key.cuh"
-#include "warp_sort.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.hpp"
 #include "select.hpp"
@@ -52,26 +51,25 @@ __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int6
   }
 }
 
-// Pairs (q, p) with probe rank p in [lo, hi) only, and where `only` is given, of the queries it
-// flags: the pruned pass groups its first probes apart from the rest (and the bf16 seed leaves
-// some queries' to the SIMT seed).
-__device__ __forceinline__ bool in_probe_range(int64_t i, int64_t nprobe, int64_t lo, int64_t hi, const int32_t* only) {
+// Pairs (q, p) with probe rank p in [lo, hi) only: the pruned pass groups its first probes
+// apart from the rest.
+__device__ __forceinline__ bool in_probe_range(int64_t i, int64_t nprobe, int64_t lo, int64_t hi) {
   const int64_t p = i % nprobe;
-  return p >= lo && p < hi && (only == nullptr || only[i / nprobe] != 0);
+  return p >= lo && p < hi;
 }
 
 __global__ void count_pairs_kernel(const int32_t* probes, int64_t npairs, int64_t nprobe, int64_t lo, int64_t hi,
-                                   const int32_t* only, int32_t* count) {
+                                   int32_t* count) {
   for (int64_t i = global_thread(); i < npairs; i += thread_stride())
-    if (in_probe_range(i, nprobe, lo, hi, only)) atomicAdd(&count[probes[i]], 1);
+    if (in_probe_range(i, nprobe, lo, hi)) atomicAdd(&count[probes[i]], 1);
 }
 
 // Pair i goes into its list's group. The order inside a group does not matter: every pair
 // writes to its own place in the candidate rows.
 __global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int64_t nprobe, int64_t lo, int64_t hi,
-                                   const int32_t* only, int32_t* cursor, int32_t* grouped) {
+                                   int32_t* cursor, int32_t* grouped) {
   for (int64_t i = global_thread(); i < npairs; i += thread_stride())
-    if (in_probe_range(i, nprobe, lo, hi, only)) grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
+    if (in_probe_range(i, nprobe, lo, hi)) grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
 }
 
 // Work units per list: tile_q queries x unit_rows rows (the SIMT scan's: kUnitTiles vector
@@ -112,12 +110,10 @@ bool bf16_operands_pinned() {
   return e != nullptr && std::strcmp(e, "bf16") == 0;
 }
 
-// The length of each query's first `seed` segments (its first probes' lists); none for a query
-// that `only` (where given) does not flag.
-__global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t seed,
-                                    const int32_t* only, int64_t* len) {
+// The length of each query's first `seed` segments (its first probes' lists).
+__global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t seed, int64_t* len) {
   for (int64_t q = global_thread(); q < nq; q += thread_stride())
-    len[q] = only != nullptr && only[q] == 0 ? 0 : cand_off[q * (nprobe + 1) + seed] - cand_off[q * (nprobe + 1)];
+    len[q] = cand_off[q * (nprobe + 1) + seed] - cand_off[q * (nprobe + 1)];
 }
 
 // A pruned pass's starting state from the exact top-k of each query's first probes, a warp per
@@ -125,13 +121,11 @@ __global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t
 // the settle takes them as they are: the SIMT scan computed them), and with k of them the k-th
 // cost is the bound; with fewer there is none yet (all ones: past every cost). Rows the scan
 // excluded (the padding key) are not entries: the keys are sorted, so they end the list.
-// Only the queries `only` flags, where given (the rest keep what the bf16 seed gave them).
 __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, const int32_t* sel_count, int64_t nq,
-                                  int64_t k, bool larger, float pad, const int32_t* only, scan_detail::PruneState pr) {
+                                  int64_t k, bool larger, float pad, scan_detail::PruneState pr) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < nq; q += warps) {
-    if (only != nullptr && only[q] == 0) continue;
     const int32_t count = sel_count[q];
     int32_t n = 0;  // entries so far: the keys before the first padding one
     for (int32_t i0 = 0; i0 < count; i0 += 32) {
@@ -155,44 +149,6 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
   }
 }
 
-// After the int8 seed (int8_seed), a warp per query: the k best of the (exact cost, position)
-// entries its lanes kept, in that order (a warp's running list, WarpBest: most entries lose to
-// its k-th at one comparison), become its first entries (exact: seeded) and their k-th cost its
-// bound; fewer than k (fewer rows) are all entries, with no bound. That is its exact top-k of the
-// seed's probes unless a lane dropped a row no worse than the k-th: then the query is flagged
-// (incomplete) and left to the SIMT seed.
-__global__ void seed_entries_kernel(int64_t nq, scan_detail::SeedValues sv, scan_detail::PruneState pr) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  const float inf = __int_as_float(0x7f800000);
-  for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < nq; q += warps) {
-    const float* cost = sv.cost + q * sv.stride;
-    const int32_t* pos = sv.pos + q * sv.stride;
-    const int n = static_cast<int>(min(static_cast<int64_t>(sv.count[q]), sv.stride));
-    WarpBest best;
-    for (int i0 = 0; i0 < n; i0 += 32) {
-      const int i = i0 + lane;
-      const float c = i < n ? cost[i] : inf;
-      best.offer(c < inf ? static_cast<unsigned long long>(to_ordered(c)) << 32 | static_cast<uint32_t>(pos[i]) : ~0ull,
-                 pr.k);
-    }
-    const int found = __popc(__ballot_sync(0xffffffffu, lane < pr.k && best.mine != ~0ull));
-    const float e = found == pr.k ? from_ordered(static_cast<uint32_t>(best.kth >> 32)) : inf;
-    const float dropped = from_ordered(sv.dropped[q]);
-    const bool complete = dropped == inf || (e < inf && dropped > e);
-    if (complete && lane < found) {  // k <= 32: entry i is lane i's
-      pr.pos[q * pr.cap + lane] = static_cast<int32_t>(best.mine & 0xffffffffu);
-      pr.opt[q * pr.cap + lane] = from_ordered(static_cast<uint32_t>(best.mine >> 32));
-    }
-    if (lane == 0) {
-      pr.found[q] = complete ? found : 0;
-      pr.seeded[q] = complete ? found : 0;
-      pr.bound[q] = complete && found == pr.k ? to_ordered(e) : 0xffffffffu;
-      sv.incomplete[q] = complete ? 0 : 1;
-    }
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -203,10 +159,9 @@ int query_tile(int64_t nq, int64_t probes_per_query, int64_t nlist) {
   return per_list >= 24.0 ? 64 : 16;
 }
 
-// The pairs with probe rank in [lo, hi) (of the queries `only` flags, where given), grouped by
-// list.
+// The pairs with probe rank in [lo, hi), grouped by list.
 ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t lo,
-                             int64_t hi, const int32_t* only = nullptr) {
+                             int64_t hi) {
   const int64_t npairs = p.nq * p.nprobe;
   const int64_t nlist = p.lists.nlist;
   ScanGroups g;
@@ -220,15 +175,15 @@ ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, cons
                                                static_cast<int>(nlist), stream));
   DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(g.pair_count.data(), 0, g.pair_count.bytes(), stream));
-  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi, only,
+  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi,
                                                                 g.pair_count.data());
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, g.pair_count.data(), g.pair_begin.data(),
                                                static_cast<int>(nlist), stream));
   IVF_CUDA_CHECK(
       cudaMemcpyAsync(cursor.data(), g.pair_begin.data(), g.pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
-  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi, only,
-                                                                cursor.data(), g.grouped.data());
+  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi, cursor.data(),
+                                                                g.grouped.data());
   IVF_CUDA_CHECK_LAUNCH();
   return g;
 }
@@ -439,10 +394,9 @@ DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream
 }
 
 // The SIMT seed: the query's first `seed` probes scanned exactly by the SIMT kernel into a
-// buffer of their own, and their top-k (seed_prune_kernel makes them the first entries). Where
-// `only` is given, for the queries it flags alone (those the bf16 seed could not settle).
+// buffer of their own, and their top-k (seed_prune_kernel makes them the first entries).
 void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
-               const scan_detail::PruneState& prune, const int32_t* only = nullptr) {
+               const scan_detail::PruneState& prune) {
   const int64_t nq = p.nq, k = p.k;
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
   const int64_t largest = std::max<int64_t>(1, p.lists.largest_prefix[seed]);
@@ -450,12 +404,11 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   ScanProblem first_probe = p;
   first_probe.cand.dist = first_dist.data();
   first_probe.cand.stride = largest;  // the first segments start at offset 0 and end by largest
-  const ScanGroups first = group_probe_range(ctx, stream, first_probe, 0, seed, only);
+  const ScanGroups first = group_probe_range(ctx, stream, first_probe, 0, seed);
   scan_pass(ctx, stream, first_probe, first, nullptr, 0, unit_offsets(ctx, stream, p, first, first.tile_q, kSimtUnitRows).data());
 
   DeviceBuffer<int64_t> first_len(ctx, n, stream);
-  seed_lengths_kernel<<<grid_for(nq), kThreads, 0, stream>>>(p.cand.offsets, nq, p.nprobe, seed, only,
-                                                              first_len.data());
+  seed_lengths_kernel<<<grid_for(nq), kThreads, 0, stream>>>(p.cand.offsets, nq, p.nprobe, seed, first_len.data());
   IVF_CUDA_CHECK_LAUNCH();
   DeviceBuffer<int32_t> sel_pos(ctx, n * static_cast<std::size_t>(k), stream), sel_count(ctx, n, stream);
   DeviceBuffer<float> sel_key(ctx, n * static_cast<std::size_t>(k), stream);
@@ -467,7 +420,7 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   const bool larger = p.metric != Metric::L2;
   select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
   seed_prune_kernel<<<grid_for(nq * 32), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq,
-                                                                k, larger, p.excluded, only, prune);
+                                                                k, larger, p.excluded, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
@@ -503,8 +456,8 @@ void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const Sc
 }
 
 // The int8 seed (scan_seed.cuh): 16-query tiles of the seed's probes on int8 tensor cores, each
-// lane keeping its best few exact costs; seed_entries_kernel takes each query's k best of them,
-// and the SIMT seed serves the queries it could not settle.
+// lane keeping its best few exact costs; a warp per query takes its k best of them, and a block
+// per query it could not settle scans that query's seed probes exactly.
 void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
                const scan_detail::PruneState& prune) {
   using scan_detail::kSeedUnitRows;
@@ -532,15 +485,13 @@ void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
       using T = typename decltype(tag)::type;
       if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
         scan_detail::launch_int8_seed<T>(ctx, stream, p.metric != Metric::L2,
-                                         tile_args<T>(p, first, nullptr, 0, tile_off.data()), sv);
+                                         tile_args<T>(p, first, nullptr, 0, tile_off.data()), p.nq, p.probes,
+                                         seed, sv, prune);
         return;
       }
       fail(Errc::Internal, "the int8 seed was chosen for rows that are not integers");
     });
   }
-  seed_entries_kernel<<<grid_for(p.nq * 32), kThreads, 0, stream>>>(p.nq, sv, prune);
-  IVF_CUDA_CHECK_LAUNCH();
-  simt_seed(ctx, stream, p, seed, prune, incomplete.data());
 }
 
 // The pruned tensor pass. Its bounds start from each query's first probes (the nearest lists,

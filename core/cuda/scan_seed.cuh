@@ -15,19 +15,21 @@
 // integers (|q|^2 + |x|^2 - 2 q.x, or -q.x), rounded once to float as the SIMT scan rounds them.
 //
 // Each lane keeps the kSeedKeep best (cost, candidate position) it sees for each of its two
-// query rows, and the best cost it dropped. seed_entries_kernel (scan.cu) then takes each
-// query's k best of all kept by (cost, position), the SIMT seed's order: they are its exact k
-// best, unless a lane dropped a row no worse than the k-th (a lane saw more than kSeedKeep of
-// them); such a query is flagged and the SIMT seed serves it alone.
+// query rows, and the best cost it dropped. seed_entries_kernel then takes each query's k best
+// of all kept by (cost, position), the SIMT seed's order: they are its exact k best, unless a
+// lane dropped a row no worse than the k-th (a lane saw more than kSeedKeep of them); such a
+// query is flagged and seed_flagged_kernel scans its seed probes exactly, a block per query.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "scan_imma.cuh"
+#include "launch.cuh"
 #include "scan_mma.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.cuh"
+#include "warp_sort.cuh"
 
 namespace ivfgpu::cuda::scan_detail {
 
@@ -238,15 +240,134 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
   }
 }
 
+// A warp per query: the k best of the (exact cost, position) entries its lanes kept, in that
+// order (a warp's running list, WarpBest: most entries lose to its k-th at one comparison),
+// become its first entries (exact: seeded) and their k-th cost its bound; fewer than k (fewer
+// rows) are all entries, with no bound. That is its exact top-k of the seed's probes unless a
+// lane dropped a row no worse than the k-th: then the query is flagged (incomplete) for
+// seed_flagged_kernel. (A template only so that each type's file has its own copy.)
 template <class T>
-void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                      const SeedValues& values) {
+__global__ void seed_entries_kernel(int64_t nq, SeedValues sv, PruneState pr) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const float inf = __int_as_float(0x7f800000);
+  for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < nq; q += warps) {
+    const float* cost = sv.cost + q * sv.stride;
+    const int32_t* pos = sv.pos + q * sv.stride;
+    const int n = static_cast<int>(min(static_cast<int64_t>(sv.count[q]), sv.stride));
+    WarpBest best;
+    for (int i0 = 0; i0 < n; i0 += 32) {
+      const int i = i0 + lane;
+      const float c = i < n ? cost[i] : inf;
+      best.offer(c < inf ? static_cast<unsigned long long>(to_ordered(c)) << 32 | static_cast<uint32_t>(pos[i]) : ~0ull,
+                 pr.k);
+    }
+    const int found = __popc(__ballot_sync(kFullMask, lane < pr.k && best.mine != ~0ull));
+    const float e = found == pr.k ? from_ordered(static_cast<uint32_t>(best.kth >> 32)) : inf;
+    const float dropped = from_ordered(sv.dropped[q]);
+    const bool complete = dropped == inf || (e < inf && dropped > e);
+    if (complete && lane < found) {  // k <= 32: entry i is lane i's
+      pr.pos[q * pr.cap + lane] = static_cast<int32_t>(best.mine & 0xffffffffu);
+      pr.opt[q * pr.cap + lane] = from_ordered(static_cast<uint32_t>(best.mine >> 32));
+    }
+    if (lane == 0) {
+      pr.found[q] = complete ? found : 0;
+      pr.seeded[q] = complete ? found : 0;
+      pr.bound[q] = complete && found == pr.k ? to_ordered(e) : kNoBound;
+      sv.incomplete[q] = complete ? 0 : 1;
+    }
+  }
+}
+
+// A block per flagged query (the rest return at once: a lane's few could not hold its k best):
+// its seed probes scanned exactly, its k best by (cost, position) kept by each warp's running
+// list and merged, then set as seed_entries_kernel sets them. A lane takes a row: its bytes
+// against the query's (packed once into shared memory) by __dp4a, |x|^2 and q.x as exact
+// integers, the same integer cost as the SIMT scan's, rounded once. Flagged queries are few
+// (1M x 128 uint8, k 10: 11 us for this kernel), so a block per query needs no buffer of
+// distances.
+template <class T, bool IP>
+__global__ void seed_flagged_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes, int64_t seed, SeedValues sv,
+                                    PruneState pr) {
+  __shared__ unsigned long long scratch[kThreads];
+  __shared__ uint32_t qwords[kImmaMaxDim / 4];
+  __shared__ int qsq;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int words = static_cast<int>(a.dim / 4);
+  for (int64_t q = blockIdx.x; q < nq; q += gridDim.x) {
+    if (sv.incomplete[q] == 0) continue;  // the same for the whole block
+    __syncthreads();  // the previous query is done with qwords, qsq and scratch
+    if (threadIdx.x == 0) qsq = 0;
+    __syncthreads();
+    for (int w = threadIdx.x; w < words; w += kThreads) {
+      const uint32_t v = pack_bytes(*reinterpret_cast<const float4*>(a.queries + q * a.dim + 4 * w));
+      qwords[w] = v;
+      if (!IP) atomicAdd(&qsq, ImmaOps<T>::dot4(v, v, 0));
+    }
+    __syncthreads();
+    WarpBest best;
+    for (int64_t p = 0; p < seed; ++p) {
+      const int64_t l = probes[q * a.nprobe + p], size = a.list_size[l];
+      const int64_t base = a.cand.offsets[q * (a.nprobe + 1) + p];
+      for (int64_t r0 = int64_t{warp} * 32; r0 < size; r0 += kThreads) {
+        const int64_t r = r0 + lane, slot = a.list_start[l] + r;
+        unsigned long long key = ~0ull;
+        if (r < size && (!a.check_rows || row_allowed(a.removed, a.filter, a.filter_set, slot,
+                                                      [&] { return a.ids[slot]; }))) {
+          const uint4* x = reinterpret_cast<const uint4*>(a.vectors + slot * a.dim);
+          int xx = 0, qx = 0;
+          for (int w = 0; w < words; w += 4) {  // dim % 16 == 0
+            const uint4 v = x[w / 4];
+            qx = ImmaOps<T>::dot4(qwords[w], v.x, qx);
+            qx = ImmaOps<T>::dot4(qwords[w + 1], v.y, qx);
+            qx = ImmaOps<T>::dot4(qwords[w + 2], v.z, qx);
+            qx = ImmaOps<T>::dot4(qwords[w + 3], v.w, qx);
+            if (!IP) xx = squares16<T>(v, xx);
+          }
+          const float cost = __int2float_rn(IP ? -qx : qsq + xx - 2 * qx);
+          key = static_cast<unsigned long long>(to_ordered(cost)) << 32 | static_cast<uint32_t>(base + r);
+        }
+        best.offer(key, pr.k);
+      }
+    }
+    // A warp list's entries past k are dropped first: they are not among its k best.
+    const unsigned long long top = block_merge_sorted32(lane < pr.k ? best.mine : ~0ull, scratch);
+    if (warp == 0) {
+      const int found = __popc(__ballot_sync(kFullMask, lane < pr.k && top != ~0ull));
+      if (lane < found) {
+        pr.pos[q * pr.cap + lane] = static_cast<int32_t>(top & 0xffffffffu);
+        pr.opt[q * pr.cap + lane] = from_ordered(static_cast<uint32_t>(top >> 32));
+      }
+      const unsigned long long kth = __shfl_sync(kFullMask, top, (pr.k - 1) & 31);
+      if (lane == 0) {
+        pr.found[q] = found;
+        pr.seeded[q] = found;
+        pr.bound[q] = found == pr.k ? static_cast<uint32_t>(kth >> 32) : kNoBound;
+      }
+    }
+  }
+}
+
+template <class T>
+void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
+                      const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
   const std::size_t dynamic = static_cast<std::size_t>(seed_steps(args.dim)) * 32 * sizeof(uint4);
   const auto kernel = ip ? seed_int8_kernel<T, true> : seed_int8_kernel<T, false>;
   if (dynamic > kDefaultDynamicSmem) ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kSeedThreads, dynamic);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
   kernel<<<grid, kSeedThreads, dynamic, stream>>>(args, values);
+  IVF_CUDA_CHECK_LAUNCH();
+  const int64_t warps_grid = std::min<int64_t>((nq + kThreads / 32 - 1) / (kThreads / 32), kMaxGridBlocks);
+  seed_entries_kernel<T><<<static_cast<unsigned>(std::max<int64_t>(1, warps_grid)), kThreads, 0, stream>>>(
+      nq, values, prune);
+  IVF_CUDA_CHECK_LAUNCH();
+  const auto flagged = ip ? seed_flagged_kernel<T, true> : seed_flagged_kernel<T, false>;
+  const int64_t resident =
+      int64_t{std::max(1, ctx.blocks_per_sm(reinterpret_cast<const void*>(flagged), kThreads, 0))} *
+      ctx.limits().sm_count;
+  flagged<<<static_cast<unsigned>(std::max<int64_t>(1, std::min(nq, resident))), kThreads, 0, stream>>>(
+      args, nq, probes, seed, values, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 

@@ -124,9 +124,9 @@ constexpr int kSeedKeep = 6;
 constexpr int64_t kSeedUnitRows = 2048;
 constexpr int64_t kSeedUnitValues = int64_t{kSeedWarps} * 4 * kSeedKeep;
 // What the int8 seed's lanes leave a query: nq x stride (exact cost, candidate position) entries,
-// count[q] of them taken, and the best cost any lane dropped (ordered); and which queries the
-// SIMT seed must take instead (incomplete, seed_entries_kernel). count and dropped are cleared by
-// the caller (dropped to all ones).
+// count[q] of them taken, and the best cost any lane dropped (ordered); and the queries whose k
+// best they may miss (incomplete), scanned again exactly. count and dropped are cleared by the
+// caller (dropped to all ones).
 struct SeedValues {
   float* cost = nullptr;
   int32_t* pos = nullptr;
@@ -164,13 +164,15 @@ template <class T>
 void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                           const PruneState& prune);
 
-// The int8 seed's costs (scan_seed.cuh): the pairs of args (integer queries' first probes,
-// grouped by list; args.tile_off counts kSeedQueries-query tiles x kSeedUnitRows rows per list),
-// each lane's best into values. The int8 pass's shapes (dim % 16 == 0 up to kImmaMaxDim, 16-byte
-// aligned queries and rows); instantiated for uint8_t and int8_t only.
+// The int8 seed (scan_seed.cuh): each of the nq integer queries' exact k best rows of its first
+// `seed` probes as its first entries (exact) and their k-th cost as its bound, in prune. args:
+// those probes' pairs grouped by list (args.tile_off counts kSeedQueries-query tiles x
+// kSeedUnitRows rows per list); probes: every query's probes. values: the caller's scratch. The
+// int8 pass's shapes (dim % 16 == 0 up to kImmaMaxDim, 16-byte aligned queries and rows);
+// instantiated for uint8_t and int8_t only.
 template <class T>
-void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                      const SeedValues& values);
+void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
+                      const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune);
 
 // The pruned pass on int8 tensor cores for integer queries against uint8 / int8 rows
 // (PrunedKernel::Integer, scan_imma.cuh): exact integer costs, so no margin and nothing to

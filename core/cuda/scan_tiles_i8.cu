@@ -13,8 +13,8 @@ template void launch_resident_scan<int8_t>(const DeviceContext&, cudaStream_t, b
                                           const PruneState&);
 template void launch_integer_scan<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
                                            const PruneState&);
-template void launch_int8_seed<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&,
-                                        const SeedValues&);
+template void launch_int8_seed<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&, int64_t,
+                                        const int32_t*, int64_t, const SeedValues&, const PruneState&);
 template void launch_settle<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<int8_t>&);
 template void launch_refine<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<int8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail
