@@ -1,12 +1,26 @@
-// Which kernel runs the pruned tensor-core pass, and how many probes its narrow form's seed
-// scans. scan.cu asks once per scan, beside the rest of the scan's dispatch; the choices need no
-// CUDA, so they are tested on any machine (tests/engine/pruned_kernel_test.cpp).
+// The pruned tensor-core pass's limits on k, which kernel runs it, and how many probes its
+// narrow form's seed scans. scan.cu asks once per scan, beside the rest of the scan's dispatch
+// (scan_dispatch.hpp); the choices need no CUDA, so they are tested on any machine
+// (tests/engine/pruned_kernel_test.cpp).
 #pragma once
 
 #include <cstdint>
 
 namespace ivfgpu::cuda::scan_detail {
 
+// The pruned pass (k <= kPruneMaxK): instead of a key for every candidate, each query keeps a
+// bound on its exact k-th best cost and a list of the rows that can still beat it
+// (scan_prune.cuh says how and why nothing of the k best is lost). Past k = 32 the settling
+// sorts in shared memory (settle_wide_kernel), and past 64 no single 64-row tile can lower a
+// bound: the seed's exact k-th cost bounds the whole pass.
+constexpr int kPruneMaxK = 4096;
+// Past kPruneNarrowMaxK the pass is the wide form: its bound comes from the exact k best of the
+// first few probes (scan.cu, pruned_seed_probes; the narrow form seeds from the first probe
+// alone), and its entries hold k + kPruneCap. On the 1M x 128 mixture at k 1000, nprobe 16
+// (H200, bench/RESULTS.md) a query held a mean of 1,306 appended entries besides the seed's
+// 1,000 with a four-probe seed (p99 4,547 entries in all, none past the cap), 941 with five, 709
+// with six.
+constexpr int kPruneNarrowMaxK = 128;
 // The int8 pass keeps its query tile in shared memory: 64 rows x 1,024 int8 = 64 KiB.
 constexpr int64_t kImmaMaxDim = 1024;
 // The resident bf16 pass's query tile: 64 rows x 512 bf16 = 64 KiB (whole slices).

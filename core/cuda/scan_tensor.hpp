@@ -72,19 +72,6 @@ struct RefineArgs {
   float excluded;
 };
 
-// The pruned pass (k <= kPruneMaxK): instead of a key for every candidate, each query keeps a
-// bound on its exact k-th best cost and a list of the rows that can still beat it
-// (scan_prune.cuh says how and why nothing of the k best is lost). Past k = 32 the settling
-// sorts in shared memory (settle_wide_kernel), and past 64 no single 64-row tile can lower a
-// bound: the seed's exact k-th cost bounds the whole pass.
-constexpr int kPruneMaxK = 4096;
-// Past kPruneNarrowMaxK the pass is the wide form: its bound comes from the exact k best of the
-// first few probes (scan.cu, pruned_seed_probes; the narrow form seeds from the first probe
-// alone), and its entries hold k + kPruneCap. On the 1M x 128 mixture at k 1000, nprobe 16
-// (H200, bench/RESULTS.md) a query held a mean of 1,306 appended entries besides the seed's
-// 1,000 with a four-probe seed (p99 4,547 entries in all, none past the cap), 941 with five, 709
-// with six.
-constexpr int kPruneNarrowMaxK = 128;
 // Entries of a narrow pass per query. On the 1M x 128 mixture (k 10, bench/RESULTS.md) ~11
 // rows per query are appended on average, 13-19 at the 99th percentile and up to ~2,400 at the
 // most; past the cap (ties within the margin everywhere) the settling scans the query in full,

@@ -3,12 +3,14 @@
 // fits the int8 pass, the resident bf16 pass where its tile and loads fit, the staged bf16 pass
 // everywhere else. The GPU tests compare each kernel's results with the SIMT scan; this pins
 // which kernel their shapes reach (GpuTensorScan.IntegerPassEqualsTheSimtScan cannot observe it),
-// and how many probes the narrow pass's seed scans.
+// how many probes the narrow pass's seed scans, and which kernel scans the resident lists
+// (core/cuda/scan_dispatch.hpp: SIMT, the keys pass or the pruned pass).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
 #include "core/cuda/pruned_kernel.hpp"
+#include "core/cuda/scan_dispatch.hpp"
 
 using namespace ivfgpu::cuda::scan_detail;
 
@@ -119,4 +121,57 @@ TEST(PrunedSeed, OneProbeWhereItHeldElseTwo) {
   EXPECT_EQ(narrow_seed_probes(32, 64, 128, true), 2);
   EXPECT_EQ(narrow_seed_probes(256, 16, 128, true), 1);
   EXPECT_EQ(narrow_seed_probes(128, 100, 128, true), 2);
+}
+
+// The resident scan's dispatch (scan_dispatch.hpp) where nothing is pinned: batches of the
+// bench's shape (nlist 1024) and the edges of each rule.
+TEST(ScanDispatch, PrunedForSmallKWhereListsHoldEnoughQueries) {
+  // 10,000 queries at nprobe 16: ~156 a list.
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 10), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 16, 32), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 15, 10), AutoScan::Simt);  // below 16 dimensions
+  // The queries a list needs fall with the dimension: 24 below 64, 16 from 64, 4 from 96, 2 from
+  // 128, 1 from 192 (256 probes of 1,024 lists: a quarter of a query per probe).
+  EXPECT_EQ(auto_scan_kernel(1024 * 23, 1, 1024, 32, 10), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(1024 * 24, 2, 1024, 32, 10), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(1024 * 8, 2, 1024, 64, 10), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(1024 * 7, 2, 1024, 64, 10), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(1024 * 2, 2, 1024, 96, 10), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(1024, 2, 1024, 128, 10), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(1023, 2, 1024, 128, 10), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(512, 2, 1024, 192, 10), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(511, 2, 1024, 192, 10), AutoScan::Simt);
+  // nprobe 1 stays SIMT below a full 64-query tile a list (the seed would be the whole scan).
+  EXPECT_EQ(auto_scan_kernel(10000, 1, 1024, 128, 10), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(1024 * 24, 1, 1024, 128, 10), AutoScan::Pruned);
+}
+
+TEST(ScanDispatch, PrunedPastK32FromSixtyFourDimensionsInLargeBatches) {
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 64, 100), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 64, 1024, 960, 48), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 63, 100), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 128), AutoScan::Pruned);
+  // From 1,000 queries averaging 15 a probed list (16 at d 64: pruned_min_per_list).
+  EXPECT_EQ(auto_scan_kernel(1000, 16, 1024, 128, 48), AutoScan::Pruned);  // 15.6 a list
+  EXPECT_EQ(auto_scan_kernel(999, 16, 1024, 128, 48), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(1000, 15, 1024, 128, 48), AutoScan::Simt);  // 14.6 a list
+  EXPECT_EQ(auto_scan_kernel(1000, 16, 1024, 64, 48), AutoScan::Simt);   // 15.6 < 16 at d 64
+  EXPECT_EQ(auto_scan_kernel(1100, 16, 1024, 64, 48), AutoScan::Pruned);
+}
+
+TEST(ScanDispatch, KeysPassAndWidePassPastK128) {
+  // k 129-256 from 192 dimensions: the keys pass, in full 64-query tiles.
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 256, 200), AutoScan::Keys);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 960, 256), AutoScan::Keys);
+  EXPECT_EQ(auto_scan_kernel(1000, 16, 1024, 960, 200), AutoScan::Simt);  // 15.6 a list
+  // k 129-1,024 at 128-256 four-element dimensions, from 8,192 queries and nprobe 16: the wide pass.
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 1000), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 256, 500), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 1025), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(8191, 16, 1024, 128, 1000), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(10000, 15, 1024, 128, 1000), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 130, 1000), AutoScan::Simt);  // not four-element rows
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 96, 1000), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 260, 1000), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 4096), AutoScan::Simt);
 }
