@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "../element_type.hpp"
@@ -74,7 +75,7 @@ __global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int64_
 }
 
 // Work units per list: tile_q queries x unit_rows rows (the SIMT scan's: kUnitTiles vector
-// tiles; the bf16 seed's: kSeedUnitRows), or with unit_rows 0 the tensor-core pass's (64 x 64
+// tiles; the int8 seed's: kSeedUnitRows), or with unit_rows 0 the tensor-core pass's (64 x 64
 // tiles).
 __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* list_size, int64_t nlist, int tile_q,
                                       int64_t unit_rows, int64_t* tiles) {
@@ -377,18 +378,27 @@ bool simt_seed_pinned() {
 bool integer_seeded(scan_detail::PrunedKernel form, int64_t k) {
   return form == scan_detail::PrunedKernel::Integer && k <= scan_detail::kSeedMaxK && !simt_seed_pinned();
 }
-// The int8 pass over the pairs of groups g. It is chosen only for integer rows
-// (integer_arithmetic), and out.exact says so to the settle, so no other kernel may stand in.
-void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
-                         const int64_t* tile_off, const scan_detail::PruneState& prune) {
+// f(tag) for uint8 / int8 rows, the only ones the int8 kernels are built for; `what` names the
+// kernel in the internal error any other type would be (pruned_kernel_for chooses them only for
+// integer rows, and the settle trusts their exact costs, so no other kernel may stand in).
+template <class F>
+void with_integer_rows(const ScanProblem& p, const char* what, F&& f) {
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
-      scan_detail::launch_integer_scan<T>(ctx, stream, p.metric != Metric::L2,
-                                          tile_args<T>(p, g, nullptr, 0, tile_off), prune);
+      f(tag);
       return;
     }
-    fail(Errc::Internal, "the int8 pass was chosen for rows that are not integers");
+    fail(Errc::Internal, std::string(what) + " was chosen for rows that are not integers");
+  });
+}
+// The int8 pass over the pairs of groups g.
+void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
+                         const int64_t* tile_off, const scan_detail::PruneState& prune) {
+  with_integer_rows(p, "the int8 pass", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scan_detail::launch_integer_scan<T>(ctx, stream, p.metric != Metric::L2, tile_args<T>(p, g, nullptr, 0, tile_off),
+                                        prune);
   });
 }
 
@@ -418,15 +428,11 @@ void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
     const ScanGroups first = group_probe_range(ctx, stream, p, 0, seed);
     const DeviceBuffer<int64_t> tile_off =
         unit_offsets(ctx, stream, p, first, scan_detail::kSeedQueries, kSeedUnitRows);
-    dispatch_element_type(p.lists.type, [&](auto tag) {
+    with_integer_rows(p, "the int8 seed", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
-        scan_detail::launch_int8_seed<T>(ctx, stream, p.metric != Metric::L2,
-                                         tile_args<T>(p, first, nullptr, 0, tile_off.data()), p.nq, p.probes,
-                                         seed, sv, prune);
-        return;
-      }
-      fail(Errc::Internal, "the int8 seed was chosen for rows that are not integers");
+      scan_detail::launch_int8_seed<T>(ctx, stream, p.metric != Metric::L2,
+                                       tile_args<T>(p, first, nullptr, 0, tile_off.data()), p.nq, p.probes, seed, sv,
+                                       prune);
     });
   }
 }

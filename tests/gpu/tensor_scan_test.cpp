@@ -366,8 +366,9 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
           << "ties with removals and a filter, type " << t << " metric " << metric;
       ivf_filter_free(f);
     }
-    // Every row of a list ties: two points, 6,000 copies each. The int8 seed's lanes drop rows that
-    // tie the k-th, so every query falls to the SIMT seed (k <= 32); past it the pass appends
+    // Every row of a list ties: two points, 6,000 copies each. The int8 seed's lanes must drop
+    // rows that tie the k-th, so for k <= 32 every query is flagged and scanned again exactly
+    // (seed_flagged_kernel; by construction: no counter shows it); past k 32 the pass appends
     // every row, more than the 4,096 entries hold, and the query is settled by the full exact
     // scan; nprobe 1 is the seed alone.
     std::vector<float> two = clustered_vectors(2, dim, 2, 62), xt;
