@@ -362,8 +362,8 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   IVF_CUDA_CHECK_LAUNCH();
 }
 
-// IVFGPU_SEED=simt pins the SIMT seed where the int8 seed would run (A/B runs; read at every
-// scan, as IVFGPU_SCAN is).
+// IVFGPU_SEED=simt pins the SIMT seed where the int8 or the f16 seed would run (A/B runs; read
+// at every scan, as IVFGPU_SCAN is).
 bool simt_seed_pinned() {
   const char* e = std::getenv("IVFGPU_SEED");
   return e != nullptr && std::strcmp(e, "simt") == 0;
@@ -371,12 +371,20 @@ bool simt_seed_pinned() {
 
 // Integer queries on integer rows take the int8 seed for k <= kSeedMaxK (int8_seed, below):
 // uint8 queries on 1M x 128 uint8 rows, k 10, nprobe 16 / 64, 5.00-5.11M / 2.14M QPS with the
-// int8 pass seeding itself (session 42) to 6.08-6.17M / 2.29M (H100, bench/RESULTS.md). For f32
-// rows the SIMT seed stays: the int8 pass seeding itself on bf16 lost (0.78 ms against the
-// SIMT seed's 0.72 + 0.19, and its margins left the settle hundreds of entries a query to
-// re-score), and so did a split-bf16 form of the int8 seed (docs/tensor-scan.md).
+// int8 pass seeding itself (session 42) to 6.08-6.17M / 2.29M (H100, bench/RESULTS.md).
 bool integer_seeded(scan_detail::PrunedKernel form, int64_t k) {
   return form == scan_detail::PrunedKernel::Integer && k <= scan_detail::kSeedMaxK && !simt_seed_pinned();
+}
+// Every other pruned pass for k <= kF16SeedMaxK takes the f16 seed (f16_seed, below) where its
+// rows load four elements at a time, its shared memory holds the query tile (kF16SeedMaxDim), L2
+// has the list centroids to centre on, and the settle's arithmetic is fp32 (integer queries on
+// integer rows, off the int8 pass's shapes, keep the SIMT seed: its integer sums). f32 1M x 128,
+// k 10, nprobe 16 / 64: 3.39-3.50M / 1.34-1.36M QPS with the SIMT seed, 3.64-3.82M / 1.37-1.40M
+// with this one (H100, bench/RESULTS.md).
+bool f16_seeded(const ScanProblem& p, scan_detail::PrunedKernel form, int64_t k) {
+  return form != scan_detail::PrunedKernel::Integer && k <= scan_detail::kF16SeedMaxK && !integer_arithmetic(p) &&
+         four_element_loads(p, nullptr) && p.lists.dim <= scan_detail::kF16SeedMaxDim &&
+         (p.metric != Metric::L2 || p.centroids != nullptr) && !simt_seed_pinned();
 }
 // f(tag) for uint8 / int8 rows, the only ones the int8 kernels are built for; `what` names the
 // kernel in the internal error any other type would be (pruned_kernel_for chooses them only for
@@ -402,11 +410,13 @@ void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const Sc
   });
 }
 
-// The int8 seed (scan_seed.cuh): 16-query tiles of the seed's probes on int8 tensor cores, each
-// lane keeping its best few exact costs; a warp per query takes its k best of them, and a block
-// per query it could not settle scans that query's seed probes exactly.
-void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
-               const scan_detail::PruneState& prune) {
+// A seed on tensor cores (scan_seed.cuh, scan_seed_f16.cuh): 16-query tiles of the seed's probes,
+// each lane keeping its best few costs; a warp per query takes its k best of them, and a block
+// per query it could not settle scans that query's seed probes exactly. launch(values, first,
+// tile_off) runs the kernels on the first probes' pairs (first: grouped by list; tile_off: their
+// units).
+template <class Launch>
+void tensor_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed, Launch&& launch) {
   using scan_detail::kSeedUnitRows;
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, p.nq));
   // A query's units: at most one per kSeedUnitRows of its first probes' rows, plus one per list.
@@ -414,27 +424,50 @@ void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   scan_detail::SeedValues sv;
   sv.stride = ((largest + kSeedUnitRows - 1) / kSeedUnitRows + seed) * scan_detail::kSeedUnitValues;
   const auto entries = n * static_cast<std::size_t>(sv.stride);
-  DeviceBuffer<float> cost(ctx, entries, stream);
+  DeviceBuffer<float> cost(ctx, entries, stream), qsq(ctx, n, stream), xmax(ctx, n, stream);
   DeviceBuffer<int32_t> pos(ctx, entries, stream), count(ctx, n, stream), incomplete(ctx, n, stream);
   DeviceBuffer<uint32_t> dropped(ctx, n, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(count.data(), 0, count.bytes(), stream));
+  IVF_CUDA_CHECK(cudaMemsetAsync(qsq.data(), 0, qsq.bytes(), stream));
+  IVF_CUDA_CHECK(cudaMemsetAsync(xmax.data(), 0, xmax.bytes(), stream));
   IVF_CUDA_CHECK(cudaMemsetAsync(dropped.data(), 0xff, dropped.bytes(), stream));
   sv.cost = cost.data();
   sv.pos = pos.data();
   sv.count = count.data();
   sv.dropped = dropped.data();
   sv.incomplete = incomplete.data();
-  {
-    const ScanGroups first = group_probe_range(ctx, stream, p, 0, seed);
-    const DeviceBuffer<int64_t> tile_off =
-        unit_offsets(ctx, stream, p, first, scan_detail::kSeedQueries, kSeedUnitRows);
+  sv.qsq = qsq.data();
+  sv.xmax = xmax.data();
+  const ScanGroups first = group_probe_range(ctx, stream, p, 0, seed);
+  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, first, scan_detail::kSeedQueries, kSeedUnitRows);
+  launch(sv, first, tile_off.data());
+}
+
+// The int8 seed: exact integer costs on int8 tensor cores (integer_seeded).
+void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
+               const scan_detail::PruneState& prune) {
+  tensor_seed(ctx, stream, p, seed,
+              [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const int64_t* off) {
     with_integer_rows(p, "the int8 seed", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      scan_detail::launch_int8_seed<T>(ctx, stream, p.metric != Metric::L2,
-                                       tile_args<T>(p, first, nullptr, 0, tile_off.data()), p.nq, p.probes, seed, sv,
-                                       prune);
+      scan_detail::launch_int8_seed<T>(ctx, stream, p.metric != Metric::L2, tile_args<T>(p, first, nullptr, 0, off),
+                                       p.nq, p.probes, seed, sv, prune);
     });
-  }
+  });
+}
+
+// The f16 seed: costs on f16 tensor cores with a margin, the few that can still count re-scored
+// exactly (f16_seeded).
+void f16_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
+              const scan_detail::PruneState& prune) {
+  tensor_seed(ctx, stream, p, seed,
+              [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const int64_t* off) {
+    dispatch_element_type(p.lists.type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      scan_detail::launch_f16_seed<T>(ctx, stream, p.metric != Metric::L2, tile_args<T>(p, first, nullptr, 0, off),
+                                      p.nq, p.probes, seed, sv, prune);
+    });
+  });
 }
 
 // The pruned tensor pass. Its bounds start from each query's first probes (the nearest lists,
@@ -467,6 +500,8 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   const int64_t seed = pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
   if (integer_seeded(form, k))
     int8_seed(ctx, stream, p, seed, prune);
+  else if (f16_seeded(p, form, k))
+    f16_seed(ctx, stream, p, seed, prune);
   else
     simt_seed(ctx, stream, p, seed, prune);
   if (p.nprobe <= seed) return;

@@ -56,23 +56,48 @@ __device__ __forceinline__ void exact_term(float q, float x, float& acc, long lo
   }
 }
 template <class T, bool IP, bool INT>
-__device__ __forceinline__ float exact_row_distance(const float* query, const T* xr, int64_t dim, bool vec4) {
-  float acc = 0.0f;
-  long long total = 0;
-  int64_t j = 0;
-  if (vec4) {
-    for (; j + 4 <= dim; j += 4) {
-      const float4 x = DeviceElement<T>::load4(xr + j);
-      const float4 q = *reinterpret_cast<const float4*>(query + j);
-      exact_term<T, IP, INT>(q.x, x.x, acc, total);
-      exact_term<T, IP, INT>(q.y, x.y, acc, total);
-      exact_term<T, IP, INT>(q.z, x.z, acc, total);
-      exact_term<T, IP, INT>(q.w, x.w, acc, total);
-    }
-  }
+__device__ __forceinline__ void exact_terms4(const float4& q, const float4& x, float& acc, long long& total) {
+  exact_term<T, IP, INT>(q.x, x.x, acc, total);
+  exact_term<T, IP, INT>(q.y, x.y, acc, total);
+  exact_term<T, IP, INT>(q.z, x.z, acc, total);
+  exact_term<T, IP, INT>(q.w, x.w, acc, total);
+}
+// The sum from dimension j on, continuing acc / total.
+template <class T, bool IP, bool INT>
+__device__ __forceinline__ float exact_row_sum_from(const float* query, const T* xr, int64_t j, int64_t dim, bool vec4,
+                                                    float acc, long long total) {
+  if (vec4)
+    for (; j + 4 <= dim; j += 4)
+      exact_terms4<T, IP, INT>(*reinterpret_cast<const float4*>(query + j), DeviceElement<T>::load4(xr + j), acc,
+                               total);
   for (; j < dim; ++j) exact_term<T, IP, INT>(query[j], DeviceElement<T>::load1(xr + j), acc, total);
   if constexpr (INT) return __ll2float_rn(total);
   return acc;
+}
+template <class T, bool IP, bool INT>
+__device__ __forceinline__ float exact_row_distance(const float* query, const T* xr, int64_t dim, bool vec4) {
+  return exact_row_sum_from<T, IP, INT>(query, xr, 0, dim, vec4, 0.0f, 0);
+}
+// exact_row_distance with four-element loads (vec4), kAhead loads of the row and of the query
+// issued before their terms are summed: the same terms in the same order, so the same bits, with
+// a lane's loads overlapped (the f16 seed re-scores a few rows a lane, latency-bound otherwise).
+template <class T, bool IP>
+__device__ __forceinline__ float exact_row_distance_ahead(const float* query, const T* xr, int64_t dim) {
+  constexpr int kAhead = 8;
+  float acc = 0.0f;
+  int64_t j = 0;
+  for (; j + 4 * kAhead <= dim; j += 4 * kAhead) {
+    float4 x[kAhead], q[kAhead];
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      x[i] = DeviceElement<T>::load4(xr + j + 4 * i);
+      q[i] = *reinterpret_cast<const float4*>(query + j + 4 * i);
+    }
+    long long unused = 0;
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) exact_terms4<T, IP, false>(q[i], x[i], acc, unused);
+  }
+  return exact_row_sum_from<T, IP, false>(query, xr, j, dim, true, acc, 0);
 }
 // Whether exact_row_distance may take four elements per load for these rows and queries.
 template <class T>

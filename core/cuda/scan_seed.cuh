@@ -24,9 +24,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "scan_imma.cuh"
 #include "launch.cuh"
+#include "scan_imma.cuh"
 #include "scan_mma.cuh"
+#include "scan_seed_common.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.cuh"
 #include "warp_sort.cuh"
@@ -42,67 +43,21 @@ __host__ __device__ inline int64_t seed_steps(int64_t dim) {
   return (dim + chunk - 1) / chunk * kSeedChunkSteps;
 }
 
-// A lane's kSeedKeep best (cost, candidate position) for one query row, by cost, and the best
-// cost it dropped.
-struct SeedKept {
-  float cost[kSeedKeep];
-  int32_t pos[kSeedKeep];
-  float dropped;
-  __device__ __forceinline__ void clear() {
-#pragma unroll
-    for (int j = 0; j < kSeedKeep; ++j) {
-      cost[j] = __int_as_float(0x7f800000);
-      pos[j] = -1;
-    }
-    dropped = __int_as_float(0x7f800000);
-  }
-  // Inserts (v, at) in cost order; the last falls out. Rows come in position order within a
-  // lane, so equal costs keep it.
-  __device__ __forceinline__ void offer(float v, int32_t at) {
-    if (!(v < cost[kSeedKeep - 1])) {
-      dropped = fminf(dropped, v);
-      return;
-    }
-    dropped = fminf(dropped, cost[kSeedKeep - 1]);
-#pragma unroll
-    for (int j = kSeedKeep - 1; j > 0; --j) {
-      const bool shift = v < cost[j - 1], here = !shift && v < cost[j];
-      pos[j] = shift ? pos[j - 1] : here ? at : pos[j];
-      cost[j] = shift ? cost[j - 1] : here ? v : cost[j];
-    }
-    if (v < cost[0]) {
-      cost[0] = v;
-      pos[0] = at;
-    }
-  }
-};
-
 template <class T, bool IP>
 __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, SeedValues sv) {
   extern __shared__ uint4 qfrag[];  // [steps][32]: A's four registers for each lane
   __shared__ int64_t q_row[kSeedQueries];
   __shared__ int64_t q_base[kSeedQueries];  // the candidate position of the list's row 0
   __shared__ int q_sq[kSeedQueries];
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4;
   const int steps = static_cast<int>(seed_steps(a.dim));
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t u = blockIdx.x; u < total; u += gridDim.x) {
-    const int64_t l = block_unit_of(a.tile_off, a.nlist, u);
-    const int64_t size = a.list_size[l];
-    const int64_t chunks = (size + kSeedUnitRows - 1) / kSeedUnitRows, local = u - a.tile_off[l];
-    const int64_t qt = local / chunks, r0 = (local % chunks) * kSeedUnitRows;
-    const int64_t prem = a.pair_count[l] - qt * kSeedQueries;
-    const int pcount = static_cast<int>(prem < kSeedQueries ? prem : kSeedQueries);
-    const int rcount = static_cast<int>(size - r0 < kSeedUnitRows ? size - r0 : kSeedUnitRows);
+    const SeedUnit su = seed_unit(a, u);
+    const int64_t l = su.list, r0 = su.first_row;
+    const int pcount = su.queries, rcount = su.rows;
     __syncthreads();  // the previous unit is done with the shared arrays
-    if (tid < kSeedQueries) {
-      q_row[tid] = -1;
-      if (tid < pcount) {
-        const int64_t pr = a.grouped[a.pair_begin[l] + qt * kSeedQueries + tid];
-        q_row[tid] = pr / a.nprobe;
-        q_base[tid] = a.cand.offsets[(pr / a.nprobe) * (a.nprobe + 1) + pr % a.nprobe];
-      }
-    }
+    seed_unit_queries(a, su, q_row, q_base);
     __syncthreads();
     // Entry (step s, lane L): queries L / 4 and L / 4 + 8, bytes 32 s + 8 (L % 4) .. + 7 (dim is a
     // multiple of 16, so a lane's eight are all in the row or all past it).
@@ -137,35 +92,16 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
     const T* rows = a.vectors + (a.list_start[l] + r0) * a.dim;
     // This warp's (16-row group, chunk of kSeedChunkSteps k steps) steps, in order: the loads of
     // step i + 1 are in flight while step i multiplies.
-    const int groups = (rcount + 15) / 16, per_group = steps / kSeedChunkSteps;
-    const int mine = groups > warp ? (groups - warp + kSeedWarps - 1) / kSeedWarps : 0;
-    const int nsteps = mine * per_group;
+    const int per_group = steps / kSeedChunkSteps;
+    const int nsteps = seed_warp_groups(su, warp) * per_group;
     const auto load_step = [&](int i, uint2 (&va)[kSeedChunkSteps], uint2 (&vb)[kSeedChunkSteps]) {
       const int gi = warp + (i / per_group) * kSeedWarps, s0 = (i % per_group) * kSeedChunkSteps;
-      // This lane loads row g of both n tiles (group rows g and 8 + g).
-      const int ra = gi * 16 + g, rb = ra + 8;
-      const T* xa = rows + static_cast<int64_t>(ra < rcount ? ra : 0) * a.dim + 8 * t;
-      const T* xb = rows + static_cast<int64_t>(rb < rcount ? rb : 0) * a.dim + 8 * t;
-#pragma unroll
-      for (int c = 0; c < kSeedChunkSteps; ++c) {
-        const int64_t d = int64_t{s0 + c} * kSeedStep;
-        const bool in = d + 8 * t < a.dim;
-        va[c] = in ? *reinterpret_cast<const uint2*>(xa + d) : make_uint2(0u, 0u);
-        vb[c] = in ? *reinterpret_cast<const uint2*>(xb + d) : make_uint2(0u, 0u);
-      }
+      seed_load_step<kSeedChunkSteps, kSeedStep, 8>(rows, a.dim, rcount, gi, s0, va, vb, make_uint2(0u, 0u),
+                                                    [](const T* x) { return *reinterpret_cast<const uint2*>(x); });
     };
-    uint2 na[kSeedChunkSteps], nb[kSeedChunkSteps];
-    if (nsteps > 0) load_step(0, na, nb);
     int acc[2][4], xsq[2];
-    for (int i = 0; i < nsteps; ++i) {
-      uint2 va[kSeedChunkSteps], vb[kSeedChunkSteps];
-#pragma unroll
-      for (int c = 0; c < kSeedChunkSteps; ++c) {
-        va[c] = na[c];
-        vb[c] = nb[c];
-      }
-      if (i + 1 < nsteps) load_step(i + 1, na, nb);
-      const int gi = warp + (i / per_group) * kSeedWarps, s0 = (i % per_group) * kSeedChunkSteps;
+    const auto multiply = [&](int step, uint2 (&va)[kSeedChunkSteps], uint2 (&vb)[kSeedChunkSteps]) {
+      const int gi = warp + (step / per_group) * kSeedWarps, s0 = (step % per_group) * kSeedChunkSteps;
       if (s0 == 0) {
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
@@ -185,57 +121,22 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
           xsq[1] = ImmaOps<T>::dot4(vb[c].y, vb[c].y, ImmaOps<T>::dot4(vb[c].x, vb[c].x, xsq[1]));
         }
       }
-      if (s0 + kSeedChunkSteps < steps) continue;  // the group's products go on
-      // Row g's squared norm is split over its four lanes; the accumulators' columns are rows
-      // 2t and 2t + 1 of each n tile.
+      if (s0 + kSeedChunkSteps < steps) return;  // the group's products go on
+      seed_for_judged_columns(a, su, gi, xsq, [&](int n, int c, int row, int xs) {
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        xsq[n] += __shfl_xor_sync(kFullMask, xsq[n], 1);
-        xsq[n] += __shfl_xor_sync(kFullMask, xsq[n], 2);
-      }
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int xs = __shfl_sync(kFullMask, xsq[n], 4 * (2 * t + c));
-          const int row = gi * 16 + 8 * n + 2 * t + c;
-          bool keep = row < rcount;
-          if (keep && a.check_rows) {
-            const int64_t slot = a.list_start[l] + r0 + row;
-            keep = row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
-          }
-          if (!keep) continue;
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const int dot = acc[n][2 * i + c];
-            const float cost = __int2float_rn(IP ? -dot : qsq[i] + xs - 2 * dot);
-            best[i].offer(cost, static_cast<int32_t>(qbase[i] + r0 + row));
-          }
+        for (int i = 0; i < 2; ++i) {
+          const int dot = acc[n][2 * i + c];
+          const float cost = __int2float_rn(IP ? -dot : qsq[i] + xs - 2 * dot);
+          best[i].offer(cost, static_cast<int32_t>(qbase[i] + r0 + row));
         }
-      }
-    }
-    // The query's four lanes take their places with one atomic (slots past the query's share,
-    // never by its size, would be lost: counted as a dropped row, they flag the query), and the
-    // warp's best dropped cost joins the query's.
+      });
+    };
+    seed_pipelined_steps<kSeedChunkSteps, uint2>(nsteps, load_step, multiply);
+    // The kept values and the best dropped cost join the query's (seed_keep_values).
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int r = g + 8 * i;
-      const int64_t q = r < pcount ? q_row[r] : -1;
-      float dropped = best[i].dropped;
-      for (int o = 1; o < 4; o *= 2) dropped = fminf(dropped, __shfl_xor_sync(kFullMask, dropped, o));
-      int base = 0;
-      if (q >= 0 && t == 0) base = atomicAdd(sv.count + q, 4 * kSeedKeep);
-      base = __shfl_sync(kFullMask, base, lane & ~3);
-      if (q < 0) continue;
-      const bool fits = base + 4 * kSeedKeep <= sv.stride;
-      if (t == 0) atomicMin(sv.dropped + q, to_ordered(fits ? dropped : -__int_as_float(0x7f800000)));
-      if (!fits) continue;
-      const int64_t at = q * sv.stride + base + t * kSeedKeep;
-#pragma unroll
-      for (int j = 0; j < kSeedKeep; ++j) {
-        sv.cost[at + j] = best[i].cost[j];
-        sv.pos[at + j] = best[i].pos[j];
-      }
+      seed_keep_values(sv, best[i], r < pcount ? q_row[r] : -1);
     }
   }
 }
@@ -262,91 +163,44 @@ __global__ void seed_entries_kernel(int64_t nq, SeedValues sv, PruneState pr) {
       best.offer(c < inf ? static_cast<unsigned long long>(to_ordered(c)) << 32 | static_cast<uint32_t>(pos[i]) : ~0ull,
                  pr.k);
     }
-    const int found = __popc(__ballot_sync(kFullMask, lane < pr.k && best.mine != ~0ull));
-    const float e = found == pr.k ? from_ordered(static_cast<uint32_t>(best.kth >> 32)) : inf;
+    const SeedTop top = seed_top(best.mine, pr.k);
     const float dropped = from_ordered(sv.dropped[q]);
-    const bool complete = dropped == inf || (e < inf && dropped > e);
-    if (complete && lane < found) {  // k <= 32: entry i is lane i's
-      pr.pos[q * pr.cap + lane] = static_cast<int32_t>(best.mine & 0xffffffffu);
-      pr.opt[q * pr.cap + lane] = from_ordered(static_cast<uint32_t>(best.mine >> 32));
-    }
-    if (lane == 0) {
-      pr.found[q] = complete ? found : 0;
-      pr.seeded[q] = complete ? found : 0;
-      pr.bound[q] = complete && found == pr.k ? to_ordered(e) : kNoBound;
-      sv.incomplete[q] = complete ? 0 : 1;
-    }
+    const bool complete = dropped == inf || (top.kth < inf && dropped > top.kth);
+    seed_set_entries(pr, q, best.mine, top, complete, sv.incomplete);
   }
 }
 
-// A block per flagged query (the rest return at once: a lane's few could not hold its k best):
-// its seed probes scanned exactly, its k best by (cost, position) kept by each warp's running
-// list and merged, then set as seed_entries_kernel sets them. A lane takes a row: its bytes
-// against the query's (packed once into shared memory) by __dp4a, |x|^2 and q.x as exact
-// integers, the same integer cost as the SIMT scan's, rounded once. Flagged queries are few (1M
-// x 128 uint8, k 10: this kernel took 11 us with the settle's int64 arithmetic, the __dp4a form
-// was not profiled), so a block per query needs no buffer of distances.
+// The exact cost of a row for seed_flagged_kernel: its bytes against the query's (packed once
+// into shared memory) by __dp4a, |x|^2 and q.x as exact integers, the same integer cost as the
+// SIMT scan's, rounded once. (1M x 128 uint8, k 10: the flagged queries' kernel took 11 us with
+// the settle's int64 arithmetic; this __dp4a form was not profiled.)
 template <class T, bool IP>
-__global__ void seed_flagged_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes, int64_t seed, SeedValues sv,
-                                    PruneState pr) {
-  __shared__ unsigned long long scratch[kThreads];
-  __shared__ uint32_t qwords[kImmaMaxDim / 4];
-  __shared__ int qsq;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int words = static_cast<int>(a.dim / 4);
-  for (int64_t q = blockIdx.x; q < nq; q += gridDim.x) {
-    if (sv.incomplete[q] == 0) continue;  // the same for the whole block
-    __syncthreads();  // the previous query is done with qwords, qsq and scratch
+struct Int8RowCost {
+  uint32_t qwords[kImmaMaxDim / 4];
+  int qsq;
+  __device__ void stage(const TileArgs<T>& a, int64_t q) {
     if (threadIdx.x == 0) qsq = 0;
     __syncthreads();
-    for (int w = threadIdx.x; w < words; w += kThreads) {
+    for (int w = threadIdx.x; w < a.dim / 4; w += blockDim.x) {
       const uint32_t v = pack_bytes(*reinterpret_cast<const float4*>(a.queries + q * a.dim + 4 * w));
       qwords[w] = v;
       if (!IP) atomicAdd(&qsq, ImmaOps<T>::dot4(v, v, 0));
     }
-    __syncthreads();
-    WarpBest best;
-    for (int64_t p = 0; p < seed; ++p) {
-      const int64_t l = probes[q * a.nprobe + p], size = a.list_size[l];
-      const int64_t base = a.cand.offsets[q * (a.nprobe + 1) + p];
-      for (int64_t r0 = int64_t{warp} * 32; r0 < size; r0 += kThreads) {
-        const int64_t r = r0 + lane, slot = a.list_start[l] + r;
-        unsigned long long key = ~0ull;
-        if (r < size && (!a.check_rows || row_allowed(a.removed, a.filter, a.filter_set, slot,
-                                                      [&] { return a.ids[slot]; }))) {
-          const uint4* x = reinterpret_cast<const uint4*>(a.vectors + slot * a.dim);
-          int xx = 0, qx = 0;
-          for (int w = 0; w < words; w += 4) {  // dim % 16 == 0
-            const uint4 v = x[w / 4];
-            qx = ImmaOps<T>::dot4(qwords[w], v.x, qx);
-            qx = ImmaOps<T>::dot4(qwords[w + 1], v.y, qx);
-            qx = ImmaOps<T>::dot4(qwords[w + 2], v.z, qx);
-            qx = ImmaOps<T>::dot4(qwords[w + 3], v.w, qx);
-            if (!IP) xx = squares16<T>(v, xx);
-          }
-          const float cost = __int2float_rn(IP ? -qx : qsq + xx - 2 * qx);
-          key = static_cast<unsigned long long>(to_ordered(cost)) << 32 | static_cast<uint32_t>(base + r);
-        }
-        best.offer(key, pr.k);
-      }
-    }
-    // A warp list's entries past k are dropped first: they are not among its k best.
-    const unsigned long long top = block_merge_sorted32(lane < pr.k ? best.mine : ~0ull, scratch);
-    if (warp == 0) {
-      const int found = __popc(__ballot_sync(kFullMask, lane < pr.k && top != ~0ull));
-      if (lane < found) {
-        pr.pos[q * pr.cap + lane] = static_cast<int32_t>(top & 0xffffffffu);
-        pr.opt[q * pr.cap + lane] = from_ordered(static_cast<uint32_t>(top >> 32));
-      }
-      const unsigned long long kth = __shfl_sync(kFullMask, top, (pr.k - 1) & 31);
-      if (lane == 0) {
-        pr.found[q] = found;
-        pr.seeded[q] = found;
-        pr.bound[q] = found == pr.k ? static_cast<uint32_t>(kth >> 32) : kNoBound;
-      }
-    }
   }
-}
+  __device__ float of(const TileArgs<T>& a, int64_t, int64_t slot) const {
+    const uint4* x = reinterpret_cast<const uint4*>(a.vectors + slot * a.dim);
+    int xx = 0, qx = 0;
+    for (int w = 0; w < a.dim / 4; w += 4) {  // dim % 16 == 0
+      const uint4 v = x[w / 4];
+      qx = ImmaOps<T>::dot4(qwords[w], v.x, qx);
+      qx = ImmaOps<T>::dot4(qwords[w + 1], v.y, qx);
+      qx = ImmaOps<T>::dot4(qwords[w + 2], v.z, qx);
+      qx = ImmaOps<T>::dot4(qwords[w + 3], v.w, qx);
+      if (!IP) xx = squares16<T>(v, xx);
+    }
+    return __int2float_rn(IP ? -qx : qsq + xx - 2 * qx);
+  }
+};
 
 template <class T>
 void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
@@ -354,21 +208,15 @@ void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, co
   const std::size_t dynamic = static_cast<std::size_t>(seed_steps(args.dim)) * 32 * sizeof(uint4);
   const auto kernel = ip ? seed_int8_kernel<T, true> : seed_int8_kernel<T, false>;
   if (dynamic > kDefaultDynamicSmem) ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
-  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kSeedThreads, dynamic);
-  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kSeedThreads, dynamic, stream>>>(args, values);
+  kernel<<<resident_grid(ctx, reinterpret_cast<const void*>(kernel), kSeedThreads, dynamic), kSeedThreads, dynamic,
+           stream>>>(args, values);
   IVF_CUDA_CHECK_LAUNCH();
-  const int64_t warps_grid = std::min<int64_t>((nq + kThreads / 32 - 1) / (kThreads / 32), kMaxGridBlocks);
-  seed_entries_kernel<T><<<static_cast<unsigned>(std::max<int64_t>(1, warps_grid)), kThreads, 0, stream>>>(
-      nq, values, prune);
+  seed_entries_kernel<T><<<grid_for(nq * 32, kThreads), kThreads, 0, stream>>>(nq, values, prune);
   IVF_CUDA_CHECK_LAUNCH();
-  const auto flagged = ip ? seed_flagged_kernel<T, true> : seed_flagged_kernel<T, false>;
-  const int64_t resident =
-      int64_t{std::max(1, ctx.blocks_per_sm(reinterpret_cast<const void*>(flagged), kThreads, 0))} *
-      ctx.limits().sm_count;
-  flagged<<<static_cast<unsigned>(std::max<int64_t>(1, std::min(nq, resident))), kThreads, 0, stream>>>(
-      args, nq, probes, seed, values, prune);
-  IVF_CUDA_CHECK_LAUNCH();
+  if (ip)
+    launch_seed_flagged<T, Int8RowCost<T, true>>(ctx, stream, args, nq, probes, seed, values, prune);
+  else
+    launch_seed_flagged<T, Int8RowCost<T, false>>(ctx, stream, args, nq, probes, seed, values, prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "candidates.cuh"
@@ -29,16 +30,42 @@ struct MarginTerms {
 // rounding, u (|q_j - c_j| + |x_j - c_j|), which moves the squared distance by at most about
 // 2u (|q - c| + |x - c|)^2: 3u more in b.
 // bf16 (the pruned pass, scan_mma.cuh): the operands are rounded to bf16 instead of cut to TF32.
-__host__ __device__ inline MarginTerms margin_terms(bool l2, int64_t dim, bool centered = false, bool bf16 = false) {
+// The same for any operand error `operand` (relative, per operand): margin_terms_f16 below.
+__host__ __device__ inline MarginTerms margin_terms_of(bool l2, int64_t dim, bool centered, float operand) {
   const float u = 5.9604645e-08f;  // 2^-24
   const float rounding = static_cast<float>(dim + 4) * u;
-  const float operand = bf16 ? 3.90625e-03f : 9.765625e-04f;  // 2^-8 : 2^-10
   const float dot = 2.0f * operand + rounding;
   if (!l2) return MarginTerms{2.0f * (dot + rounding), 0.0f};
   return MarginTerms{4.0f * dot, 6.0f * rounding + (centered ? 3.0f * u : 0.0f)};
 }
+__host__ __device__ inline MarginTerms margin_terms(bool l2, int64_t dim, bool centered = false, bool bf16 = false) {
+  return margin_terms_of(l2, dim, centered, bf16 ? 3.90625e-03f : 9.765625e-04f);  // 2^-8 : 2^-10
+}
 __host__ __device__ inline float candidate_margin(const MarginTerms& m, float qn, float xn) {
   return m.a * qn * xn + m.b * (qn + xn) * (qn + xn);
+}
+
+// f16 operands (the f16 seed, scan_seed_f16.cuh). A value of magnitude at least 2^-14 rounds to
+// nearest with 11 significant bits: e = 2^-11 relatively (a, b as above). Below 2^-14 an f16 is
+// subnormal, which the tensor cores may flush: off by less than h = 2^-14 absolutely. Then
+// |q_j x_j - q~_j x~_j| <= (2e + e^2) |q_j x_j| + h (1 + e) (|q_j| + |x_j|) + h^2, and by
+// Cauchy-Schwarz (sum |v_j| <= sqrt(n) |v|) the dot product gains h sqrt(n) (1 + e) (|q| + |x|)
+// + n h^2, doubled as the rest (L2 twice again: -2 q.x): s (|q| + |x|) + c. A value beyond the
+// f16 range becomes infinite and so does every cost it enters: the seed takes a non-finite cost
+// as a row it could not judge (it flags the query).
+struct F16Margin {
+  MarginTerms base;
+  float s = 0.0f, c = 0.0f;
+};
+__host__ __device__ inline F16Margin margin_terms_f16(bool l2, int64_t dim, bool centered) {
+  const float h = 6.1035156e-05f;  // 2^-14
+  const float times = l2 ? 4.0f : 2.0f;
+  const float root = sqrtf(static_cast<float>(dim));
+  return F16Margin{margin_terms_of(l2, dim, centered, 4.8828125e-04f),  // 2^-11
+                   times * h * root * 1.0005f, times * static_cast<float>(dim) * h * h};
+}
+__host__ __device__ inline float f16_margin(const F16Margin& m, float qn, float xn) {
+  return candidate_margin(m.base, qn, xn) + m.s * (qn + xn) + m.c;
 }
 
 // The tensor-core pass's tiles: kMmaTile queries x kMmaTile rows; a work unit is one query
@@ -96,13 +123,15 @@ constexpr bool prune_caps_hold() {
 }
 static_assert(prune_caps_hold(), "every k's entries hold 2k keys and k plus a window");
 static_assert(kPruneNarrowMaxK <= kPruneCap, "k entries fit the cap");
-// The largest k the int8 seed serves (scan.cu's int8_seed): a warp's sorted list of a query's k
-// best (seed_entries_kernel).
+// The largest k a seed on tensor cores can serve (scan.cu's int8_seed; f16_seed stops earlier,
+// kF16SeedMaxK): a warp's sorted list of a query's k best (seed_entries_kernel,
+// seed_rescore_kernel).
 constexpr int kSeedMaxK = 32;
 
-// The int8 seed (scan_seed.cuh, integer queries on uint8 / int8 rows, k <= kSeedMaxK): a block
-// of kSeedWarps takes a unit of kSeedQueries queries and kSeedUnitRows rows of a list, and each
-// lane keeps its kSeedKeep best exact costs for each of its two query rows: a unit leaves
+// The seeds on tensor cores (scan_seed.cuh: int8, integer queries on uint8 / int8 rows;
+// scan_seed_f16.cuh: f16, every other query and row type, k <= kF16SeedMaxK): a block of
+// kSeedWarps takes a unit of kSeedQueries queries and kSeedUnitRows rows of a list, and each
+// lane keeps its kSeedKeep best costs for each of its two query rows: a unit leaves
 // kSeedUnitValues a query (four lanes a warp hold each query row).
 constexpr int kSeedWarps = 4;
 constexpr int kSeedThreads = kSeedWarps * 32;
@@ -110,10 +139,13 @@ constexpr int kSeedQueries = 16;  // the mma's m
 constexpr int kSeedKeep = 6;
 constexpr int64_t kSeedUnitRows = 2048;
 constexpr int64_t kSeedUnitValues = int64_t{kSeedWarps} * 4 * kSeedKeep;
-// What the int8 seed's lanes leave a query: nq x stride (exact cost, candidate position) entries,
-// count[q] of them taken, and the best cost any lane dropped (ordered); and the queries whose k
-// best they may miss (incomplete), scanned again exactly. count and dropped are cleared by the
-// caller (dropped to all ones).
+// What a seed's lanes leave a query: nq x stride (cost, candidate position) entries, count[q] of
+// them taken, and the best cost any lane dropped (ordered); and the queries whose k best they
+// may miss (incomplete), scanned again exactly. The int8 seed's costs are exact; the f16 seed's
+// are pessimistic (the f16 cost plus its margin), and it also records the largest squared norms
+// of each query (qsq: L2 centres it on each probe's centroid) and of the rows it judged (xmax),
+// as the margin takes them.
+// count, dropped, qsq and xmax are cleared by the caller (dropped to all ones, the rest to 0).
 struct SeedValues {
   float* cost = nullptr;
   int32_t* pos = nullptr;
@@ -121,6 +153,8 @@ struct SeedValues {
   int64_t stride = 0;
   uint32_t* dropped = nullptr;
   int32_t* incomplete = nullptr;
+  float* qsq = nullptr;   // the f16 seed's only
+  float* xmax = nullptr;  // the f16 seed's only
 };
 
 struct PruneState {
@@ -160,6 +194,22 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
 template <class T>
 void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
                       const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune);
+
+// The f16 seed (scan_seed_f16.cuh): as launch_int8_seed, for f32 queries on rows of any type
+// (not integer arithmetic), k <= kF16SeedMaxK, four-element loads (args.vec4), dim up to
+// kF16SeedMaxDim, and for L2 the list centroids. The costs on f16 tensor cores carry a margin
+// (margin_terms_f16); the few rows that can still be among a query's k best are re-scored
+// exactly (the SIMT scan's arithmetic), and a query whose lanes dropped a row that could is
+// scanned again exactly.
+constexpr int64_t kF16SeedMaxDim = 2048;  // shared memory: 36 bytes a dimension
+// The largest k it serves: past it the SIMT seed was faster (H100, 1M rows, 10,000 queries, k 32:
+// -7% / -9% at d 128, nprobe 16 / 64, -4 to -30% at d 64 to 960; at d 128 it still gained at
+// k 16 +7% / +3% and at k 24 +2%).
+constexpr int kF16SeedMaxK = 16;
+static_assert(kF16SeedMaxK <= kSeedMaxK, "the f16 seed's k best fit a warp's list");
+template <class T>
+void launch_f16_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
+                     const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune);
 
 // The pruned pass on int8 tensor cores for integer queries against uint8 / int8 rows
 // (PrunedKernel::Integer, scan_imma.cuh): exact integer costs, so no margin and nothing to

@@ -429,12 +429,15 @@ __global__ void __launch_bounds__(kThreads, 4) list_rows_kernel(TileArgs<T> a) {
   }
 }
 
-// A persistent grid of a SIMT kernel: as many blocks as can be resident (asked once per context).
+// A persistent grid: as many blocks of `kernel` as can be resident (asked once per context).
+inline unsigned resident_grid(const DeviceContext& ctx, const void* kernel, int threads, std::size_t smem) {
+  return static_cast<unsigned>(std::max(1, ctx.blocks_per_sm(kernel, threads, smem)) * ctx.limits().sm_count);
+}
+// A persistent grid of a SIMT kernel.
 template <class T>
 void launch_persistent(const DeviceContext& ctx, cudaStream_t stream, void (*kernel)(TileArgs<T>),
                        const TileArgs<T>& args, std::size_t smem = 0) {
-  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, smem);
-  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
+  const unsigned grid = resident_grid(ctx, reinterpret_cast<const void*>(kernel), kThreads, smem);
   kernel<<<grid, kThreads, smem, stream>>>(args);
   IVF_CUDA_CHECK_LAUNCH();
 }

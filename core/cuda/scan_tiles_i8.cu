@@ -2,6 +2,7 @@
 // that the types compile in parallel.
 #include "scan_imma.cuh"
 #include "scan_seed.cuh"
+#include "scan_seed_f16.cuh"
 #include "scan_tensor.cuh"
 #include "scan_tiles.cuh"
 
@@ -15,6 +16,8 @@ template void launch_integer_scan<int8_t>(const DeviceContext&, cudaStream_t, bo
                                            const PruneState&);
 template void launch_int8_seed<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&, int64_t,
                                         const int32_t*, int64_t, const SeedValues&, const PruneState&);
+template void launch_f16_seed<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&, int64_t,
+                                   const int32_t*, int64_t, const SeedValues&, const PruneState&);
 template void launch_settle<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<int8_t>&);
 template void launch_refine<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<int8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

@@ -1,7 +1,8 @@
 // The tensor-core scans against the exact SIMT scan: the pruned pass with on-chip selection
 // for k <= 4096 (scan_prune.cuh; bf16 operands, its query tile resident up to 512 dimensions,
 // scan_resident.cuh, else scan_mma.cuh; int8 operands for integer queries on integer rows,
-// scan_imma.cuh, seeded for k <= 32 by 16-query int8 tiles, scan_seed.cuh; past k 128 its wide
+// scan_imma.cuh, seeded for k <= 32 by 16-query int8 tiles, scan_seed.cuh, and every other
+// pruned pass for k <= 16 by 16-query f16 tiles, scan_seed_f16.cuh; past k 128 its wide
 // form, seeded by several probes, with exact entries from 128 to 256 dimensions) and the keys pass with an exact refinement (TF32, scan_tensor.cuh), in
 // one process and at one batch size (IVFGPU_SCAN pins the kernel per search, so the coarse stage
 // is the same call both times): the same results per shared/docs/results-contract.md on 1M x 128
@@ -252,6 +253,46 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
           EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 8), "")
               << "type " << t << " dim " << dim << " metric " << metric << " k " << k;
       }
+}
+
+// The f16 seed (k <= 16, f32 queries, four-element rows: scan_seed_f16.cuh) at shapes the tests
+// above do not reach: dimensions off a multiple of 16 (100), past the resident tile (960) and
+// past the staged pass's centring (1,100); lists shorter than k (about 24 rows a list, so that
+// many queries' first probes hold fewer than k rows and start without a bound); a seed of three
+// probes; both metrics; and data scaled to 1e-6 (f16 subnormals: a margin wider than the data's
+// gaps, so most queries are flagged and scanned exactly) and to 1e5 (centred values past the
+// f16 range: costs that are not finite, every query flagged). Each against the SIMT scan, and
+// against the SIMT seed (IVFGPU_SEED=simt) too.
+TEST(GpuTensorScan, F16SeedEqualsTheSimtScan) {
+  IVFTEST_REQUIRE_GPU();
+  struct Shape {
+    int64_t dim, n, nlist;
+    float scale;
+  };
+  const int64_t nq = 1500;
+  for (const Shape& sh : {Shape{100, 30000, 64, 1.0f}, Shape{960, 12000, 32, 1.0f}, Shape{1100, 8000, 16, 1.0f},
+                          Shape{128, 6000, 256, 1.0f}, Shape{128, 20000, 32, 1e-6f}, Shape{128, 20000, 32, 1e5f}}) {
+    std::vector<float> x = clustered_vectors(sh.n, sh.dim, 64, 40 + sh.dim);
+    std::vector<float> q = clustered_vectors(nq, sh.dim, 64, 50 + sh.dim);
+    for (auto* v : {&x, &q})
+      for (float& e : *v) e *= sh.scale;
+    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+      IndexPtr idx = cuda_index_of(sh.dim, sh.nlist, metric, IVF_DTYPE_F32, x);
+      ASSERT_TRUE(idx);
+      const std::string shape = "dim " + std::to_string(sh.dim) + " scale " + std::to_string(sh.scale) + " metric " +
+                                std::to_string(metric);
+      for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{16}}) {  // kF16SeedMaxK: 16
+        EXPECT_EQ(compare(idx.get(), q, nq, sh.dim, k, 8, nullptr, true), "") << shape << " k " << k;
+        {
+          SeedProbesPin pin(3);
+          EXPECT_EQ(compare(idx.get(), q, nq, sh.dim, k, 8), "") << shape << " k " << k << ", three seed probes";
+        }
+        setenv("IVFGPU_SEED", "simt", 1);
+        EXPECT_EQ(compare(idx.get(), q, nq, sh.dim, k, 8), "") << shape << " k " << k << ", the SIMT seed";
+        unsetenv("IVFGPU_SEED");
+      }
+    }
+  }
 }
 
 // Rows excluded inside the scan (removed ones, a filter's), cosine, and integer queries on

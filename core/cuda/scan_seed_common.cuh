@@ -1,0 +1,261 @@
+// What the two seeds on tensor cores share (scan_seed.cuh: int8; scan_seed_f16.cuh: f16): a
+// lane's few best costs, the way a query's first entries and bound are set from a warp's sorted
+// k best, and the exact scan of a query the lanes could not settle (a block each).
+#pragma once
+
+#include <cstdint>
+
+#include "launch.cuh"
+#include "scan_prune.cuh"
+#include "scan_tensor.hpp"
+#include "scan_tiles.cuh"
+#include "warp_sort.cuh"
+
+namespace ivfgpu::cuda::scan_detail {
+
+// A lane's kSeedKeep best (cost, candidate position) for one query row, by cost, and the best
+// cost it dropped.
+struct SeedKept {
+  float cost[kSeedKeep];
+  int32_t pos[kSeedKeep];
+  float dropped;
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int j = 0; j < kSeedKeep; ++j) {
+      cost[j] = __int_as_float(0x7f800000);
+      pos[j] = -1;
+    }
+    dropped = __int_as_float(0x7f800000);
+  }
+  // Inserts (v, at) in cost order; the last falls out. Rows come in position order within a
+  // lane, so equal costs keep it.
+  __device__ __forceinline__ void offer(float v, int32_t at) {
+    if (!(v < cost[kSeedKeep - 1])) {
+      dropped = fminf(dropped, v);
+      return;
+    }
+    dropped = fminf(dropped, cost[kSeedKeep - 1]);
+#pragma unroll
+    for (int j = kSeedKeep - 1; j > 0; --j) {
+      const bool shift = v < cost[j - 1], here = !shift && v < cost[j];
+      pos[j] = shift ? pos[j - 1] : here ? at : pos[j];
+      cost[j] = shift ? cost[j - 1] : here ? v : cost[j];
+    }
+    if (v < cost[0]) {
+      cost[0] = v;
+      pos[0] = at;
+    }
+  }
+};
+
+// A unit of a seed: one list, a kSeedQueries-query tile of the pairs probing it there, and
+// kSeedUnitRows of its rows (args.tile_off counts tiles x row chunks per list).
+struct SeedUnit {
+  int64_t list, first_row;  // the list, the unit's first row in it
+  int queries, rows;        // the tile's queries, the unit's rows
+  int64_t tile;             // the query tile's index in the list's pairs
+};
+template <class T>
+__device__ __forceinline__ SeedUnit seed_unit(const TileArgs<T>& a, int64_t u) {
+  SeedUnit s;
+  s.list = block_unit_of(a.tile_off, a.nlist, u);
+  const int64_t size = a.list_size[s.list];
+  const int64_t chunks = (size + kSeedUnitRows - 1) / kSeedUnitRows, local = u - a.tile_off[s.list];
+  s.tile = local / chunks;
+  s.first_row = (local % chunks) * kSeedUnitRows;
+  const int64_t prem = a.pair_count[s.list] - s.tile * kSeedQueries;
+  s.queries = static_cast<int>(prem < kSeedQueries ? prem : kSeedQueries);
+  s.rows = static_cast<int>(size - s.first_row < kSeedUnitRows ? size - s.first_row : kSeedUnitRows);
+  return s;
+}
+// Threads 0 .. kSeedQueries - 1: the unit's queries (q_row, -1 past the tile's last) and the
+// candidate position of the list's row 0 for each (q_base).
+template <class T>
+__device__ __forceinline__ void seed_unit_queries(const TileArgs<T>& a, const SeedUnit& s, int64_t* q_row,
+                                                  int64_t* q_base) {
+  const int tid = threadIdx.x;
+  if (tid >= kSeedQueries) return;
+  q_row[tid] = -1;
+  if (tid >= s.queries) return;
+  const int64_t pr = a.grouped[a.pair_begin[s.list] + s.tile * kSeedQueries + tid];
+  q_row[tid] = pr / a.nprobe;
+  q_base[tid] = a.cand.offsets[(pr / a.nprobe) * (a.nprobe + 1) + pr % a.nprobe];
+}
+// How many of the unit's 16-row groups (w, w + kSeedWarps, ...) warp w takes.
+__device__ __forceinline__ int seed_warp_groups(const SeedUnit& s, int warp) {
+  const int groups = (s.rows + 15) / 16;
+  return groups > warp ? (groups - warp + kSeedWarps - 1) / kSeedWarps : 0;
+}
+// Whether row `row` of the unit is judged: inside it, and neither removed nor filtered out.
+template <class T>
+__device__ __forceinline__ bool seed_row_judged(const TileArgs<T>& a, const SeedUnit& s, int row) {
+  if (row >= s.rows) return false;
+  if (!a.check_rows) return true;
+  const int64_t slot = a.list_start[s.list] + s.first_row + row;
+  return row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
+}
+
+// Lane (g, t)'s loads for a step of its warp: rows g and 8 + g of the unit's 16-row group gi
+// (from `rows`, rcount of them; a row past them reads row 0), in each of CH k steps of STEP
+// dimensions from step s0, the PER elements from PER * t (zeros past dim; dim is a multiple of
+// PER). load(p) reads PER elements at p.
+template <int CH, int STEP, int PER, class T, class V, class Load>
+__device__ __forceinline__ void seed_load_step(const T* rows, int64_t dim, int rcount, int gi, int s0, V (&va)[CH],
+                                               V (&vb)[CH], const V& zero, Load&& load) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int ra = gi * 16 + g, rb = ra + 8;
+  const T* xa = rows + static_cast<int64_t>(ra < rcount ? ra : 0) * dim + PER * t;
+  const T* xb = rows + static_cast<int64_t>(rb < rcount ? rb : 0) * dim + PER * t;
+#pragma unroll
+  for (int c = 0; c < CH; ++c) {
+    const int64_t d = int64_t{s0 + c} * STEP;
+    const bool in = d + PER * t < dim;
+    va[c] = in ? load(xa + d) : zero;
+    vb[c] = in ? load(xb + d) : zero;
+  }
+}
+// After the last step of 16-row group gi: xsq[n] holds a quarter of the squared norm of row
+// 8n + g of the group (lanes 4g .. 4g + 3 hold the rest), and the lane's accumulator columns are
+// rows 8n + 2t + c (c = 0, 1). For each of those rows that is judged (seed_row_judged):
+// f(n, c, row, its squared norm).
+template <class T, class S, class F>
+__device__ __forceinline__ void seed_for_judged_columns(const TileArgs<T>& a, const SeedUnit& su, int gi,
+                                                        S (&xsq)[2], F&& f) {
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+    xsq[n] += __shfl_xor_sync(kFullMask, xsq[n], 1);
+    xsq[n] += __shfl_xor_sync(kFullMask, xsq[n], 2);
+  }
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const S xs = __shfl_sync(kFullMask, xsq[n], 4 * (2 * t + c));
+      const int row = gi * 16 + 8 * n + 2 * t + c;
+      if (seed_row_judged(a, su, row)) f(n, c, row, xs);
+    }
+  }
+}
+// A warp's steps 0 .. nsteps - 1 (each a chunk of CH k steps of one of its 16-row groups):
+// body(i, va, vb) multiplies step i's rows while step i + 1's loads (load(i + 1, va, vb)) are in
+// flight.
+template <int CH, class V, class Load, class Body>
+__device__ __forceinline__ void seed_pipelined_steps(int nsteps, Load&& load, Body&& body) {
+  V na[CH], nb[CH];
+  if (nsteps > 0) load(0, na, nb);
+  for (int i = 0; i < nsteps; ++i) {
+    V va[CH], vb[CH];
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+      va[c] = na[c];
+      vb[c] = nb[c];
+    }
+    if (i + 1 < nsteps) load(i + 1, na, nb);
+    body(i, va, vb);
+  }
+}
+
+// A lane's two query rows' kept values into the query's share of sv (one atomic for the four
+// lanes of a query row in the warp; slots past the share, never by its size, would be lost:
+// counted as a dropped row, they flag the query), and the warp's best dropped cost into the
+// query's. q: the row's query, or -1 past the tile's last. Every lane of the warp calls it.
+__device__ __forceinline__ void seed_keep_values(const SeedValues& sv, const SeedKept& best, int64_t q) {
+  const int lane = threadIdx.x % 32, t = lane % 4;
+  float dropped = best.dropped;
+  for (int o = 1; o < 4; o *= 2) dropped = fminf(dropped, __shfl_xor_sync(kFullMask, dropped, o));
+  int base = 0;
+  if (q >= 0 && t == 0) base = atomicAdd(sv.count + q, 4 * kSeedKeep);
+  base = __shfl_sync(kFullMask, base, lane & ~3);
+  if (q < 0) return;
+  const bool fits = base + 4 * kSeedKeep <= sv.stride;
+  if (t == 0) atomicMin(sv.dropped + q, to_ordered(fits ? dropped : -__int_as_float(0x7f800000)));
+  if (!fits) return;
+  const int64_t at = q * sv.stride + base + t * kSeedKeep;
+#pragma unroll
+  for (int j = 0; j < kSeedKeep; ++j) {
+    sv.cost[at + j] = best.cost[j];
+    sv.pos[at + j] = best.pos[j];
+  }
+}
+
+// A warp's sorted k best keys (ordered cost << 32 | candidate position; lane i holds the i-th,
+// ~0 past the last): how many there are and the k-th cost (+inf with fewer than k).
+struct SeedTop {
+  int found;
+  float kth;
+};
+__device__ __forceinline__ SeedTop seed_top(unsigned long long mine, int k) {
+  const int lane = threadIdx.x % 32;
+  const int found = __popc(__ballot_sync(kFullMask, lane < k && mine != ~0ull));
+  const unsigned long long kth = __shfl_sync(kFullMask, mine, (k - 1) & 31);  // k <= 32
+  return SeedTop{found, found == k ? from_ordered(static_cast<uint32_t>(kth >> 32)) : __int_as_float(0x7f800000)};
+}
+
+// Query q's first entries from the warp's sorted k best (as seed_top takes them): exact
+// (seeded), their k-th cost its bound (none with fewer than k). Where !complete, no entries and
+// no bound, and the query is flagged in `incomplete` (when given) for seed_flagged_kernel. Every
+// lane of the warp calls it.
+__device__ __forceinline__ void seed_set_entries(const PruneState& pr, int64_t q, unsigned long long mine,
+                                                 const SeedTop& top, bool complete, int32_t* incomplete) {
+  const int lane = threadIdx.x % 32;
+  if (complete && lane < top.found) {
+    pr.pos[q * pr.cap + lane] = static_cast<int32_t>(mine & 0xffffffffu);
+    pr.opt[q * pr.cap + lane] = from_ordered(static_cast<uint32_t>(mine >> 32));
+  }
+  if (lane == 0) {
+    pr.found[q] = complete ? top.found : 0;
+    pr.seeded[q] = complete ? top.found : 0;
+    pr.bound[q] = complete && top.found == pr.k ? to_ordered(top.kth) : kNoBound;
+    if (incomplete != nullptr) incomplete[q] = complete ? 0 : 1;
+  }
+}
+
+// A block per flagged query (the rest return at once): its seed probes scanned exactly, a lane
+// a row, its k best by (cost, position) kept by each warp's running list and merged, then set
+// as seed_set_entries sets them. Cost gives a row's exact cost, the SIMT scan's value (IP: the
+// similarity negated): Cost::stage(a, q) prepares the block's shared state for query q (every
+// thread calls it, between barriers) and Cost::of(a, q, slot) is the cost of the row at slot.
+// Flagged queries are few, so a block per query needs no buffer of distances.
+template <class T, class Cost>
+__global__ void seed_flagged_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes, int64_t seed, SeedValues sv,
+                                    PruneState pr) {
+  __shared__ unsigned long long scratch[kThreads];
+  __shared__ Cost cost;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int64_t q = blockIdx.x; q < nq; q += gridDim.x) {
+    if (sv.incomplete[q] == 0) continue;  // the same for the whole block
+    __syncthreads();  // the previous query is done with cost and scratch
+    cost.stage(a, q);
+    __syncthreads();
+    WarpBest best;
+    for (int64_t p = 0; p < seed; ++p) {
+      const int64_t l = probes[q * a.nprobe + p], size = a.list_size[l];
+      const int64_t base = a.cand.offsets[q * (a.nprobe + 1) + p];
+      for (int64_t r0 = int64_t{warp} * 32; r0 < size; r0 += kThreads) {
+        const int64_t r = r0 + lane, slot = a.list_start[l] + r;
+        unsigned long long key = ~0ull;
+        if (r < size &&
+            (!a.check_rows || row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; })))
+          key = static_cast<unsigned long long>(to_ordered(cost.of(a, q, slot))) << 32 |
+                static_cast<uint32_t>(base + r);
+        best.offer(key, pr.k);
+      }
+    }
+    // A warp list's entries past k are dropped first: they are not among its k best.
+    const unsigned long long top = block_merge_sorted32(lane < pr.k ? best.mine : ~0ull, scratch);
+    if (warp == 0) seed_set_entries(pr, q, top, seed_top(top, pr.k), true, nullptr);
+  }
+}
+
+template <class T, class Cost>
+void launch_seed_flagged(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args, int64_t nq,
+                         const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
+  const auto kernel = seed_flagged_kernel<T, Cost>;
+  const int64_t grid = std::min<int64_t>(nq, resident_grid(ctx, reinterpret_cast<const void*>(kernel), kThreads, 0));
+  kernel<<<static_cast<unsigned>(std::max<int64_t>(1, grid)), kThreads, 0, stream>>>(args, nq, probes, seed, values,
+                                                                                     prune);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ivfgpu::cuda::scan_detail

@@ -1,0 +1,317 @@
+// The f16 seed of the pruned pass (scan_tensor.hpp, launch_f16_seed): f32 queries on rows of
+// any type, k <= kF16SeedMaxK; included by the scan_tiles_<type>.cu files. docs/tensor-scan.md,
+// "The f16 seed", gives the argument; in short:
+//
+// The pruned pass starts from each query's exact k best rows of its first probes: its first
+// entries, and their k-th cost its first bound. The SIMT seed computes every exact distance of
+// those probes and selects (0.72 + 0.19 ms of a ~2.9 ms batch at 1M x 128, nprobe 16, k 10 on
+// the H100). This seed finds the same rows from f16 tensor-core costs and re-scores exactly only
+// the few that can still be among them; it is the int8 seed's kernel (scan_seed.cuh) with f16
+// operands, whose margin (margin_terms_f16: 11 significant bits) is narrow enough for that, where
+// bf16's (8 bits) left nearly every query to the exact scan (session 43).
+//
+// Work unit: one list, a 16-query tile of the pairs probing it there, kSeedUnitRows of its rows;
+// a block of four warps, each taking 16-row groups w, w + 4, ... (m16n8k16: queries as A, rows
+// as B). A warp reads its rows straight from global memory into B fragments, with no shared
+// memory and no barrier: the k order within an mma step of 16 dimensions is free, so lane
+// (g, t) takes dimensions 4t .. 4t + 3 of row g (one four-element load) as the k indices
+// 2t, 2t + 1, 2t + 8, 2t + 9 its B registers hold, and the query fragments (staged once a unit in
+// shared memory) use the same assignment. L2 centres queries and rows on the list's centroid in
+// fp32 first, as the pruned pass does. Each lane keeps the kSeedKeep best optimistic costs (the
+// f16 cost less its margin: never worse than the exact one) it sees for each of its two query
+// rows, with their candidate positions, and the best one it dropped.
+//
+// A warp per query then (seed_rescore_kernel): with m2 bounding any row's two margins (the
+// query's and the rows' largest norms), B = the k-th best kept optimistic cost + m2 bounds the
+// exact k-th (k kept rows are no worse). A row can be among the exact k best only if its
+// optimistic cost reaches B: those kept are re-scored exactly (the SIMT scan's arithmetic) and
+// the k best by (cost, position) become the entries; their k-th cost E is the bound. That is the
+// exact top-k unless a lane dropped a row whose optimistic cost reaches E (a lane saw more than
+// kSeedKeep rows that close, or a cost was not finite): such a query is flagged and
+// seed_flagged_kernel scans its seed probes exactly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "element_traits.cuh"
+#include "launch.cuh"
+#include "scan_mma.cuh"
+#include "scan_prune.cuh"
+#include "scan_seed_common.cuh"
+#include "scan_tensor.hpp"
+#include "scan_tiles.cuh"
+#include "warp_sort.cuh"
+
+namespace ivfgpu::cuda::scan_detail {
+
+constexpr int kF16SeedStep = 16;       // dimensions a k step
+constexpr int kF16SeedChunkSteps = 4;  // k steps a lane loads together (a step of its loop)
+
+// The shared memory of a unit: the query tile's fragments (a k step: 32 lanes x 16 bytes) and
+// the list's centroid (fp32, zero past dim), both over dim rounded up to a chunk.
+__host__ __device__ inline int64_t f16_seed_padded_dim(int64_t dim) {
+  constexpr int64_t chunk = int64_t{kF16SeedStep} * kF16SeedChunkSteps;
+  return (dim + chunk - 1) / chunk * chunk;
+}
+__host__ __device__ inline std::size_t f16_seed_smem_bytes(int64_t dim) {
+  const int64_t padded = f16_seed_padded_dim(dim);
+  return static_cast<std::size_t>((padded / kF16SeedStep) * 32 * 16 + padded * 4);
+}
+
+// Round to nearest even, two at a time: lo goes to the lower half (the lower k index).
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+struct F16Mma {
+  __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    // f16 x f16 products are exact in fp32; the roundings to f16 are what margin_terms_f16 bounds.
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <class T, bool IP>
+__global__ void __launch_bounds__(kSeedThreads) seed_f16_kernel(TileArgs<T> a, F16Margin mg, SeedValues sv) {
+  extern __shared__ __align__(16) unsigned char seed_smem[];
+  const int64_t padded = f16_seed_padded_dim(a.dim);
+  const int steps = static_cast<int>(padded / kF16SeedStep);
+  uint4* qfrag = reinterpret_cast<uint4*>(seed_smem);             // [steps][32]
+  float* centre = reinterpret_cast<float*>(qfrag + steps * 32);  // [padded]
+  __shared__ int64_t q_row[kSeedQueries];
+  __shared__ int64_t q_base[kSeedQueries];  // the candidate position of the list's row 0
+  __shared__ float q_sq[kSeedQueries];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const float inf = __int_as_float(0x7f800000);
+  const int64_t total = a.tile_off[a.nlist];
+  for (int64_t u = blockIdx.x; u < total; u += gridDim.x) {
+    const SeedUnit su = seed_unit(a, u);
+    const int64_t l = su.list, r0 = su.first_row;
+    const int pcount = su.queries, rcount = su.rows;
+    __syncthreads();  // the previous unit is done with the shared arrays
+    seed_unit_queries(a, su, q_row, q_base);
+    for (int64_t j = tid; j < padded; j += kSeedThreads)
+      centre[j] = (!IP && j < a.dim) ? a.centroids[l * a.dim + j] : 0.0f;
+    __syncthreads();
+    // Entry (step s, lane L): A's registers for lane L, queries L / 4 and L / 4 + 8 at dimensions
+    // 16 s + 4 (L % 4) .. + 3, centred (L2) and rounded to f16 (dim % 4 == 0: a lane's four are
+    // all in the row or all past it).
+    for (int e = tid; e < steps * 32; e += kSeedThreads) {
+      const int64_t d = int64_t{e / 32} * kF16SeedStep + 4 * (e % 4);
+      const auto query = [&](int r) {
+        const int64_t q = q_row[r];
+        if (q < 0 || d >= a.dim) return make_float4(0.f, 0.f, 0.f, 0.f);
+        const float4 v = *reinterpret_cast<const float4*>(a.queries + q * a.dim + d);
+        const float4 c = *reinterpret_cast<const float4*>(centre + d);
+        return make_float4(v.x - c.x, v.y - c.y, v.z - c.z, v.w - c.w);
+      };
+      const int r = (e % 32) / 4;
+      const float4 lo = query(r), hi = query(r + 8);
+      qfrag[e] = make_uint4(pack_f16(lo.x, lo.y), pack_f16(hi.x, hi.y), pack_f16(lo.z, lo.w), pack_f16(hi.z, hi.w));
+    }
+    // The queries' squared norms (centred, fp32), a warp per four queries.
+    for (int r = warp; r < kSeedQueries; r += kSeedWarps) {
+      const int64_t q = q_row[r];
+      float sum = 0.0f;
+      if (q >= 0)
+        for (int64_t j = lane; j < a.dim; j += 32) {
+          const float v = a.queries[q * a.dim + j] - centre[j];
+          sum = fmaf(v, v, sum);
+        }
+      for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(kFullMask, sum, o);
+      if (lane == 0) q_sq[r] = sum;
+    }
+    __syncthreads();
+    SeedKept best[2];  // query rows g and g + 8
+    best[0].clear();
+    best[1].clear();
+    const float qsq[2] = {q_sq[g], q_sq[g + 8]};
+    const float qn[2] = {sqrtf(qsq[0]), sqrtf(qsq[1])};
+    const int64_t qbase[2] = {g < pcount ? q_base[g] : 0, g + 8 < pcount ? q_base[g + 8] : 0};
+    float xmax = 0.0f;  // the largest squared norm of the rows this lane judged
+    const T* rows = a.vectors + (a.list_start[l] + r0) * a.dim;
+    // This warp's (16-row group, chunk of kF16SeedChunkSteps k steps) steps, in order: the loads
+    // of step i + 1 are in flight while step i multiplies.
+    const int per_group = steps / kF16SeedChunkSteps;
+    const int nsteps = seed_warp_groups(su, warp) * per_group;
+    const auto load_step = [&](int i, float4 (&va)[kF16SeedChunkSteps], float4 (&vb)[kF16SeedChunkSteps]) {
+      const int gi = warp + (i / per_group) * kSeedWarps, s0 = (i % per_group) * kF16SeedChunkSteps;
+      seed_load_step<kF16SeedChunkSteps, kF16SeedStep, 4>(rows, a.dim, rcount, gi, s0, va, vb,
+                                                           make_float4(0.f, 0.f, 0.f, 0.f),
+                                                           [](const T* x) { return DeviceElement<T>::load4(x); });
+    };
+    float acc[2][4], xsq[2];
+    const auto multiply = [&](int step, float4 (&va)[kF16SeedChunkSteps], float4 (&vb)[kF16SeedChunkSteps]) {
+      const int gi = warp + (step / per_group) * kSeedWarps, s0 = (step % per_group) * kF16SeedChunkSteps;
+      if (s0 == 0) {
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          xsq[n] = 0.0f;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[n][j] = 0.0f;
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < kF16SeedChunkSteps; ++c) {
+        const int s = s0 + c;
+        if constexpr (!IP) {
+          const float4 m = *reinterpret_cast<const float4*>(centre + s * kF16SeedStep + 4 * t);
+          va[c] = make_float4(va[c].x - m.x, va[c].y - m.y, va[c].z - m.z, va[c].w - m.w);
+          vb[c] = make_float4(vb[c].x - m.x, vb[c].y - m.y, vb[c].z - m.z, vb[c].w - m.w);
+        }
+        add_squares(xsq[0], va[c]);
+        add_squares(xsq[1], vb[c]);
+        const uint4 f = qfrag[s * 32 + lane];
+        const uint32_t af[4] = {f.x, f.y, f.z, f.w};
+        F16Mma::mma(acc[0], af, pack_f16(va[c].x, va[c].y), pack_f16(va[c].z, va[c].w));
+        F16Mma::mma(acc[1], af, pack_f16(vb[c].x, vb[c].y), pack_f16(vb[c].z, vb[c].w));
+      }
+      if (s0 + kF16SeedChunkSteps < steps) return;  // the group's products go on
+      seed_for_judged_columns(a, su, gi, xsq, [&](int n, int c, int row, float xs) {
+        xmax = fmaxf(xmax, xs);
+        const float xn = sqrtf(xs);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const float dot = acc[n][2 * i + c];
+          const float base = IP ? -dot : fmaf(-2.0f, dot, qsq[i] + xs);
+          const float cost = __fsub_rd(base, f16_margin(mg, qn[i], xn));
+          // A cost that is not finite (an operand past the f16 range) judges nothing: the
+          // query is flagged.
+          if (fabsf(cost) < inf)
+            best[i].offer(cost, static_cast<int32_t>(qbase[i] + r0 + row));
+          else
+            best[i].dropped = -inf;
+        }
+      });
+    };
+    seed_pipelined_steps<kF16SeedChunkSteps, float4>(nsteps, load_step, multiply);
+    // The kept values and the best dropped cost join the query's (seed_keep_values), and the
+    // largest squared norms of the query and of the rows join theirs.
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = g + 8 * i;
+      const int64_t q = r < pcount ? q_row[r] : -1;
+      float norm = xmax;
+      for (int o = 1; o < 4; o *= 2) norm = fmaxf(norm, __shfl_xor_sync(kFullMask, norm, o));
+      seed_keep_values(sv, best[i], q);
+      if (q >= 0 && t == 0) {  // L2: each probe's centroid moves the query by another length
+        atomic_max_nonneg(sv.xmax + q, norm);
+        atomic_max_nonneg(sv.qsq + q, qsq[i]);
+      }
+    }
+  }
+}
+
+// A warp per query (the file's comment says why the result is the exact top-k of the seed's
+// probes): the entries, their count (found and seeded), and the bound; or the query flagged.
+// The rows to re-score are gathered in shared memory first and taken 32 at a time, a lane each:
+// one latency-bound exact sum per lane instead of one for every batch of kept values that holds
+// a few.
+template <class T, bool IP>
+__global__ void __launch_bounds__(kThreads) seed_rescore_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes,
+                                                                F16Margin mg, SeedValues sv, PruneState pr) {
+  __shared__ int32_t waiting[kThreads / 32][64];
+  const int lane = threadIdx.x % 32;
+  int32_t* mine = waiting[threadIdx.x / 32];
+  const float inf = __int_as_float(0x7f800000);
+  for (int64_t q = global_warp(); q < nq; q += warp_stride()) {
+    const float* cost = sv.cost + q * sv.stride;
+    const int32_t* pos = sv.pos + q * sv.stride;
+    const int n = static_cast<int>(min(static_cast<int64_t>(sv.count[q]), sv.stride));
+    // The k-th best kept optimistic cost (+inf with fewer than k rows) plus m2, where m2 bounds
+    // every row's two margins, bounds the exact k-th: B. A kept row whose optimistic cost is past
+    // B cannot be among the k best.
+    WarpBest kept;
+    for (int i0 = 0; i0 < n; i0 += 32) {
+      const int i = i0 + lane;
+      const float c = i < n ? cost[i] : inf;
+      kept.offer(c < inf ? static_cast<unsigned long long>(to_ordered(c)) << 32 | static_cast<uint32_t>(i) : ~0ull,
+                 pr.k);
+    }
+    const float b = seed_top(kept.mine, pr.k).kth;
+    const float m2 = __fmul_ru(2.0f, f16_margin(mg, sqrtf(sv.qsq[q]), sqrtf(sv.xmax[q])));
+    const float limit = b < inf ? __fadd_ru(b, m2) : inf;
+    const float* query = a.queries + q * a.dim;
+    WarpBest exact;
+    // Lane i re-scores the i-th waiting row (i < count) and offers it.
+    const auto rescore = [&](int count) {
+      unsigned long long key = ~0ull;
+      if (lane < count) {
+        const int32_t at = mine[lane];
+        int64_t probe = 0, row = 0;
+        a.cand.locate(q, at, probe, row);
+        const T* x = a.vectors + (a.list_start[probes[q * a.nprobe + probe]] + row) * a.dim;
+        const float d = exact_row_distance_ahead<T, IP>(query, x, a.dim);
+        key = static_cast<unsigned long long>(to_ordered(IP ? -d : d)) << 32 | static_cast<uint32_t>(at);
+      }
+      exact.offer(key, pr.k);
+    };
+    int held = 0;  // rows waiting in `mine` (at most 31 between batches)
+    for (int i0 = 0; i0 < n; i0 += 32) {
+      const int i = i0 + lane;
+      const float c = i < n ? cost[i] : inf;
+      const bool take = c < inf && c <= limit;
+      const unsigned ballot = __ballot_sync(kFullMask, take);
+      if (take) mine[held + __popc(ballot & ((1u << lane) - 1))] = pos[i];
+      held += __popc(ballot);
+      __syncwarp();
+      if (held < 32) continue;
+      rescore(32);
+      const int rest = held - 32;
+      __syncwarp();
+      const int32_t moved = lane < rest ? mine[32 + lane] : 0;
+      __syncwarp();
+      if (lane < rest) mine[lane] = moved;
+      held = rest;
+      __syncwarp();
+    }
+    if (held > 0) rescore(held);
+    __syncwarp();  // `mine` read before the next query writes it
+    const SeedTop top = seed_top(exact.mine, pr.k);
+    const float dropped = from_ordered(sv.dropped[q]);
+    const bool complete = dropped == inf || (top.kth < inf && dropped > top.kth);
+    seed_set_entries(pr, q, exact.mine, top, complete, sv.incomplete);
+  }
+}
+
+// The exact cost of a row for seed_flagged_kernel: the SIMT scan's arithmetic (IP: the
+// similarity negated), four-element loads (the f16 seed's rows always take them).
+template <class T, bool IP>
+struct FloatRowCost {
+  __device__ void stage(const TileArgs<T>&, int64_t) {}
+  __device__ float of(const TileArgs<T>& a, int64_t q, int64_t slot) const {
+    const float d = exact_row_distance_ahead<T, IP>(a.queries + q * a.dim, a.vectors + slot * a.dim, a.dim);
+    return IP ? -d : d;
+  }
+};
+
+template <class T, bool IP>
+void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args, int64_t nq,
+                            const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
+  const F16Margin mg = margin_terms_f16(!IP, args.dim, !IP);
+  const std::size_t dynamic = f16_seed_smem_bytes(args.dim);
+  const auto kernel = seed_f16_kernel<T, IP>;
+  if (dynamic > kDefaultDynamicSmem) ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
+  kernel<<<resident_grid(ctx, reinterpret_cast<const void*>(kernel), kSeedThreads, dynamic), kSeedThreads, dynamic,
+           stream>>>(args, mg, values);
+  IVF_CUDA_CHECK_LAUNCH();
+  seed_rescore_kernel<T, IP><<<grid_for(nq * 32, kThreads), kThreads, 0, stream>>>(args, nq, probes, mg, values, prune);
+  IVF_CUDA_CHECK_LAUNCH();
+  launch_seed_flagged<T, FloatRowCost<T, IP>>(ctx, stream, args, nq, probes, seed, values, prune);
+}
+
+template <class T>
+void launch_f16_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
+                     const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
+  if (ip)
+    launch_f16_seed_metric<T, true>(ctx, stream, args, nq, probes, seed, values, prune);
+  else
+    launch_f16_seed_metric<T, false>(ctx, stream, args, nq, probes, seed, values, prune);
+}
+
+}  // namespace ivfgpu::cuda::scan_detail
