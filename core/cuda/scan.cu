@@ -379,12 +379,11 @@ bool integer_seeded(scan_detail::PrunedKernel form, int64_t k) {
 // rows load four elements at a time, its shared memory holds the query tile (kF16SeedMaxDim), L2
 // has the list centroids to centre on, and the settle's arithmetic is fp32 (integer queries on
 // integer rows, off the int8 pass's shapes, keep the SIMT seed: its integer sums). f32 1M x 128,
-// k 10, nprobe 16 / 64: 3.39-3.50M / 1.34-1.36M QPS with the SIMT seed, 3.64-3.82M / 1.37-1.40M
+// k 10, nprobe 16 / 64: 3.42-3.55M / 1.34-1.36M QPS with the SIMT seed, 3.73-3.83M / 1.385-1.41M
 // with this one (H100, bench/RESULTS.md).
-bool f16_seeded(const ScanProblem& p, scan_detail::PrunedKernel form, int64_t k) {
-  return form != scan_detail::PrunedKernel::Integer && k <= scan_detail::kF16SeedMaxK && !integer_arithmetic(p) &&
-         four_element_loads(p, nullptr) && p.lists.dim <= scan_detail::kF16SeedMaxDim &&
-         (p.metric != Metric::L2 || p.centroids != nullptr) && !simt_seed_pinned();
+bool f16_seeded(const scan_detail::PrunedShape& s, scan_detail::PrunedKernel form, int64_t k) {
+  return form != scan_detail::PrunedKernel::Integer && k <= scan_detail::kF16SeedMaxK && !s.integer && s.vec4 &&
+         s.dim <= scan_detail::kF16SeedMaxDim && (s.inner_product || s.centroids) && !simt_seed_pinned();
 }
 // f(tag) for uint8 / int8 rows, the only ones the int8 kernels are built for; `what` names the
 // kernel in the internal error any other type would be (pruned_kernel_for chooses them only for
@@ -410,43 +409,60 @@ void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const Sc
   });
 }
 
+// A tensor seed's values a query (SeedValues::stride) for `seed` first probes: at most one unit
+// per kSeedUnitRows of a query's first probes' rows, plus one per list, kSeedUnitValues each.
+int64_t tensor_seed_stride(const int64_t* largest_prefix, int64_t seed) {
+  const int64_t largest = std::max<int64_t>(1, largest_prefix[seed]);
+  return ((largest + scan_detail::kSeedUnitRows - 1) / scan_detail::kSeedUnitRows + seed) *
+         scan_detail::kSeedUnitValues;
+}
+// Its scratch a query in 4-byte words: a cost and a position a value, and five words of state
+// (count, dropped, incomplete, and the f16 seed's two norms).
+int64_t tensor_seed_words(const int64_t* largest_prefix, int64_t seed) {
+  return 2 * tensor_seed_stride(largest_prefix, seed) + 5;
+}
+
 // A seed on tensor cores (scan_seed.cuh, scan_seed_f16.cuh): 16-query tiles of the seed's probes,
 // each lane keeping its best few costs; a warp per query takes its k best of them, and a block
 // per query it could not settle scans that query's seed probes exactly. launch(values, first,
 // tile_off) runs the kernels on the first probes' pairs (first: grouped by list; tile_off: their
-// units).
+// units); norms: the values carry the query's and the rows' largest norms (the f16 seed's).
 template <class Launch>
-void tensor_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed, Launch&& launch) {
-  using scan_detail::kSeedUnitRows;
+void tensor_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed, bool norms,
+                 Launch&& launch) {
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, p.nq));
-  // A query's units: at most one per kSeedUnitRows of its first probes' rows, plus one per list.
-  const int64_t largest = std::max<int64_t>(1, p.lists.largest_prefix[seed]);
   scan_detail::SeedValues sv;
-  sv.stride = ((largest + kSeedUnitRows - 1) / kSeedUnitRows + seed) * scan_detail::kSeedUnitValues;
+  sv.stride = tensor_seed_stride(p.lists.largest_prefix, seed);
   const auto entries = n * static_cast<std::size_t>(sv.stride);
-  DeviceBuffer<float> cost(ctx, entries, stream), qsq(ctx, n, stream), xmax(ctx, n, stream);
+  DeviceBuffer<float> cost(ctx, entries, stream);
   DeviceBuffer<int32_t> pos(ctx, entries, stream), count(ctx, n, stream), incomplete(ctx, n, stream);
   DeviceBuffer<uint32_t> dropped(ctx, n, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(count.data(), 0, count.bytes(), stream));
-  IVF_CUDA_CHECK(cudaMemsetAsync(qsq.data(), 0, qsq.bytes(), stream));
-  IVF_CUDA_CHECK(cudaMemsetAsync(xmax.data(), 0, xmax.bytes(), stream));
   IVF_CUDA_CHECK(cudaMemsetAsync(dropped.data(), 0xff, dropped.bytes(), stream));
   sv.cost = cost.data();
   sv.pos = pos.data();
   sv.count = count.data();
   sv.dropped = dropped.data();
   sv.incomplete = incomplete.data();
-  sv.qsq = qsq.data();
-  sv.xmax = xmax.data();
+  DeviceBuffer<float> qsq, xmax;  // the f16 seed's margins only
+  if (norms) {
+    qsq = DeviceBuffer<float>(ctx, n, stream);
+    xmax = DeviceBuffer<float>(ctx, n, stream);
+    IVF_CUDA_CHECK(cudaMemsetAsync(qsq.data(), 0, qsq.bytes(), stream));
+    IVF_CUDA_CHECK(cudaMemsetAsync(xmax.data(), 0, xmax.bytes(), stream));
+    sv.qsq = qsq.data();
+    sv.xmax = xmax.data();
+  }
   const ScanGroups first = group_probe_range(ctx, stream, p, 0, seed);
-  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, first, scan_detail::kSeedQueries, kSeedUnitRows);
+  const DeviceBuffer<int64_t> tile_off =
+      unit_offsets(ctx, stream, p, first, scan_detail::kSeedQueries, scan_detail::kSeedUnitRows);
   launch(sv, first, tile_off.data());
 }
 
 // The int8 seed: exact integer costs on int8 tensor cores (integer_seeded).
 void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
                const scan_detail::PruneState& prune) {
-  tensor_seed(ctx, stream, p, seed,
+  tensor_seed(ctx, stream, p, seed, false,
               [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const int64_t* off) {
     with_integer_rows(p, "the int8 seed", [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -460,7 +476,7 @@ void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // exactly (f16_seeded).
 void f16_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
               const scan_detail::PruneState& prune) {
-  tensor_seed(ctx, stream, p, seed,
+  tensor_seed(ctx, stream, p, seed, true,
               [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const int64_t* off) {
     dispatch_element_type(p.lists.type, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -474,12 +490,13 @@ void f16_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& 
 // where most of its k best usually are; pruned_seed_probes), scanned first: by the SIMT kernel
 // into a buffer of their own, whose k best become the query's first entries and their k-th cost
 // its first bound (simt_seed); or, for integer queries on integer rows and k <= 32, by 16-query
-// int8 tiles whose lanes keep their best few exact costs (int8_seed). The tensor pass over
-// the other probes then appends only rows that can still beat a bound that is already tight; a
-// bound that starts empty and falls only as fast as single 64-row tiles hold k better rows let
-// ~2,700 rows per query through at k 10 on the 1M x 128 mixture (bench/RESULTS.md). Nothing is
-// written to the candidate rows (p.cand.dist may be null); their offsets give the positions that
-// order ties.
+// int8 tiles whose lanes keep their best few exact costs (int8_seed); or, for most other passes
+// at k <= 16, by 16-query f16 tiles whose few rows that can count are re-scored (f16_seed). The
+// tensor pass over the other probes then appends only rows that can still beat a bound that is
+// already tight; a bound that starts empty and falls only as fast as single 64-row tiles hold k
+// better rows let ~2,700 rows per query through at k 10 on the 1M x 128 mixture
+// (bench/RESULTS.md). Nothing is written to the candidate rows (p.cand.dist may be null); their
+// offsets give the positions that order ties.
 void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, ScanOutcome& out) {
   const int64_t nq = p.nq, k = p.k;
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
@@ -500,7 +517,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   const int64_t seed = pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
   if (integer_seeded(form, k))
     int8_seed(ctx, stream, p, seed, prune);
-  else if (f16_seeded(p, form, k))
+  else if (f16_seeded(shape, form, k))
     f16_seed(ctx, stream, p, seed, prune);
   else
     simt_seed(ctx, stream, p, seed, prune);
@@ -533,8 +550,11 @@ int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprob
   // The plan does not know whether the entries will be exact: the larger seed of the two.
   const int64_t seed = seed_probes_or_pin(
       nprobe, std::max(seed_probes_by_rule(nprobe, k, dim, true), seed_probes_by_rule(nprobe, k, dim, false)));
-  const int64_t seed_rows = std::max<int64_t>(1, largest_prefix[seed]);
-  return seed_rows + 2 * scan_detail::prune_cap(k) + 2 * k + 4;
+  // Nor which seed runs: the SIMT seed's candidate rows, or a tensor seed's values (more where
+  // the lists are short), whichever is larger.
+  const int64_t seed_words =
+      std::max(std::max<int64_t>(1, largest_prefix[seed]), tensor_seed_words(largest_prefix, seed));
+  return seed_words + 2 * scan_detail::prune_cap(k) + 2 * k + 4;
 }
 
 scan_detail::PruneState ScanOutcome::prune_state(const ScanProblem& p) const {

@@ -102,14 +102,7 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
     int acc[2][4], xsq[2];
     const auto multiply = [&](int step, uint2 (&va)[kSeedChunkSteps], uint2 (&vb)[kSeedChunkSteps]) {
       const int gi = warp + (step / per_group) * kSeedWarps, s0 = (step % per_group) * kSeedChunkSteps;
-      if (s0 == 0) {
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          xsq[n] = 0;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[n][j] = 0;
-        }
-      }
+      if (s0 == 0) seed_clear_group(acc, xsq);
 #pragma unroll
       for (int c = 0; c < kSeedChunkSteps; ++c) {
         const uint4 f = qfrag[(s0 + c) * 32 + lane];

@@ -114,6 +114,16 @@ __device__ __forceinline__ void seed_load_step(const T* rows, int64_t dim, int r
     vb[c] = in ? load(xb + d) : zero;
   }
 }
+// Before the first step of a 16-row group: the lane's accumulators and squared-norm parts.
+template <class S>
+__device__ __forceinline__ void seed_clear_group(S (&acc)[2][4], S (&xsq)[2]) {
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+    xsq[n] = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[n][j] = 0;
+  }
+}
 // After the last step of 16-row group gi: xsq[n] holds a quarter of the squared norm of row
 // 8n + g of the group (lanes 4g .. 4g + 3 hold the rest), and the lane's accumulator columns are
 // rows 8n + 2t + c (c = 0, 1). For each of those rows that is judged (seed_row_judged):

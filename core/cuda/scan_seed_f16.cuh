@@ -148,14 +148,7 @@ __global__ void __launch_bounds__(kSeedThreads) seed_f16_kernel(TileArgs<T> a, F
     float acc[2][4], xsq[2];
     const auto multiply = [&](int step, float4 (&va)[kF16SeedChunkSteps], float4 (&vb)[kF16SeedChunkSteps]) {
       const int gi = warp + (step / per_group) * kSeedWarps, s0 = (step % per_group) * kF16SeedChunkSteps;
-      if (s0 == 0) {
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          xsq[n] = 0.0f;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[n][j] = 0.0f;
-        }
-      }
+      if (s0 == 0) seed_clear_group(acc, xsq);
 #pragma unroll
       for (int c = 0; c < kF16SeedChunkSteps; ++c) {
         const int s = s0 + c;

@@ -260,9 +260,10 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
 // past the staged pass's centring (1,100); lists shorter than k (about 24 rows a list, so that
 // many queries' first probes hold fewer than k rows and start without a bound); a seed of three
 // probes; both metrics; and data scaled to 1e-6 (f16 subnormals: a margin wider than the data's
-// gaps, so most queries are flagged and scanned exactly) and to 1e5 (centred values past the
-// f16 range: costs that are not finite, every query flagged). Each against the SIMT scan, and
-// against the SIMT seed (IVFGPU_SEED=simt) too.
+// gaps, so queries are flagged and scanned exactly) and to 1e6 (past the f16 range: about 85% of
+// the centred coordinates, and most uncentred ones, exceed 65,504, so every row's costs are not
+// finite and every query is flagged; by construction, the tree counts no flags). Each against
+// the SIMT scan, and against the SIMT seed (IVFGPU_SEED=simt) too.
 TEST(GpuTensorScan, F16SeedEqualsTheSimtScan) {
   IVFTEST_REQUIRE_GPU();
   struct Shape {
@@ -271,7 +272,7 @@ TEST(GpuTensorScan, F16SeedEqualsTheSimtScan) {
   };
   const int64_t nq = 1500;
   for (const Shape& sh : {Shape{100, 30000, 64, 1.0f}, Shape{960, 12000, 32, 1.0f}, Shape{1100, 8000, 16, 1.0f},
-                          Shape{128, 6000, 256, 1.0f}, Shape{128, 20000, 32, 1e-6f}, Shape{128, 20000, 32, 1e5f}}) {
+                          Shape{128, 6000, 256, 1.0f}, Shape{128, 20000, 32, 1e-6f}, Shape{128, 20000, 32, 1e6f}}) {
     std::vector<float> x = clustered_vectors(sh.n, sh.dim, 64, 40 + sh.dim);
     std::vector<float> q = clustered_vectors(nq, sh.dim, 64, 50 + sh.dim);
     for (auto* v : {&x, &q})
