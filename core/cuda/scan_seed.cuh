@@ -94,6 +94,7 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
     // step i + 1 are in flight while step i multiplies.
     const int per_group = steps / kSeedChunkSteps;
     const int nsteps = seed_warp_groups(su, warp) * per_group;
+    const int judged_rows = pcount > 8 ? 2 : 1;  // query rows g + 8 exist only past 8 queries
     const auto load_step = [&](int i, uint2 (&va)[kSeedChunkSteps], uint2 (&vb)[kSeedChunkSteps]) {
       const int gi = warp + (i / per_group) * kSeedWarps, s0 = (i % per_group) * kSeedChunkSteps;
       seed_load_step<kSeedChunkSteps, kSeedStep, 8>(rows, a.dim, rcount, gi, s0, va, vb, make_uint2(0u, 0u),
@@ -118,6 +119,7 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
       seed_for_judged_columns(a, su, gi, xsq, [&](int n, int c, int row, int xs) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
+          if (i >= judged_rows) break;
           const int dot = acc[n][2 * i + c];
           const float cost = __int2float_rn(IP ? -dot : qsq[i] + xs - 2 * dot);
           best[i].offer(cost, static_cast<int32_t>(qbase[i] + r0 + row));

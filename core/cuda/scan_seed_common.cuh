@@ -3,7 +3,9 @@
 // k best, and the exact scan of a query the lanes could not settle (a block each).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "launch.cuh"
 #include "scan_prune.cuh"
@@ -95,13 +97,12 @@ __device__ __forceinline__ bool seed_row_judged(const TileArgs<T>& a, const Seed
   return row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
 }
 
-// Lane (g, t)'s loads for a step of its warp: rows g and 8 + g of the unit's 16-row group gi
+// Lane (g, t)'s part of a step of its warp: rows g and 8 + g of the unit's 16-row group gi
 // (from `rows`, rcount of them; a row past them reads row 0), in each of CH k steps of STEP
-// dimensions from step s0, the PER elements from PER * t (zeros past dim; dim is a multiple of
-// PER). load(p) reads PER elements at p.
-template <int CH, int STEP, int PER, class T, class V, class Load>
-__device__ __forceinline__ void seed_load_step(const T* rows, int64_t dim, int rcount, int gi, int s0, V (&va)[CH],
-                                               V (&vb)[CH], const V& zero, Load&& load) {
+// dimensions from step s0, the PER elements from PER * t: f(c, in, a, b) for k step c, with a and
+// b the two rows' first elements there and `in` false past dim (dim is a multiple of PER).
+template <int CH, int STEP, int PER, class T, class F>
+__device__ __forceinline__ void seed_lane_step(const T* rows, int64_t dim, int rcount, int gi, int s0, F&& f) {
   const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int ra = gi * 16 + g, rb = ra + 8;
   const T* xa = rows + static_cast<int64_t>(ra < rcount ? ra : 0) * dim + PER * t;
@@ -109,9 +110,83 @@ __device__ __forceinline__ void seed_load_step(const T* rows, int64_t dim, int r
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
     const int64_t d = int64_t{s0 + c} * STEP;
-    const bool in = d + PER * t < dim;
-    va[c] = in ? load(xa + d) : zero;
-    vb[c] = in ? load(xb + d) : zero;
+    f(c, d + PER * t < dim, xa + d, xb + d);
+  }
+}
+// The lane's loads of such a step into registers (zero past dim); load(p) reads PER elements at p.
+template <int CH, int STEP, int PER, class T, class V, class Load>
+__device__ __forceinline__ void seed_load_step(const T* rows, int64_t dim, int rcount, int gi, int s0, V (&va)[CH],
+                                               V (&vb)[CH], const V& zero, Load&& load) {
+  seed_lane_step<CH, STEP, PER>(rows, dim, rcount, gi, s0, [&](int c, bool in, const T* a, const T* b) {
+    va[c] = in ? load(a) : zero;
+    vb[c] = in ? load(b) : zero;
+  });
+}
+// The f16 seed's row loads, asynchronous (cp.async) into a ring of STAGES steps in shared
+// memory, so that several steps' loads are in flight without holding registers: loaded into
+// registers a step ahead (seed_load_step, above) the kernel took 167 registers, three blocks an
+// SM, and stalled on its loads and fixed-latency dependencies about equally; through the ring it
+// takes 119-125 registers at four blocks and 15% less time (ncu, session 45). The int8 seed keeps
+// the registers: its steps are a few instructions each, and the ring's shared loads cost it 1-5%.
+// Lane (g, t) copies, for each of CH k steps of STEP dimensions, the PER elements from PER * t of
+// rows g and 8 + g of a 16-row group, and reads back only what it copied itself: no barrier.
+// Words are laid out [stage][k step][row half][lane], so a warp's read of one is conflict-free.
+template <class T, int CH, int STEP, int PER, int STAGES>
+struct SeedRing {
+  static constexpr int kBytes = PER * static_cast<int>(sizeof(T));
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  using Word = std::conditional_t<kBytes == 16, uint4, std::conditional_t<kBytes == 8, uint2, uint32_t>>;
+  static constexpr int kStages = STAGES;
+  static constexpr std::size_t kWarpBytes = std::size_t{STAGES} * CH * 2 * 32 * kBytes;
+
+  Word* base;  // this warp's ring
+
+  // Step (16-row group gi, k steps s0 ..) into stage st, as seed_lane_step walks it: rows past
+  // rcount read row 0 of `rows` (their columns are never judged), zeros past dim.
+  __device__ __forceinline__ void issue(const T* rows, int64_t dim, int rcount, int gi, int s0, int st) const {
+    const int lane = threadIdx.x % 32;
+    seed_lane_step<CH, STEP, PER>(rows, dim, rcount, gi, s0, [&](int c, bool in, const T* a, const T* b) {
+      Word* w = base + ((st * CH + c) * 2) * 32 + lane;
+      if (in) {
+        copy_async(w, a);
+        copy_async(w + 32, b);
+      } else {
+        *w = Word{};
+        w[32] = Word{};
+      }
+    });
+  }
+  // The word lane copied for k step c of stage st, row half n (row g or 8 + g).
+  __device__ __forceinline__ Word at(int st, int c, int n) const {
+    return base[((st * CH + c) * 2 + n) * 32 + threadIdx.x % 32];
+  }
+
+ private:
+  __device__ static __forceinline__ void copy_async(Word* to, const T* from) {
+    const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(to));
+    if constexpr (kBytes == 16)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(from) : "memory");
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(from), "n"(kBytes) : "memory");
+  }
+};
+// A warp's steps 0 .. nsteps - 1 through its ring: issue(i, stage) starts step i's copies,
+// body(i, stage) uses them. Stages - 1 steps are in flight while one is used; every iteration
+// commits a group (empty past the last step), so waiting for all but the newest stages - 2
+// groups means step i has arrived. A stage is refilled only after the body that read it.
+template <int STAGES, class Issue, class Body>
+__device__ __forceinline__ void seed_ring_steps(int nsteps, Issue&& issue, Body&& body) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < nsteps) issue(s, s);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  for (int i = 0; i < nsteps; ++i) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
+    const int next = i + STAGES - 1;
+    if (next < nsteps) issue(next, next % STAGES);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    body(i, i % STAGES);
   }
 }
 // Before the first step of a 16-row group: the lane's accumulators and squared-norm parts.

@@ -12,11 +12,11 @@
 //
 // Work unit: one list, a 16-query tile of the pairs probing it there, kSeedUnitRows of its rows;
 // a block of four warps, each taking 16-row groups w, w + 4, ... (m16n8k16: queries as A, rows
-// as B). A warp reads its rows straight from global memory into B fragments, with no shared
-// memory and no barrier: the k order within an mma step of 16 dimensions is free, so lane
-// (g, t) takes dimensions 4t .. 4t + 3 of row g (one four-element load) as the k indices
-// 2t, 2t + 1, 2t + 8, 2t + 9 its B registers hold, and the query fragments (staged once a unit in
-// shared memory) use the same assignment. L2 centres queries and rows on the list's centroid in
+// as B). A warp copies its rows into a ring of its own in shared memory (SeedRing: cp.async,
+// two steps in flight, no barrier) and from there into B fragments: the k order within an mma
+// step of 16 dimensions is free, so lane (g, t) takes dimensions 4t .. 4t + 3 of row g (one
+// four-element copy) as the k indices 2t, 2t + 1, 2t + 8, 2t + 9 its B registers hold, and the
+// query fragments (staged once a unit in shared memory) use the same assignment. L2 centres queries and rows on the list's centroid in
 // fp32 first, as the pruned pass does. Each lane keeps the kSeedKeep best optimistic costs (the
 // f16 cost less its margin: never worse than the exact one) it sees for each of its two query
 // rows, with their candidate positions, and the best one it dropped.
@@ -45,18 +45,31 @@
 
 namespace ivfgpu::cuda::scan_detail {
 
-constexpr int kF16SeedStep = 16;       // dimensions a k step
-constexpr int kF16SeedChunkSteps = 4;  // k steps a lane loads together (a step of its loop)
+constexpr int kF16SeedStep = 16;  // dimensions a k step
+// The ring's shape, from ncu at base clocks (1M x 128 f32, nprobe 16, k 10, H100, session 45;
+// the register pipeline it replaced: 550 us): four k steps a step, three steps in the ring and
+// four blocks an SM (119-125 registers), 470 us; two in the ring 494 us, four (three blocks an
+// SM) 518 us; two k steps a step, four in the ring, 582-600 us at four or five blocks an SM.
+constexpr int kF16SeedChunkSteps = 4;  // k steps a step of a warp's loop loads
+constexpr int kF16SeedStages = 3;      // steps in a warp's ring (kF16SeedStages - 1 in flight)
+constexpr int kF16SeedBlocks = 4;      // blocks an SM the registers are bounded for
+template <class T>
+using F16SeedRing = SeedRing<T, kF16SeedChunkSteps, kF16SeedStep, 4, kF16SeedStages>;
 
 // The shared memory of a unit: the query tile's fragments (a k step: 32 lanes x 16 bytes) and
-// the list's centroid (fp32, zero past dim), both over dim rounded up to a chunk.
+// the list's centroid (fp32, zero past dim), both over dim rounded up to a chunk, then each
+// warp's ring of rows.
 __host__ __device__ inline int64_t f16_seed_padded_dim(int64_t dim) {
   constexpr int64_t chunk = int64_t{kF16SeedStep} * kF16SeedChunkSteps;
   return (dim + chunk - 1) / chunk * chunk;
 }
-__host__ __device__ inline std::size_t f16_seed_smem_bytes(int64_t dim) {
+__host__ __device__ inline std::size_t f16_seed_tile_bytes(int64_t dim) {
   const int64_t padded = f16_seed_padded_dim(dim);
   return static_cast<std::size_t>((padded / kF16SeedStep) * 32 * 16 + padded * 4);
+}
+template <class T>
+std::size_t f16_seed_smem_bytes(int64_t dim) {
+  return f16_seed_tile_bytes(dim) + kSeedWarps * F16SeedRing<T>::kWarpBytes;
 }
 
 // Round to nearest even, two at a time: lo goes to the lower half (the lower k index).
@@ -76,13 +89,38 @@ struct F16Mma {
   }
 };
 
+// f16_margin(m, qn, xn) for one query, as a few fused operations a row (the seed judges every
+// (query, row) of its first probes; the general form took ~7 operations a value). The same terms:
+// a qn xn + b p^2 + s p + c with p = qn + xn, rounded differently by an ulp or two, which the
+// margin's doubling covers.
+struct F16MarginAt {
+  float qn, aq, b, s, c;
+  __device__ F16MarginAt(const F16Margin& m, float query_norm)
+      : qn(query_norm), aq(m.base.a * query_norm), b(m.base.b), s(m.s), c(m.c) {}
+  __device__ __forceinline__ float of(float xn) const {
+    const float p = qn + xn;
+    return fmaf(aq, xn, fmaf(fmaf(b, p, s), p, c));
+  }
+};
+// A square root never below the real one: the hardware's approximation (off by a few ulps at
+// most, not the IEEE sqrtf's Newton step and its special cases) raised by 2^-20, eight ulps.
+// Margins grow with the norms, so they stay bounds (and are doubled besides).
+__device__ __forceinline__ float sqrt_at_least(float v) {
+  float r;
+  asm("sqrt.approx.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r * 1.00000095f;  // 1 + 2^-20
+}
+
 template <class T, bool IP>
-__global__ void __launch_bounds__(kSeedThreads) seed_f16_kernel(TileArgs<T> a, F16Margin mg, SeedValues sv) {
+__global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks) seed_f16_kernel(TileArgs<T> a, F16Margin mg, SeedValues sv) {
   extern __shared__ __align__(16) unsigned char seed_smem[];
   const int64_t padded = f16_seed_padded_dim(a.dim);
   const int steps = static_cast<int>(padded / kF16SeedStep);
   uint4* qfrag = reinterpret_cast<uint4*>(seed_smem);             // [steps][32]
   float* centre = reinterpret_cast<float*>(qfrag + steps * 32);  // [padded]
+  using Ring = F16SeedRing<T>;
+  const Ring ring{reinterpret_cast<typename Ring::Word*>(seed_smem + f16_seed_tile_bytes(a.dim) +
+                                                         (threadIdx.x / 32) * Ring::kWarpBytes)};
   __shared__ int64_t q_row[kSeedQueries];
   __shared__ int64_t q_base[kSeedQueries];  // the candidate position of the list's row 0
   __shared__ float q_sq[kSeedQueries];
@@ -131,48 +169,52 @@ __global__ void __launch_bounds__(kSeedThreads) seed_f16_kernel(TileArgs<T> a, F
     best[0].clear();
     best[1].clear();
     const float qsq[2] = {q_sq[g], q_sq[g + 8]};
-    const float qn[2] = {sqrtf(qsq[0]), sqrtf(qsq[1])};
+    const F16MarginAt margin[2] = {F16MarginAt(mg, sqrtf(qsq[0])), F16MarginAt(mg, sqrtf(qsq[1]))};
     const int64_t qbase[2] = {g < pcount ? q_base[g] : 0, g + 8 < pcount ? q_base[g + 8] : 0};
     float xmax = 0.0f;  // the largest squared norm of the rows this lane judged
     const T* rows = a.vectors + (a.list_start[l] + r0) * a.dim;
-    // This warp's (16-row group, chunk of kF16SeedChunkSteps k steps) steps, in order: the loads
-    // of step i + 1 are in flight while step i multiplies.
+    // This warp's (16-row group, chunk of kF16SeedChunkSteps k steps) steps, in order, through
+    // its ring (seed_ring_steps).
     const int per_group = steps / kF16SeedChunkSteps;
     const int nsteps = seed_warp_groups(su, warp) * per_group;
-    const auto load_step = [&](int i, float4 (&va)[kF16SeedChunkSteps], float4 (&vb)[kF16SeedChunkSteps]) {
-      const int gi = warp + (i / per_group) * kSeedWarps, s0 = (i % per_group) * kF16SeedChunkSteps;
-      seed_load_step<kF16SeedChunkSteps, kF16SeedStep, 4>(rows, a.dim, rcount, gi, s0, va, vb,
-                                                           make_float4(0.f, 0.f, 0.f, 0.f),
-                                                           [](const T* x) { return DeviceElement<T>::load4(x); });
-    };
+    const int judged_rows = pcount > 8 ? 2 : 1;  // query rows g + 8 exist only past 8 queries
     float acc[2][4], xsq[2];
-    const auto multiply = [&](int step, float4 (&va)[kF16SeedChunkSteps], float4 (&vb)[kF16SeedChunkSteps]) {
+    const auto issue = [&](int i, int st) {
+      ring.issue(rows, a.dim, rcount, warp + (i / per_group) * kSeedWarps, (i % per_group) * kF16SeedChunkSteps, st);
+    };
+    const auto multiply = [&](int step, int st) {
       const int gi = warp + (step / per_group) * kSeedWarps, s0 = (step % per_group) * kF16SeedChunkSteps;
       if (s0 == 0) seed_clear_group(acc, xsq);
 #pragma unroll
       for (int c = 0; c < kF16SeedChunkSteps; ++c) {
         const int s = s0 + c;
+        const auto decode = [&](int n) {
+          const typename Ring::Word w = ring.at(st, c, n);
+          return DeviceElement<T>::load4(reinterpret_cast<const T*>(&w));
+        };
+        float4 va = decode(0), vb = decode(1);
         if constexpr (!IP) {
           const float4 m = *reinterpret_cast<const float4*>(centre + s * kF16SeedStep + 4 * t);
-          va[c] = make_float4(va[c].x - m.x, va[c].y - m.y, va[c].z - m.z, va[c].w - m.w);
-          vb[c] = make_float4(vb[c].x - m.x, vb[c].y - m.y, vb[c].z - m.z, vb[c].w - m.w);
+          va = make_float4(va.x - m.x, va.y - m.y, va.z - m.z, va.w - m.w);
+          vb = make_float4(vb.x - m.x, vb.y - m.y, vb.z - m.z, vb.w - m.w);
         }
-        add_squares(xsq[0], va[c]);
-        add_squares(xsq[1], vb[c]);
+        add_squares(xsq[0], va);
+        add_squares(xsq[1], vb);
         const uint4 f = qfrag[s * 32 + lane];
         const uint32_t af[4] = {f.x, f.y, f.z, f.w};
-        F16Mma::mma(acc[0], af, pack_f16(va[c].x, va[c].y), pack_f16(va[c].z, va[c].w));
-        F16Mma::mma(acc[1], af, pack_f16(vb[c].x, vb[c].y), pack_f16(vb[c].z, vb[c].w));
+        F16Mma::mma(acc[0], af, pack_f16(va.x, va.y), pack_f16(va.z, va.w));
+        F16Mma::mma(acc[1], af, pack_f16(vb.x, vb.y), pack_f16(vb.z, vb.w));
       }
       if (s0 + kF16SeedChunkSteps < steps) return;  // the group's products go on
       seed_for_judged_columns(a, su, gi, xsq, [&](int n, int c, int row, float xs) {
         xmax = fmaxf(xmax, xs);
-        const float xn = sqrtf(xs);
+        const float xn = sqrt_at_least(xs);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
+          if (i >= judged_rows) break;
           const float dot = acc[n][2 * i + c];
           const float base = IP ? -dot : fmaf(-2.0f, dot, qsq[i] + xs);
-          const float cost = __fsub_rd(base, f16_margin(mg, qn[i], xn));
+          const float cost = __fsub_rd(base, margin[i].of(xn));
           // A cost that is not finite (an operand past the f16 range) judges nothing: the
           // query is flagged.
           if (fabsf(cost) < inf)
@@ -182,7 +224,7 @@ __global__ void __launch_bounds__(kSeedThreads) seed_f16_kernel(TileArgs<T> a, F
         }
       });
     };
-    seed_pipelined_steps<kF16SeedChunkSteps, float4>(nsteps, load_step, multiply);
+    seed_ring_steps<kF16SeedStages>(nsteps, issue, multiply);
     // The kept values and the best dropped cost join the query's (seed_keep_values), and the
     // largest squared norms of the query and of the rows join theirs.
 #pragma unroll
@@ -287,7 +329,7 @@ template <class T, bool IP>
 void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args, int64_t nq,
                             const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
   const F16Margin mg = margin_terms_f16(!IP, args.dim, !IP);
-  const std::size_t dynamic = f16_seed_smem_bytes(args.dim);
+  const std::size_t dynamic = f16_seed_smem_bytes<T>(args.dim);
   const auto kernel = seed_f16_kernel<T, IP>;
   if (dynamic > kDefaultDynamicSmem) ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
   kernel<<<resident_grid(ctx, reinterpret_cast<const void*>(kernel), kSeedThreads, dynamic), kSeedThreads, dynamic,
