@@ -23,8 +23,8 @@
 // can still enter (optimistic cost within the final bound and the k-th exact cost found so far)
 // and keeps the k best by (exact cost, candidate position): the SIMT scan's order, ties included.
 // A query with many entries takes a block instead, and an overflowed query is scanned in full,
-// exactly, by a block (settle_block_kernel). Past k = 32 a block settles each query both ways,
-// sorting in shared memory (settle_wide_kernel).
+// exactly, by a block (settle_block_query; both in one launch, settle_kernel). Past k = 32 a
+// block settles each query both ways, sorting in shared memory (settle_wide_kernel).
 #pragma once
 
 #include <cstdint>
@@ -344,59 +344,64 @@ __device__ __forceinline__ uint64_t settle_entries(const SettleArgs<T>& a, int64
 }
 
 // Queries with at most kSettleWarpEntries entries take a warp each; those with more, and the
-// overflowed ones, a block each (settle_block_kernel). A warp settles its query's entries one
-// round after another, so a query with many entries (a looser bound) set the warp kernel's
-// length while most warps had finished (ncu, H100: 18-23% of the warps active on average).
+// overflowed ones, a block each. A warp settles its query's entries one round after another, so
+// a query with many entries (a looser bound) set the warp kernel's length while most warps had
+// finished (ncu, H100: 18-23% of the warps active on average).
 constexpr int kSettleWarpEntries = 128;
 
+// Query q past kSettleWarpEntries entries, by the whole block: each warp settles every eighth
+// round of its entries, or, where the query overflowed its entries, scans every eighth window of
+// 32 rows of its probed lists exactly, as the SIMT scan computes them (excluded rows left out);
+// warp 0 merges the eight lists. part: the warps' lists, in shared memory.
+template <class T, bool IP, bool INT>
+__device__ __forceinline__ void settle_block_query(const SettleArgs<T>& a, int64_t q, int n,
+                                                   uint64_t (&part)[kThreads / 32][32]) {
+  constexpr uint64_t kNone = ~uint64_t{0};
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const float* query = a.queries + q * a.dim;
+  uint64_t best = kNone;
+  if (n <= a.prune.cap) {
+    best = settle_entries<T, IP, INT>(a, q, query, n, warp * 32, kThreads, best);
+  } else {
+    for (int64_t p = 0; p < a.nprobe; ++p) {
+      const int64_t l = a.probes[q * a.nprobe + p];
+      if (l < 0) continue;
+      const int64_t size = a.list_size[l], off = a.cand.offsets[q * (a.nprobe + 1) + p];
+      for (int64_t r0 = warp * 32; r0 < size; r0 += kThreads) {
+        const int64_t row = r0 + lane;
+        uint64_t key = kNone;
+        if (row < size) key = candidate_row_key<T, IP, INT>(a, query, l, row, off);
+        if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
+      }
+    }
+  }
+  part[warp][lane] = best;
+  __syncthreads();
+  if (warp == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) best = warp_merge32(best, part[w][lane]);
+    if (lane < a.k) write_settled<T, IP>(a, q, lane, best);
+  }
+  __syncthreads();
+}
+
+// The settling for k <= 32, one launch: first the queries past kSettleWarpEntries entries, a
+// block each, then the rest, a warp each. The few long queries start first and the many short
+// ones fill the other blocks beside them: as two kernels the block kernel's longest query ran
+// alone after the warp kernel (1M x 128 f32, nprobe 16, k 10, H100: 50 + 69 us).
 template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
+  __shared__ uint64_t part[kThreads / 32][32];
   const int lane = threadIdx.x % 32;
+  for (int64_t q = blockIdx.x; q < a.nq; q += gridDim.x) {
+    const int n = __ldcg(a.prune.found + q);
+    if (n > kSettleWarpEntries) settle_block_query<T, IP, INT>(a, q, n, part);
+  }
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / 32);
   for (int64_t q = blockIdx.x * (kThreads / 32) + threadIdx.x / 32; q < a.nq; q += warps) {
     const int n = __ldcg(a.prune.found + q);
-    if (n > kSettleWarpEntries) continue;  // settle_block_kernel's
+    if (n > kSettleWarpEntries) continue;  // settled above
     const uint64_t best = settle_entries<T, IP, INT>(a, q, a.queries + q * a.dim, n, 0, 32, ~uint64_t{0});
     if (lane < a.k) write_settled<T, IP>(a, q, lane, best);
-  }
-}
-
-// A block per query past kSettleWarpEntries entries: each warp settles every eighth round of
-// its entries, or, where the query overflowed its entries, scans every eighth window of 32 rows
-// of its probed lists exactly, as the SIMT scan computes them (excluded rows left out); warp 0
-// merges the eight lists.
-template <class T, bool IP, bool INT>
-__global__ void __launch_bounds__(kThreads) settle_block_kernel(SettleArgs<T> a) {
-  constexpr uint64_t kNone = ~uint64_t{0};
-  __shared__ uint64_t part[kThreads / 32][32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int64_t q = blockIdx.x; q < a.nq; q += gridDim.x) {
-    const int n = __ldcg(a.prune.found + q);
-    if (n <= kSettleWarpEntries) continue;  // settle_kernel's
-    const float* query = a.queries + q * a.dim;
-    uint64_t best = kNone;
-    if (n <= a.prune.cap) {
-      best = settle_entries<T, IP, INT>(a, q, query, n, warp * 32, kThreads, best);
-    } else {
-      for (int64_t p = 0; p < a.nprobe; ++p) {
-        const int64_t l = a.probes[q * a.nprobe + p];
-        if (l < 0) continue;
-        const int64_t size = a.list_size[l], off = a.cand.offsets[q * (a.nprobe + 1) + p];
-        for (int64_t r0 = warp * 32; r0 < size; r0 += kThreads) {
-          const int64_t row = r0 + lane;
-          uint64_t key = kNone;
-          if (row < size) key = candidate_row_key<T, IP, INT>(a, query, l, row, off);
-          if (__any_sync(kFullMask, key != kNone)) best = warp_merge32(best, key);
-        }
-      }
-    }
-    part[warp][lane] = best;
-    __syncthreads();
-    if (warp == 0) {
-      for (int w = 1; w < kThreads / 32; ++w) best = warp_merge32(best, part[w][lane]);
-      if (lane < a.k) write_settled<T, IP>(a, q, lane, best);
-    }
-    __syncthreads();
   }
 }
 
@@ -505,9 +510,9 @@ void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool 
                std::max(1, ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, dynamic))) *
            ctx.limits().sm_count;
   };
-  // k <= 32: a warp per query with few entries, then a block per query with many or overflowed
-  // (the rest return). Past 32: a block per query for both.
-  auto go = [&](auto settle, auto block, auto wide) {
+  // k <= 32: settle_kernel (a block per query with many entries or overflowed, then a warp per
+  // query with few). Past 32: a block per query for both.
+  auto go = [&](auto settle, auto wide) {
     if (args.k > 32) {
       // Once per context for the largest cap (DeviceContext::opt_in_shared_memory).
       ctx.opt_in_shared_memory(reinterpret_cast<const void*>(wide), kPruneLargestCap * sizeof(unsigned long long));
@@ -517,25 +522,19 @@ void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool 
       IVF_CUDA_CHECK_LAUNCH();
       return;
     }
-    const int64_t resident = resident_grid(settle, 0);
-    const int64_t warps_grid = std::min<int64_t>((args.nq + kThreads / 32 - 1) / (kThreads / 32), resident);
-    settle<<<static_cast<unsigned>(std::max<int64_t>(1, warps_grid)), kThreads, 0, stream>>>(args);
-    IVF_CUDA_CHECK_LAUNCH();
-    block<<<static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(args.nq, resident))), kThreads, 0,
-            stream>>>(args);
+    const int64_t grid = std::min<int64_t>(std::max<int64_t>(args.nq, 1), resident_grid(settle, 0));
+    settle<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(args);
     IVF_CUDA_CHECK_LAUNCH();
   };
   if constexpr (DeviceElement<T>::kInteger) {
     if (integer) {
-      ip ? go(settle_kernel<T, true, true>, settle_block_kernel<T, true, true>, settle_wide_kernel<T, true, true>)
-         : go(settle_kernel<T, false, true>, settle_block_kernel<T, false, true>,
-              settle_wide_kernel<T, false, true>);
+      ip ? go(settle_kernel<T, true, true>, settle_wide_kernel<T, true, true>)
+         : go(settle_kernel<T, false, true>, settle_wide_kernel<T, false, true>);
       return;
     }
   }
-  ip ? go(settle_kernel<T, true, false>, settle_block_kernel<T, true, false>, settle_wide_kernel<T, true, false>)
-     : go(settle_kernel<T, false, false>, settle_block_kernel<T, false, false>,
-          settle_wide_kernel<T, false, false>);
+  ip ? go(settle_kernel<T, true, false>, settle_wide_kernel<T, true, false>)
+     : go(settle_kernel<T, false, false>, settle_wide_kernel<T, false, false>);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail
