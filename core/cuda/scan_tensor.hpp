@@ -201,7 +201,7 @@ void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, co
 // (margin_terms_f16); the few rows that can still be among a query's k best are re-scored
 // exactly (the SIMT scan's arithmetic), and a query whose lanes dropped a row that could is
 // scanned again exactly.
-constexpr int64_t kF16SeedMaxDim = 2048;  // shared memory: 36 bytes a dimension
+constexpr int64_t kF16SeedMaxDim = 2048;  // shared memory: 36 bytes a dimension, and the rings (48 KiB with f32 rows)
 // The largest k it serves: past it the SIMT seed was faster (H100, 1M rows, 10,000 queries, k 32:
 // -7% / -9% at d 128, nprobe 16 / 64, -4 to -30% at d 64 to 960; at d 128 it still gained at
 // k 16 +7% / +3% and at k 24 +2%).
