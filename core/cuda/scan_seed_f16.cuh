@@ -16,10 +16,11 @@
 // two steps in flight, no barrier) and from there into B fragments: the k order within an mma
 // step of 16 dimensions is free, so lane (g, t) takes dimensions 4t .. 4t + 3 of row g (one
 // four-element copy) as the k indices 2t, 2t + 1, 2t + 8, 2t + 9 its B registers hold, and the
-// query fragments (staged once a unit in shared memory) use the same assignment. L2 centres queries and rows on the list's centroid in
-// fp32 first, as the pruned pass does. Each lane keeps the kSeedKeep best optimistic costs (the
-// f16 cost less its margin: never worse than the exact one) it sees for each of its two query
-// rows, with their candidate positions, and the best one it dropped.
+// query fragments (staged once a unit in shared memory) use the same assignment. L2 centres
+// queries and rows on the list's centroid in fp32 first, as the pruned pass does. Each lane
+// keeps the kSeedKeep best optimistic costs (the f16 cost less its margin: never worse than the
+// exact one) it sees for each of its two query rows, with their candidate positions, and the
+// best one it dropped.
 //
 // A warp per query then (seed_rescore_kernel): with m2 bounding any row's two margins (the
 // query's and the rows' largest norms), B = the k-th best kept optimistic cost + m2 bounds the
@@ -112,7 +113,8 @@ __device__ __forceinline__ float sqrt_at_least(float v) {
 }
 
 template <class T, bool IP>
-__global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks) seed_f16_kernel(TileArgs<T> a, F16Margin mg, SeedValues sv) {
+__global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
+    seed_f16_kernel(TileArgs<T> a, F16Margin mg, SeedValues sv) {
   extern __shared__ __align__(16) unsigned char seed_smem[];
   const int64_t padded = f16_seed_padded_dim(a.dim);
   const int steps = static_cast<int>(padded / kF16SeedStep);
