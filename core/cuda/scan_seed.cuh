@@ -71,18 +71,11 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
       const int r = (e % 32) / 4;
       qfrag[e] = make_uint4(bytes(r, d), bytes(r + 8, d), bytes(r, d + 4), bytes(r + 8, d + 4));
     }
-    // The queries' squared norms (exact integers), a warp per four queries.
-    for (int r = warp; r < kSeedQueries; r += kSeedWarps) {
-      const int64_t q = q_row[r];
-      int sum = 0;
-      if (q >= 0 && !IP)
-        for (int64_t j = lane; j < a.dim; j += 32) {
-          const int v = __float2int_rn(a.queries[q * a.dim + j]);
-          sum += v * v;
-        }
-      for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(kFullMask, sum, o);
-      if (lane == 0) q_sq[r] = sum;
-    }
+    // The queries' squared norms (exact integers; none for IP).
+    seed_query_norms(q_row, IP ? 0 : a.dim, q_sq, [&](int sum, int64_t q, int64_t j) {
+      const int v = __float2int_rn(a.queries[q * a.dim + j]);
+      return sum + v * v;
+    });
     __syncthreads();
     SeedKept best[2];  // query rows g and g + 8
     best[0].clear();
@@ -144,24 +137,11 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
 // seed_flagged_kernel. (A template only so that each type's file has its own copy.)
 template <class T>
 __global__ void seed_entries_kernel(int64_t nq, SeedValues sv, PruneState pr) {
-  const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  const float inf = __int_as_float(0x7f800000);
   for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < nq; q += warps) {
-    const float* cost = sv.cost + q * sv.stride;
     const int32_t* pos = sv.pos + q * sv.stride;
-    const int n = static_cast<int>(min(static_cast<int64_t>(sv.count[q]), sv.stride));
-    WarpBest best;
-    for (int i0 = 0; i0 < n; i0 += 32) {
-      const int i = i0 + lane;
-      const float c = i < n ? cost[i] : inf;
-      best.offer(c < inf ? static_cast<unsigned long long>(to_ordered(c)) << 32 | static_cast<uint32_t>(pos[i]) : ~0ull,
-                 pr.k);
-    }
-    const SeedTop top = seed_top(best.mine, pr.k);
-    const float dropped = from_ordered(sv.dropped[q]);
-    const bool complete = dropped == inf || (top.kth < inf && dropped > top.kth);
-    seed_set_entries(pr, q, best.mine, top, complete, sv.incomplete);
+    const WarpBest best = seed_kept_best(sv, q, seed_kept_count(sv, q), pr.k, [&](int i) { return pos[i]; });
+    seed_finish_entries(sv, pr, q, best.mine);
   }
 }
 

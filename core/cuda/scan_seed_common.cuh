@@ -88,6 +88,21 @@ __device__ __forceinline__ int seed_warp_groups(const SeedUnit& s, int warp) {
   const int groups = (s.rows + 15) / 16;
   return groups > warp ? (groups - warp + kSeedWarps - 1) / kSeedWarps : 0;
 }
+// The unit's queries' squared norms into q_sq (0 past the tile's queries), a warp per
+// kSeedQueries / kSeedWarps of them: sum = add(sum, q, j) over dimensions j < dim, lane-strided,
+// then the warp's sum.
+template <class S, class Add>
+__device__ __forceinline__ void seed_query_norms(const int64_t* q_row, int64_t dim, S* q_sq, Add&& add) {
+  const int lane = threadIdx.x % 32;
+  for (int r = threadIdx.x / 32; r < kSeedQueries; r += kSeedWarps) {
+    const int64_t q = q_row[r];
+    S sum = 0;
+    if (q >= 0)
+      for (int64_t j = lane; j < dim; j += 32) sum = add(sum, q, j);
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(kFullMask, sum, o);
+    if (lane == 0) q_sq[r] = sum;
+  }
+}
 // Whether row `row` of the unit is judged: inside it, and neither removed nor filtered out.
 template <class T>
 __device__ __forceinline__ bool seed_row_judged(const TileArgs<T>& a, const SeedUnit& s, int row) {
@@ -294,6 +309,39 @@ __device__ __forceinline__ void seed_set_entries(const PruneState& pr, int64_t q
     pr.bound[q] = complete && top.found == pr.k ? to_ordered(top.kth) : kNoBound;
     if (incomplete != nullptr) incomplete[q] = complete ? 0 : 1;
   }
+}
+
+// How many values query q kept (its count, at most its share's stride).
+__device__ __forceinline__ int seed_kept_count(const SeedValues& sv, int64_t q) {
+  return static_cast<int>(min(static_cast<int64_t>(sv.count[q]), sv.stride));
+}
+// The k best of query q's n kept values by (cost, tag(i)), i the value's index among the query's
+// kept ones, as a warp's running list (WarpBest: most values lose to its k-th at one comparison).
+template <class Tag>
+__device__ __forceinline__ WarpBest seed_kept_best(const SeedValues& sv, int64_t q, int n, int k, Tag&& tag) {
+  const int lane = threadIdx.x % 32;
+  const float inf = __int_as_float(0x7f800000);
+  const float* cost = sv.cost + q * sv.stride;
+  WarpBest best;
+  for (int i0 = 0; i0 < n; i0 += 32) {
+    const int i = i0 + lane;
+    const float c = i < n ? cost[i] : inf;
+    best.offer(c < inf ? static_cast<unsigned long long>(to_ordered(c)) << 32 | static_cast<uint32_t>(tag(i)) : ~0ull,
+               k);
+  }
+  return best;
+}
+// Query q's first entries from the warp's sorted k best exact keys (seed_set_entries): complete,
+// so its exact top-k of the seed's probes, unless a lane dropped a row whose cost reaches their
+// k-th (sv.dropped: the best cost any lane dropped); otherwise flagged for seed_flagged_kernel.
+// Every lane of the warp calls it.
+__device__ __forceinline__ void seed_finish_entries(const SeedValues& sv, const PruneState& pr, int64_t q,
+                                                    unsigned long long mine) {
+  const float inf = __int_as_float(0x7f800000);
+  const SeedTop top = seed_top(mine, pr.k);
+  const float dropped = from_ordered(sv.dropped[q]);
+  const bool complete = dropped == inf || (top.kth < inf && dropped > top.kth);
+  seed_set_entries(pr, q, mine, top, complete, sv.incomplete);
 }
 
 // A block per flagged query (the rest return at once): its seed probes scanned exactly, a lane

@@ -154,18 +154,11 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
       const float4 lo = query(r), hi = query(r + 8);
       qfrag[e] = make_uint4(pack_f16(lo.x, lo.y), pack_f16(hi.x, hi.y), pack_f16(lo.z, lo.w), pack_f16(hi.z, hi.w));
     }
-    // The queries' squared norms (centred, fp32), a warp per four queries.
-    for (int r = warp; r < kSeedQueries; r += kSeedWarps) {
-      const int64_t q = q_row[r];
-      float sum = 0.0f;
-      if (q >= 0)
-        for (int64_t j = lane; j < a.dim; j += 32) {
-          const float v = a.queries[q * a.dim + j] - centre[j];
-          sum = fmaf(v, v, sum);
-        }
-      for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(kFullMask, sum, o);
-      if (lane == 0) q_sq[r] = sum;
-    }
+    // The queries' squared norms (centred, fp32).
+    seed_query_norms(q_row, a.dim, q_sq, [&](float sum, int64_t q, int64_t j) {
+      const float v = a.queries[q * a.dim + j] - centre[j];
+      return fmaf(v, v, sum);
+    });
     __syncthreads();
     SeedKept best[2];  // query rows g and g + 8
     best[0].clear();
@@ -226,7 +219,7 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
         }
       });
     };
-    seed_ring_steps<kF16SeedStages>(nsteps, issue, multiply);
+    seed_ring_steps<Ring::kStages>(nsteps, issue, multiply);
     // The kept values and the best dropped cost join the query's (seed_keep_values), and the
     // largest squared norms of the query and of the rows join theirs.
 #pragma unroll
@@ -259,17 +252,11 @@ __global__ void __launch_bounds__(kThreads) seed_rescore_kernel(TileArgs<T> a, i
   for (int64_t q = global_warp(); q < nq; q += warp_stride()) {
     const float* cost = sv.cost + q * sv.stride;
     const int32_t* pos = sv.pos + q * sv.stride;
-    const int n = static_cast<int>(min(static_cast<int64_t>(sv.count[q]), sv.stride));
     // The k-th best kept optimistic cost (+inf with fewer than k rows) plus m2, where m2 bounds
     // every row's two margins, bounds the exact k-th: B. A kept row whose optimistic cost is past
     // B cannot be among the k best.
-    WarpBest kept;
-    for (int i0 = 0; i0 < n; i0 += 32) {
-      const int i = i0 + lane;
-      const float c = i < n ? cost[i] : inf;
-      kept.offer(c < inf ? static_cast<unsigned long long>(to_ordered(c)) << 32 | static_cast<uint32_t>(i) : ~0ull,
-                 pr.k);
-    }
+    const int n = seed_kept_count(sv, q);
+    const WarpBest kept = seed_kept_best(sv, q, n, pr.k, [](int i) { return i; });
     const float b = seed_top(kept.mine, pr.k).kth;
     const float m2 = __fmul_ru(2.0f, f16_margin(mg, sqrtf(sv.qsq[q]), sqrtf(sv.xmax[q])));
     const float limit = b < inf ? __fadd_ru(b, m2) : inf;
@@ -309,10 +296,7 @@ __global__ void __launch_bounds__(kThreads) seed_rescore_kernel(TileArgs<T> a, i
     }
     if (held > 0) rescore(held);
     __syncwarp();  // `mine` read before the next query writes it
-    const SeedTop top = seed_top(exact.mine, pr.k);
-    const float dropped = from_ordered(sv.dropped[q]);
-    const bool complete = dropped == inf || (top.kth < inf && dropped > top.kth);
-    seed_set_entries(pr, q, exact.mine, top, complete, sv.incomplete);
+    seed_finish_entries(sv, pr, q, exact.mine);
   }
 }
 
