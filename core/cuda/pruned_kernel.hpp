@@ -25,6 +25,12 @@ constexpr int kPruneNarrowMaxK = 128;
 constexpr int64_t kImmaMaxDim = 1024;
 // The resident bf16 pass's query tile: 64 rows x 512 bf16 = 64 KiB (whole slices).
 constexpr int kResidentMaxDim = 512;
+// Up to kResidentPairedMaxDim dimensions (a row tile's two 64-dimension slices, both staged to the
+// end of the tile) the resident pass's units hold two 64-query tiles, multiplied one after the
+// other against the same staged rows: a list with 65-128 queries stages and centres each row tile
+// once instead of twice. Not in the wide form (its fp32 query rows are a tile's worth).
+constexpr int64_t kResidentPairedMaxDim = 128;
+constexpr int resident_query_tiles(int64_t dim, bool wide) { return !wide && dim <= kResidentPairedMaxDim ? 2 : 1; }
 
 enum class PrunedKernel {
   Integer,       // int8 tensor cores, exact integer costs (list_imma_kernel, scan_imma.cuh)

@@ -75,8 +75,8 @@ __global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int64_
 }
 
 // Work units per list: tile_q queries x unit_rows rows (the SIMT scan's: kUnitTiles vector
-// tiles; the int8 seed's: kSeedUnitRows), or with unit_rows 0 the tensor-core pass's (64 x 64
-// tiles).
+// tiles; the int8 seed's: kSeedUnitRows), or with unit_rows 0 the tensor-core pass's (tile_q
+// queries x kMmaUnitTiles row tiles: tensor_tiles).
 __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* list_size, int64_t nlist, int tile_q,
                                       int64_t unit_rows, int64_t* tiles) {
   for (int64_t l = global_thread(); l <= nlist; l += thread_stride()) {
@@ -85,7 +85,7 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
       continue;
     }
     if (unit_rows == 0) {
-      tiles[l] = scan_detail::tensor_tiles(pair_count[l], list_size[l]);
+      tiles[l] = scan_detail::tensor_tiles(pair_count[l], list_size[l], tile_q);
       continue;
     }
     const int64_t qt = (pair_count[l] + tile_q - 1) / tile_q;
@@ -313,7 +313,7 @@ namespace {
 constexpr int64_t kSimtUnitRows = int64_t{kTileV} * kUnitTiles;
 // Exclusive prefix (nlist + 1 entries) of the work units per list of groups g: tile_q queries x
 // unit_rows rows (the SIMT scan's: g.tile_q x kSimtUnitRows), or with unit_rows 0 the tensor
-// pass's 64 x 64 tiles.
+// pass's units of tile_q queries.
 DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p,
                                    const ScanGroups& g, int tile_q, int64_t unit_rows) {
   const int64_t nlist = p.lists.nlist;
@@ -523,14 +523,19 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
     simt_seed(ctx, stream, p, seed, prune);
   if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
-  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, 0, 0);
+  // The resident pass pairs its query tiles where a row tile's slices all stay staged.
+  const bool resident = form == scan_detail::PrunedKernel::Bf16Resident;
+  const int unit_queries =
+      scan_detail::kMmaTile * (resident ? scan_detail::resident_query_tiles(p.lists.dim, out.exact) : 1);
+  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, unit_queries, 0);
   if (form == scan_detail::PrunedKernel::Integer) {
     launch_integer_pass(ctx, stream, p, rest, tile_off.data(), prune);
     return;
   }
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const scan_detail::TileArgs<T> args = tile_args<T>(p, rest, nullptr, 0, tile_off.data());
+    scan_detail::TileArgs<T> args = tile_args<T>(p, rest, nullptr, 0, tile_off.data());
+    args.unit_queries = unit_queries;
     if (form == scan_detail::PrunedKernel::Bf16Resident) {
       scan_detail::launch_resident_scan<T>(ctx, stream, larger, args, prune);
       return;
@@ -575,7 +580,8 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
   }
   const ScanGroups g = group_scan_pairs(ctx, stream, p);
   const bool tensor = kernel != ScanKernel::Simt;
-  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, g, g.tile_q, tensor ? 0 : kSimtUnitRows);
+  const DeviceBuffer<int64_t> tile_off =
+      unit_offsets(ctx, stream, p, g, tensor ? scan_detail::kMmaTile : g.tile_q, tensor ? 0 : kSimtUnitRows);
   if (!tensor) {
     scan_pass(ctx, stream, p, g, nullptr, 0, tile_off.data());
     return out;

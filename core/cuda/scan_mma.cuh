@@ -223,8 +223,8 @@ __device__ __forceinline__ void mma_centre(float4 (&v)[kMmaVecs<BF16>], const fl
 }
 
 // Work unit t of a tensor-core pass (tensor_tiles): list `list` (`size` rows from `rows`),
-// query tile qt (pcount queries), row tiles [vt_begin, vt_end). Every thread of the block calls
-// it with the same t.
+// query tile qt of a.unit_queries (pcount queries), row tiles [vt_begin, vt_end). Every thread
+// of the block calls it with the same t.
 template <class T>
 struct MmaUnit {
   int64_t list, size, qt, vt_begin, vt_end;
@@ -246,8 +246,8 @@ __device__ __forceinline__ MmaUnit<T> mma_unit(const TileArgs<T>& a, int64_t t) 
   u.qt = local / nunits;
   u.vt_begin = (local % nunits) * kMmaUnitTiles;
   u.vt_end = u.vt_begin + kMmaUnitTiles < nvt ? u.vt_begin + kMmaUnitTiles : nvt;
-  const int64_t prem = a.pair_count[u.list] - u.qt * kMmaTile;
-  u.pcount = static_cast<int>(prem < kMmaTile ? prem : kMmaTile);
+  const int64_t prem = a.pair_count[u.list] - u.qt * a.unit_queries;
+  u.pcount = static_cast<int>(prem < a.unit_queries ? prem : a.unit_queries);
   u.rows = a.vectors + a.list_start[u.list] * a.dim;
   return u;
 }
@@ -362,12 +362,16 @@ struct CountedCosts {
 // for inner product), +inf where excluded; rows: prune_row_thresholds' per query row. Returns
 // whether this thread counted a cost (rare).
 //
+// The accumulators are query rows r0 .. r0 + 63 of the unit (r0 > 0 for the second tile of the
+// resident pass's pairs): rows, qn2, q_row and out_base are read at r0 + r, and pcount counts from
+// r0; costs and written hold the tile's own rows (r).
+//
 // With `pair_rows` (the wide pass that re-scores in place, scan_resident.cuh) a row that reaches
 // the bound is not appended but marked, bit r of pair_rows[tile row], for append_exact_pairs;
 // its thresholds count nothing there (count_at is +inf).
-template <bool IP>
-__device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], const float* xhalf,
-                                                   PruneRows<kMmaTile>& rows, const float* qn2, const int64_t* q_row,
+template <bool IP, int N>
+__device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], const float* xhalf, PruneRows<N>& rows,
+                                                   int r0, const float* qn2, const int64_t* q_row,
                                                    const int64_t* out_base, const PruneState& pr, int64_t v0, int wq,
                                                    int wv, int pcount, float (*costs)[kMmaTile],
                                                    unsigned long long* written,
@@ -386,14 +390,14 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], 
   for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
     const float tmax =
         fmaxf(fmaxf(t_of(mi, h, 0, 0), t_of(mi, h, 0, 1)), fmaxf(t_of(mi, h, 1, 0), t_of(mi, h, 1, 1)));
-    any_take |= tmax >= rows.thresholds[r].x;
+    any_take |= tmax >= rows.thresholds[r0 + r].x;
   });
   if (!any_take) return false;  // the common case once a bound holds (~11 appended rows a query)
   bool counted = false;
   for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
-    const float2 th = rows.thresholds[r];
-    const float qsq = IP ? 0.0f : qn2[r], m = rows.margin[r];
-    const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
+    const float2 th = rows.thresholds[r0 + r];
+    const float qsq = IP ? 0.0f : qn2[r0 + r], m = rows.margin[r0 + r];
+    const int64_t q = q_row[r0 + r], pos0 = out_base[r0 + r] + v0 - q * pr.stride;
     CountedCosts counts;
 #pragma unroll
     for (int ni = 0; ni < 2; ++ni)
@@ -413,7 +417,7 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], 
       }
     if (counts.n > 0) {
       counted = true;
-      counts.publish(rows.below, written, r);
+      counts.publish(rows.below + r0, written, r);
     }
   });
   return counted;
@@ -637,8 +641,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         __syncthreads();
         const bool counted_here =
-            active && bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, qn2, q_row, out_base, pr, v0, wq, wv, pcount, costs,
-                                             written);
+            active && bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, 0, qn2, q_row, out_base, pr, v0, wq, wv, pcount,
+                                             costs, written);
         // The next tile writes no marks before two barriers more.
         lower_counted_bounds(pr, __syncthreads_or(counted_here), pcount, rows_pr.below, written, costs, q_row, qbound);
         continue;

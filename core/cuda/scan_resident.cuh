@@ -10,7 +10,13 @@
 //   the next slice (or the next row tile's first) loads into registers during the products;
 // - the tile's largest row norm is reduced while its last slice is stored, and the per-row
 //   thresholds are computed right after that slice's barrier, so the epilogue needs one barrier
-//   before it and one after (four a tile at d <= 128, against list_mma_kernel's six).
+//   before it and one after (four a tile at d <= 128, against list_mma_kernel's six);
+// - up to kResidentPairedMaxDim dimensions a unit holds two query tiles (a.unit_queries 128:
+//   resident_query_tiles): the second is multiplied against the row tile's slices, still
+//   staged, after the first's epilogue, so a list's 65-128 queries cost its rows' loads, centring,
+//   rounding and norms once. ncu (session 46, f32 1M x 128, nprobe 16) gave that row staging
+//   ~30% of the kernel's instructions and ~27% of its stall samples, besides the barriers that
+//   wait on it.
 //
 // ncu on list_mma_kernel (bench/RESULTS.md, session 37) counted ~690 instructions per warp per
 // 64 x 64 row tile at d = 128, of which 32 HMMA: most of the rest was control and addressing
@@ -18,8 +24,10 @@
 // which this kernel does not have.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
+#include "../errors.hpp"
 #include "scan_mma.cuh"
 #include "scan_prune.cuh"
 #include "scan_tensor.hpp"
@@ -42,14 +50,21 @@ __host__ __device__ constexpr std::size_t wide_query_bytes(int64_t dim) {
 }
 
 // BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
+// PAIRED: units of two query tiles (a.unit_queries 128, up to kResidentPairedMaxDim dimensions,
+// three blocks an SM): a build of its own, as its second tile's products and per-query arrays
+// took the three-block build's spills from 24 to 52 bytes, which cost the unpaired shapes
+// (d 256) 2-5%.
 // WIDE: the wide pass that re-scores in place (pr.exact, k past kPruneNarrowMaxK, dim up to
 // kWideExactMaxDim): the unit's query rows are also kept in fp32, a tile marks the pairs that
 // reach their bounds, and append_exact_pairs appends them with exact costs. A build of its own:
 // in the three-block build its registers (live across the epilogue with the next tile's first
 // slice) took the k <= 128 pass's spills from 24 to 52-76 bytes.
-template <class T, bool IP, int BLOCKS, bool WIDE = false>
+template <class T, bool IP, int BLOCKS, bool WIDE = false, bool PAIRED = false>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
-  extern __shared__ __align__(16) unsigned char resident_query_tile[];  // whole slices of bf16 (WIDE: then fp32)
+  // A tile's whole slices of bf16 for each of the unit's query tiles (WIDE: one, then fp32 rows).
+  extern __shared__ __align__(16) unsigned char resident_query_tile[];
+  static_assert(!(WIDE && PAIRED), "the wide pass keeps one query tile's fp32 rows");
+  constexpr int kQueries = PAIRED ? 2 * kMmaTile : kMmaTile;  // the unit's queries at most
   __shared__ __align__(16) unsigned char xs[2][2 * kBf16SlabBytes];   // row slices, double-buffered
   // Counted rows' pessimistic costs, where written[r] says; in the wide pass nothing counts, and
   // the memory lists a tile's pairs for append_exact_pairs.
@@ -59,13 +74,13 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   __shared__ int npairs;
   static_assert(sizeof(costs) >= kMmaTile * kMmaTile * sizeof(unsigned short), "a tile's pairs fit");
   unsigned short* const pairs = reinterpret_cast<unsigned short*>(&costs[0][0]);
-  __shared__ PruneRows<kMmaTile> rows_pr;
-  __shared__ float qn2[kMmaTile];    // the centred queries' squared norms (fp32, before rounding)
+  __shared__ PruneRows<kQueries> rows_pr;
+  __shared__ float qn2[kQueries];    // the centred queries' squared norms (fp32, before rounding)
   __shared__ float xhalf[kMmaTile];  // half each row's squared norm (L2; 0 for IP), +inf if excluded
   __shared__ float xmax_part[kThreads / 32];
   __shared__ __align__(16) float centre_s[IP ? 4 : kResidentMaxDim];  // zero past dim
-  __shared__ uint32_t qbound[kMmaTile];
-  __shared__ int64_t q_row[kMmaTile], out_base[kMmaTile];
+  __shared__ uint32_t qbound[kQueries];
+  __shared__ int64_t q_row[kQueries], out_base[kQueries];
   __shared__ bool keep[kMmaTile];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -78,13 +93,15 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   const uint32_t q_at = static_cast<uint32_t>(__cvta_generic_to_shared(resident_query_tile));
   const uint32_t x_at = static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0]));
   const float* centre = IP ? nullptr : centre_s;
-  for (int i = tid; i < kMmaTile; i += kThreads) {
-    written[i] = 0;  // cleared again by each reader
+  for (int i = tid; i < kQueries; i += kThreads) {
     rows_pr.below[i] = 0;
+    if (i >= kMmaTile) continue;
+    written[i] = 0;  // cleared again by each reader
     if (WIDE) pair_rows[i] = 0;  // cleared again as they are listed
   }
   const int qstride = wide_query_stride(dim);
-  float* const qtile = reinterpret_cast<float*>(resident_query_tile + resident_tile_bytes(dim));
+  const uint32_t tile_bytes = static_cast<uint32_t>(resident_tile_bytes(dim));  // a query tile's
+  float* const qtile = reinterpret_cast<float*>(resident_query_tile + tile_bytes);
 
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
@@ -92,18 +109,22 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
     const int64_t l = u.list;
     const int pcount = u.pcount;
     __syncthreads();  // the previous unit is done with the query tile, the centroid, the per-query arrays
-    load_query_tile<kMmaTile>(a, l, u.qt, pcount, 0, q_row, out_base);
+    load_query_tile<kQueries>(a, l, u.qt, pcount, 0, q_row, out_base, a.unit_queries);
     // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
     if (tid < pcount) qbound[tid] = __ldcg(pr.bound + q_row[tid]);
     if constexpr (!IP)  // zero past dim up to whole slices: mma_centre reads a slice's every column
       for (int j = tid; j < (dim + kSlice - 1) / kSlice * kSlice; j += kThreads)
         centre_s[j] = j < dim ? a.centroids[l * a.dim + j] : 0.0f;
     __syncthreads();  // q_row, the centroid
-    // The query tile, as the rows are staged (thread tid: query row tid / 4, a copy of the first
-    // past pcount, never read), a slice at a time; the four lanes of a row sum its squared norm.
-    {
-      const int64_t q0 = q_row[0], qr = q_row[tid / 4] >= 0 ? q_row[tid / 4] : q0;
+    // The query tiles, as the rows are staged (thread tid: row tid / 4 of each, a copy of the
+    // unit's first query past pcount, never read), a slice at a time; the four lanes of a row sum
+    // its squared norm.
+    const int qtiles = PAIRED ? (pcount + kMmaTile - 1) / kMmaTile : 1;
+    for (int s = 0; s < qtiles; ++s) {
+      const int i = s * kMmaTile + tid / 4;
+      const int64_t qr = q_row[i] >= 0 ? q_row[i] : q_row[0];
       const float* my_q = a.queries + qr * a.dim + mma_thread_col<true>();
+      unsigned char* const tile = resident_query_tile + s * tile_bytes;
       float qnorm = 0.0f;
       for (int d0 = 0; d0 < dim; d0 += kSlice) {
         float4 qv[kMmaVecs<true>];
@@ -117,11 +138,11 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
           }
         }
         if constexpr (!IP) mma_centre<true>(qv, centre, d0);
-        mma_store_slice_bf16(resident_query_tile + (d0 / kResidentSlabDims) * kBf16SlabBytes, qv, qnorm, true);
+        mma_store_slice_bf16(tile + (d0 / kResidentSlabDims) * kBf16SlabBytes, qv, qnorm, true);
       }
       qnorm += __shfl_xor_sync(kFullMask, qnorm, 1);
       qnorm += __shfl_xor_sync(kFullMask, qnorm, 2);
-      if (tid % 4 == 0) qn2[tid / 4] = qnorm;
+      if (tid % 4 == 0) qn2[i] = qnorm;
     }
     // Thread tid stages row tid / 4 (a copy of the tile's first row past its end: its products
     // are never read and xhalf excludes it), 8 dimensions of each slab.
@@ -133,6 +154,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       const int64_t v0 = vt * kMmaTile;
       const int vcount = u.rows_in(vt);
       const T* my_x = mma_tile_row<true>(u.rows + v0 * a.dim, vcount, a.dim);
+      const int buf0 = buf;  // the tile's first slice's buffer (the second tile's products read it)
       mark_kept_rows(a, l, v0, vcount, keep);  // read after the last slice's barrier
       float acc[2][2][4];
       zero_accumulators(acc);
@@ -180,11 +202,32 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
         }
       }
       __syncthreads();  // xhalf, the thresholds
+      const int pcount0 = pcount < kMmaTile ? pcount : kMmaTile;
       const bool counted_here =
-          wq < pcount && bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, qn2, q_row, out_base, pr, v0, wq, wv, pcount,
-                                                costs, written, WIDE ? pair_rows : nullptr);
-      // The next tile writes no marks before two barriers more.
-      lower_counted_bounds(pr, __syncthreads_or(counted_here), pcount, rows_pr.below, written, costs, q_row, qbound);
+          wq < pcount0 && bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, 0, qn2, q_row, out_base, pr, v0, wq, wv, pcount0,
+                                                 costs, written, WIDE ? pair_rows : nullptr);
+      // The next tile writes no marks before two barriers more (the second query tile: one).
+      const bool counted = __syncthreads_or(counted_here);
+      lower_counted_bounds(pr, counted, pcount0, rows_pr.below, written, costs, q_row, qbound);
+      if (PAIRED && pcount > kMmaTile) {  // the second query tile against the same staged slices
+        if (counted) __syncthreads();  // lower_counted_bounds is done with costs and written
+        const int pcount1 = pcount - kMmaTile;
+        bool counted1 = false;
+        if (wq < pcount1) {
+          zero_accumulators(acc);
+          for (int slab = 0; slab < nslab; ++slab) {
+            const int b = (buf0 + slab / 2) & 1;  // slice slab / 2 went to buffer buf0, then the other
+            mma_slab<Bf16Mma>(acc, q_at + tile_bytes + slab * kBf16SlabBytes,
+                              x_at + (b * 2 + slab % 2) * kBf16SlabBytes, a_off, b_off);
+          }
+          counted1 = bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, kMmaTile, qn2, q_row, out_base, pr, v0, wq, wv,
+                                            pcount1, costs, written);
+        }
+        // Its barrier also keeps the next tile's first slice out of the buffers until every warp's
+        // products are done.
+        lower_counted_bounds(pr, __syncthreads_or(counted1), pcount1, rows_pr.below + kMmaTile, written, costs,
+                             q_row + kMmaTile, qbound + kMmaTile);
+      }
       // The marks are complete (the barrier above). The next tile marks, and lists into pairs
       // and npairs, only after its slices' barriers.
       if constexpr (WIDE)
@@ -198,14 +241,25 @@ template <class T>
 void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                           const PruneState& prune) {
   const MarginTerms mg = margin_terms(!ip, args.dim, !ip, true);
-  const std::size_t dynamic = resident_tile_bytes(static_cast<int>(args.dim));  // dim <= kResidentMaxDim
-  const std::size_t largest = resident_tile_bytes(kResidentMaxDim);
+  // The units' query tiles, as scan.cu tiled them (resident_query_tiles).
+  const int qtiles = args.unit_queries / kMmaTile;
+  if (qtiles != resident_query_tiles(args.dim, prune.exact) || args.unit_queries % kMmaTile != 0)
+    fail(Errc::Internal, "the resident pass's units were tiled for another shape");
+  const std::size_t dynamic = qtiles * resident_tile_bytes(static_cast<int>(args.dim));  // dim <= kResidentMaxDim
+  const std::size_t largest =
+      std::max(resident_tile_bytes(kResidentMaxDim), 2 * resident_tile_bytes(static_cast<int>(kResidentPairedMaxDim)));
   if (prune.exact) {  // the wide pass: one build, two blocks an SM (128 registers), its fp32 queries too
     const auto wide = ip ? list_resident_kernel<T, true, kResidentFallbackBlocks, true>
                          : list_resident_kernel<T, false, kResidentFallbackBlocks, true>;
     launch_resident_budget(ctx, stream, wide, wide, dynamic + wide_query_bytes(args.dim),
                            resident_tile_bytes(static_cast<int>(kWideExactMaxDim)) + wide_query_bytes(kWideExactMaxDim),
                            args, mg, prune);
+    return;
+  }
+  if (qtiles == 2) {  // at most 32 KiB of query tiles: three blocks fit
+    const auto paired = ip ? list_resident_kernel<T, true, kResidentBlocks, false, true>
+                           : list_resident_kernel<T, false, kResidentBlocks, false, true>;
+    launch_resident_budget(ctx, stream, paired, paired, dynamic, largest, args, mg, prune);
     return;
   }
   if (ip)

@@ -78,9 +78,10 @@ __host__ __device__ inline float f16_margin(const F16Margin& m, float qn, float 
 constexpr int kMmaTile = 64;
 constexpr int kMmaUnitTiles = 8;
 
-// Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows.
-__host__ __device__ inline int64_t tensor_tiles(int64_t pairs, int64_t rows) {
-  return ((pairs + kMmaTile - 1) / kMmaTile) *
+// Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows,
+// `unit_queries` queries a unit (kMmaTile, or two tiles' worth: resident_query_tiles).
+__host__ __device__ inline int64_t tensor_tiles(int64_t pairs, int64_t rows, int64_t unit_queries) {
+  return ((pairs + unit_queries - 1) / unit_queries) *
          ((((rows + kMmaTile - 1) / kMmaTile) + kMmaUnitTiles - 1) / kMmaUnitTiles);
 }
 

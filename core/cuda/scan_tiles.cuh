@@ -56,14 +56,15 @@ __device__ __forceinline__ ScanUnit<T> scan_unit(const TileArgs<T>& a, int64_t u
 }
 
 // Threads < TQ: query q_row[i] of query tile qt of list l (-1 past its pcount queries), and
-// out_base[i], where that query's distance to row row0 of the list goes.
+// out_base[i], where that query's distance to row row0 of the list goes. Tiles are `stride`
+// queries apart (TQ, or the unit's a.unit_queries where TQ is only the arrays' size).
 template <int TQ, class T>
 __device__ __forceinline__ void load_query_tile(const TileArgs<T>& a, int64_t l, int64_t qt, int pcount, int64_t row0,
-                                                int64_t* q_row, int64_t* out_base) {
+                                                int64_t* q_row, int64_t* out_base, int stride = TQ) {
   const int tid = threadIdx.x;
   if (tid >= TQ) return;
   if (tid < pcount) {
-    const int64_t pr = a.grouped[a.pair_begin[l] + qt * TQ + tid];
+    const int64_t pr = a.grouped[a.pair_begin[l] + qt * stride + tid];
     const int64_t q = pr / a.nprobe, p = pr % a.nprobe;
     q_row[tid] = q;
     out_base[tid] = a.cand.slot(q, p, row0);

@@ -43,6 +43,9 @@ struct TileArgs {
   float excluded;
   const float* centroids;  // nlist * dim, or nullptr (the pruned tensor pass centres L2 on them)
   bool simt_resident = false;  // list_tile_kernel keeps the unit's query tile (set by its launch)
+  // The tensor passes' queries a work unit (tensor_tiles, mma_unit): kMmaTile, or two tiles'
+  // worth where the resident bf16 pass pairs them (resident_query_tiles).
+  int unit_queries = 64;
 };
 
 // tile_q: 16 (list_rows_kernel: a thread per row) or 64 (list_tile_kernel: a register tile of

@@ -79,6 +79,16 @@ TEST(PrunedKernel, EntriesAreExactOnTheInt8PassAndTheWideResidentPassUpTo256Dime
   EXPECT_FALSE(pruned_entries_exact(pruned_kernel_for(pinned), pinned, true));
 }
 
+// The resident pass's units hold two query tiles up to 128 dimensions (a row tile's two slices
+// stay staged for the second), one past that, and one in the wide form (its fp32 query rows).
+TEST(PrunedKernel, ResidentUnitsPairTheirQueryTilesUpTo128DimensionsOutsideTheWideForm) {
+  for (int64_t dim : {4, 64, 96, 128}) {
+    EXPECT_EQ(resident_query_tiles(dim, false), 2) << dim;
+    EXPECT_EQ(resident_query_tiles(dim, true), 1) << dim;
+  }
+  for (int64_t dim : {132, 200, 512}) EXPECT_EQ(resident_query_tiles(dim, false), 1) << dim;
+}
+
 // The narrow pass's seed (narrow_seed_probes): one probe where it held on the bench's mixtures,
 // two past that (more below 128 dimensions from nprobe 64, and from nprobe 128 past k 64, without
 // exact entries). The boundaries are the measured ones (scan.cu's pruned_seed_probes): a one-probe seed past them let queries overflow

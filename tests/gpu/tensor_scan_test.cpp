@@ -235,7 +235,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 20000, nlist = 32, nq = 3000;
   for (ivf_dtype t : {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8})
-    for (int64_t dim : {int64_t{3}, int64_t{31}, int64_t{200}, int64_t{300}, int64_t{512}})
+    for (int64_t dim : {int64_t{3}, int64_t{31}, int64_t{128}, int64_t{200}, int64_t{300}, int64_t{512}})
       for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
         std::vector<float> x = clustered_vectors(n, dim, 64, 10 + dim);
         std::vector<float> q = clustered_vectors(nq, dim, 64, 20 + dim);
@@ -303,30 +303,36 @@ TEST(GpuTensorScan, F16SeedEqualsTheSimtScan) {
 // integer rows (exact integer re-scoring) take the same path through the refinement.
 TEST(GpuTensorScan, EqualsTheSimtScanWithRemovalsFiltersCosineAndIntegerQueries) {
   IVFTEST_REQUIRE_GPU();
-  const int64_t n = 30000, dim = 200, nlist = 32, nq = 2000;
-  const std::vector<float> x = clustered_vectors(n, dim, 64, 31);
-  const std::vector<float> q = clustered_vectors(nq, dim, 64, 32);
-  for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_COSINE}) {
-    IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
-    ASSERT_TRUE(idx);
-    std::vector<int64_t> gone;
-    for (int64_t i = 0; i < n; i += 5) gone.push_back(i);  // a fifth: kept as removed bits, not compacted
-    int64_t removed = 0;
-    ASSERT_EQ(ivf_remove(idx.get(), nullptr, gone.data(), static_cast<int64_t>(gone.size()), &removed), IVF_OK)
-        << ivf_last_error_message();
-    ASSERT_EQ(removed, static_cast<int64_t>(gone.size()));
-    std::vector<int64_t> allowed;
-    for (int64_t i = 0; i < n; i += 7) allowed.push_back(i);
-    for (ivf_filter_mode mode : {IVF_FILTER_ALLOW, IVF_FILTER_DENY}) {
-      ivf_filter* f = nullptr;
-      ASSERT_EQ(ivf_filter_create(&f, allowed.data(), static_cast<int64_t>(allowed.size()), mode), IVF_OK);
-      for (int64_t k : {int64_t{10}, int64_t{200}})
-        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 8, f), "") << "metric " << metric << " mode " << mode << " k " << k;
-      ivf_filter_free(f);
+  const int64_t n = 30000, nlist = 32, nq = 2000;
+  // 128 dimensions: the resident pass's paired query tiles (resident_query_tiles); 200: one.
+  for (int64_t dim : {int64_t{128}, int64_t{200}}) {
+    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_COSINE}) {
+      const std::vector<float> x = clustered_vectors(n, dim, 64, 31);
+      const std::vector<float> q = clustered_vectors(nq, dim, 64, 32);
+      IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
+      ASSERT_TRUE(idx);
+      std::vector<int64_t> gone;
+      for (int64_t i = 0; i < n; i += 5) gone.push_back(i);  // a fifth: kept as removed bits, not compacted
+      int64_t removed = 0;
+      ASSERT_EQ(ivf_remove(idx.get(), nullptr, gone.data(), static_cast<int64_t>(gone.size()), &removed), IVF_OK)
+          << ivf_last_error_message();
+      ASSERT_EQ(removed, static_cast<int64_t>(gone.size()));
+      std::vector<int64_t> allowed;
+      for (int64_t i = 0; i < n; i += 7) allowed.push_back(i);
+      for (ivf_filter_mode mode : {IVF_FILTER_ALLOW, IVF_FILTER_DENY}) {
+        ivf_filter* f = nullptr;
+        ASSERT_EQ(ivf_filter_create(&f, allowed.data(), static_cast<int64_t>(allowed.size()), mode), IVF_OK);
+        for (int64_t k : {int64_t{10}, int64_t{200}})
+          EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 8, f), "")
+              << "dim " << dim << " metric " << metric << " mode " << mode << " k " << k;
+        ivf_filter_free(f);
+      }
+      EXPECT_EQ(compare(idx.get(), q, nq, dim, 10, 8), "")
+          << "dim " << dim << " metric " << metric << ", removals only";
     }
-    EXPECT_EQ(compare(idx.get(), q, nq, dim, 10, 8), "") << "metric " << metric << ", removals only";
   }
   // uint8 rows, uint8 queries: exact integers both ways.
+  const int64_t dim = 200;
   std::vector<float> xi = clustered_vectors(n, dim, 64, 33), qi = clustered_vectors(nq, dim, 64, 34);
   for (auto* v : {&xi, &qi})
     for (float& e : *v) e = std::min(255.0f, std::max(0.0f, std::nearbyint(e * 40.0f + 128.0f)));
