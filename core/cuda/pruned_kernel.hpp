@@ -31,6 +31,9 @@ constexpr int kResidentMaxDim = 512;
 // once instead of twice. Not in the wide form (its fp32 query rows are a tile's worth).
 constexpr int64_t kResidentPairedMaxDim = 128;
 constexpr int resident_query_tiles(int64_t dim, bool wide) { return !wide && dim <= kResidentPairedMaxDim ? 2 : 1; }
+// The int8 pass's likewise, up to two of its 128-dimension slices.
+constexpr int64_t kImmaPairedMaxDim = 256;
+constexpr int integer_query_tiles(int64_t dim) { return dim <= kImmaPairedMaxDim ? 2 : 1; }
 
 enum class PrunedKernel {
   Integer,       // int8 tensor cores, exact integer costs (list_imma_kernel, scan_imma.cuh)

@@ -404,8 +404,10 @@ void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const Sc
                          const int64_t* tile_off, const scan_detail::PruneState& prune) {
   with_integer_rows(p, "the int8 pass", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scan_detail::launch_integer_scan<T>(ctx, stream, p.metric != Metric::L2, tile_args<T>(p, g, nullptr, 0, tile_off),
-                                        prune);
+    scan_detail::TileArgs<T> args = tile_args<T>(p, g, nullptr, 0, tile_off);
+    // As pruned_scan tiled tile_off.
+    args.unit_queries = scan_detail::kMmaTile * scan_detail::integer_query_tiles(p.lists.dim);
+    scan_detail::launch_integer_scan<T>(ctx, stream, p.metric != Metric::L2, args, prune);
   });
 }
 
@@ -523,10 +525,12 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
     simt_seed(ctx, stream, p, seed, prune);
   if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
-  // The resident pass pairs its query tiles where a row tile's slices all stay staged.
-  const bool resident = form == scan_detail::PrunedKernel::Bf16Resident;
+  // The resident and int8 passes pair their query tiles where a row tile's slices all stay staged.
   const int unit_queries =
-      scan_detail::kMmaTile * (resident ? scan_detail::resident_query_tiles(p.lists.dim, out.exact) : 1);
+      scan_detail::kMmaTile *
+      (form == scan_detail::PrunedKernel::Bf16Resident ? scan_detail::resident_query_tiles(p.lists.dim, out.exact)
+       : form == scan_detail::PrunedKernel::Integer    ? scan_detail::integer_query_tiles(p.lists.dim)
+                                                        : 1);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, unit_queries, 0);
   if (form == scan_detail::PrunedKernel::Integer) {
     launch_integer_pass(ctx, stream, p, rest, tile_off.data(), prune);

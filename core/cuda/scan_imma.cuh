@@ -20,8 +20,10 @@
 // unit (up to kImmaMaxDim dimensions: 64 KiB); the rows come two slabs at a time, double-buffered.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
+#include "../errors.hpp"
 #include "scan_mma.cuh"
 #include "scan_prune.cuh"
 #include "scan_tensor.hpp"
@@ -97,18 +99,25 @@ __device__ __forceinline__ int imma_append_limit(uint32_t bound) {
 // kImmaMaxDim, 16-byte aligned queries and rows (scan.cu checks), and the unit tiling of
 // tensor_tiles.
 // BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
-template <class T, bool IP, int BLOCKS>
+// PAIRED: units of two query tiles (a.unit_queries 128) up to kImmaPairedMaxDim dimensions, where
+// a row tile's slices (one or two) all stay staged, so the second tile is multiplied against them
+// after the first's epilogue (the resident bf16 pass's pairing, scan_resident.cuh): a list's
+// 65-128 queries cost one unit's set-up and one staging of its rows. A build of its own, at three
+// blocks an SM.
+template <class T, bool IP, int BLOCKS, bool PAIRED = false>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T> a, PruneState pr) {
-  extern __shared__ __align__(16) unsigned char imma_query_tile[];  // nslab slabs: the unit's queries
+  // nslab slabs for each of the unit's query tiles
+  extern __shared__ __align__(16) unsigned char imma_query_tile[];
+  constexpr int kQueries = PAIRED ? 2 * kMmaTile : kMmaTile;  // the unit's queries at most
   __shared__ __align__(16) unsigned char xs[2][2 * kImmaSlabBytes];  // row slices, double-buffered
   __shared__ float costs[kMmaTile][kMmaTile];  // counted rows' costs, read where written[r] says
   __shared__ unsigned long long written[kMmaTile];
-  __shared__ int below[kMmaTile];
-  __shared__ int qsq[kMmaTile];     // the queries' squared norms (L2; 0 for inner product)
+  __shared__ int below[kQueries];
+  __shared__ int qsq[kQueries];     // the queries' squared norms (L2; 0 for inner product)
   __shared__ int xterm[kMmaTile];   // per row: |x|^2 (L2), 0 (inner product), + kImmaExcluded if excluded
-  __shared__ int limit[kMmaTile];   // per query row: imma_append_limit(bound) - qsq
-  __shared__ uint32_t qbound[kMmaTile];
-  __shared__ int64_t q_row[kMmaTile], out_base[kMmaTile];
+  __shared__ int limit[kQueries];   // per query row: imma_append_limit(bound) - qsq
+  __shared__ uint32_t qbound[kQueries];
+  __shared__ int64_t q_row[kQueries], out_base[kQueries];
   __shared__ bool keep[kMmaTile];
 
   constexpr int kMul = IP ? -1 : -2;  // cost = qsq + xterm + kMul * dot
@@ -121,10 +130,11 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
   mma_slab_offsets(wq, wv, a_off, b_off);
   const uint32_t q_at = static_cast<uint32_t>(__cvta_generic_to_shared(imma_query_tile));
   const uint32_t x_at = static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0]));
-  for (int i = tid; i < kMmaTile; i += kThreads) {
-    written[i] = 0;  // cleared again by each reader
+  for (int i = tid; i < kQueries; i += kThreads) {
     below[i] = 0;
+    if (i < kMmaTile) written[i] = 0;  // cleared again by each reader
   }
+  const uint32_t tile_bytes = static_cast<uint32_t>(nslab * kImmaSlabBytes);  // a query tile's
 
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
@@ -133,17 +143,18 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
     const int pcount = u.pcount;
     const T* rows = u.rows;
     __syncthreads();  // the previous unit is done with the query tile and the per-query arrays
-    load_query_tile<kMmaTile>(a, l, u.qt, pcount, 0, q_row, out_base);
-    if (tid < kMmaTile) {
+    load_query_tile<kQueries>(a, l, u.qt, pcount, 0, q_row, out_base, a.unit_queries);
+    if (tid < kQueries) {
       // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
       qbound[tid] = tid < pcount ? __ldcg(pr.bound + q_row[tid]) : kNoBound;
       qsq[tid] = 0;
     }
     __syncthreads();  // q_row, qsq
-    // The query tile as bytes, every slab whole (zeros past dim and past pcount), and the
+    // The query tiles as bytes, every slab whole (zeros past dim and past pcount), and the
     // queries' squared norms: a thread per 16-dimension chunk.
-    for (int e = tid; e < kMmaTile * nslab * 4; e += kThreads) {
-      const int r = e / (nslab * 4), c = e % (nslab * 4);
+    const int qtiles = PAIRED ? (pcount + kMmaTile - 1) / kMmaTile : 1;
+    for (int e = tid; e < qtiles * kMmaTile * nslab * 4; e += kThreads) {
+      const int r = e / (nslab * 4), c = e % (nslab * 4);  // query row r of the unit
       const int64_t q = q_row[r];
       uint4 w = make_uint4(0u, 0u, 0u, 0u);
       if (q >= 0 && c * 16 < dim) {
@@ -151,7 +162,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
         w = make_uint4(pack_bytes(src[0]), pack_bytes(src[1]), pack_bytes(src[2]), pack_bytes(src[3]));
         if (!IP) atomicAdd(&qsq[r], squares16<T>(w, 0));
       }
-      *reinterpret_cast<uint4*>(imma_query_tile + (c / 4) * kImmaSlabBytes + bf16_chunk_at(r, c % 4)) = w;
+      *reinterpret_cast<uint4*>(imma_query_tile + (r / kMmaTile) * tile_bytes + (c / 4) * kImmaSlabBytes +
+                                bf16_chunk_at(r % kMmaTile, c % 4)) = w;
     }
     // Thread tid stages chunk tid % 4 of each slab of row tid / 4 (a copy of row 0 past the
     // tile's end: its products are never read, xterm excludes it).
@@ -173,6 +185,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
       const int64_t v0 = vt * kMmaTile;
       const int vcount = u.rows_in(vt);
       const T* my_x = row_ptr(v0, vcount);
+      const int buf0 = buf;  // the tile's first slice's buffer (the second query tile reads it)
       // Read after this tile's products (barriers between); the previous tile's readers are past
       // its last barrier.
       mark_kept_rows(a, l, v0, vcount, keep);
@@ -210,8 +223,10 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
       xsq += __shfl_xor_sync(kFullMask, xsq, 2);
       if (tid % 4 == 0) xterm[my_row] = (IP ? 0 : xsq) + (keep[my_row] ? 0 : kImmaExcluded);
       __syncthreads();  // xterm, limit, keep
-      bool counted_here = false;
-      if (wq < pcount) {
+      // The epilogue of the accumulators for query rows r0 .. r0 + 63 (pc of them): whether this
+      // thread counted a cost (rare). costs and written hold the tile's own rows.
+      const auto epilogue = [&](int r0, int pc) {
+        bool counted_here = false;
         const int c0 = wv + 2 * (lane % 4);  // the lane's tile columns c0 + 8 ni + e
         int xt[2][2];
 #pragma unroll
@@ -220,36 +235,52 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
           for (int e = 0; e < 2; ++e) xt[ni][e] = xterm[c0 + 8 * ni + e];
         const auto term = [&](int mi, int h, int ni, int e) { return xt[ni][e] + kMul * acc[mi][ni][2 * h + e]; };
         bool any_take = false;
-        for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+        for_each_accumulator_row(wq, g, pc, [&](int mi, int h, int r) {
           const int lo = min(min(term(mi, h, 0, 0), term(mi, h, 0, 1)), min(term(mi, h, 1, 0), term(mi, h, 1, 1)));
-          any_take |= lo <= limit[r];
+          any_take |= lo <= limit[r0 + r];
         });
-        if (any_take) {  // rare once a bound holds
-          for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
-            const uint32_t ub = qbound[r];
-            const float u = ub == kNoBound ? __int_as_float(0x7f800000) : from_ordered(ub);
-            const int64_t q = q_row[r], pos0 = out_base[r] + v0 - q * pr.stride;
-            CountedCosts counts;
+        if (!any_take) return false;  // the common case once a bound holds
+        for_each_accumulator_row(wq, g, pc, [&](int mi, int h, int r) {
+          const uint32_t ub = qbound[r0 + r];
+          const float u = ub == kNoBound ? __int_as_float(0x7f800000) : from_ordered(ub);
+          const int64_t q = q_row[r0 + r], pos0 = out_base[r0 + r] + v0 - q * pr.stride;
+          CountedCosts counts;
 #pragma unroll
-            for (int ni = 0; ni < 2; ++ni)
+          for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int tv = term(mi, h, ni, e);
-                if (tv >= kImmaCostCap) continue;  // excluded
-                const int c = c0 + 8 * ni + e;
-                const float cost = __int2float_rn(qsq[r] + tv);  // exact, rounded once
-                if (cost <= u) append_row(pr, q, pos0 + c, cost);
-                if (cost < u) counts.add(costs, r, c, cost);
-              }
-            if (counts.n > 0) {
-              counted_here = true;
-              counts.publish(below, written, r);
+            for (int e = 0; e < 2; ++e) {
+              const int tv = term(mi, h, ni, e);
+              if (tv >= kImmaCostCap) continue;  // excluded
+              const int c = c0 + 8 * ni + e;
+              const float cost = __int2float_rn(qsq[r0 + r] + tv);  // exact, rounded once
+              if (cost <= u) append_row(pr, q, pos0 + c, cost);
+              if (cost < u) counts.add(costs, r, c, cost);
             }
-          });
+          if (counts.n > 0) {
+            counted_here = true;
+            counts.publish(below + r0, written, r);
+          }
+        });
+        return counted_here;
+      };
+      const int pcount0 = pcount < kMmaTile ? pcount : kMmaTile;
+      // The next tile writes no marks before two barriers more (the second query tile: one).
+      const bool counted = __syncthreads_or(wq < pcount0 && epilogue(0, pcount0));
+      lower_counted_bounds(pr, counted, pcount0, below, written, costs, q_row, qbound);
+      if (PAIRED && pcount > kMmaTile) {  // the second query tile against the same staged slices
+        if (counted) __syncthreads();  // lower_counted_bounds is done with costs and written
+        const int pcount1 = pcount - kMmaTile;
+        bool counted1 = false;
+        if (wq < pcount1) {
+          static_assert(kImmaSlabBytes == kMmaTile * 64, "staged_tile_products' slabs");
+          staged_tile_products<ImmaOps<T>>(acc, q_at + tile_bytes, x_at, nslab, buf0, a_off, b_off);
+          counted1 = epilogue(kMmaTile, pcount1);
         }
+        // Its barrier also keeps the next tile's first slice out of the buffers until every warp's
+        // products are done.
+        lower_counted_bounds(pr, __syncthreads_or(counted1), pcount1, below + kMmaTile, written, costs,
+                             q_row + kMmaTile, qbound + kMmaTile);
       }
-      // The next tile writes no marks before two barriers more.
-      lower_counted_bounds(pr, __syncthreads_or(counted_here), pcount, below, written, costs, q_row, qbound);
     }
   }
 }
@@ -260,7 +291,18 @@ void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip,
   const auto tile_bytes = [](int64_t dim) {
     return static_cast<std::size_t>((dim + kImmaSlabDims - 1) / kImmaSlabDims) * kImmaSlabBytes;
   };
-  const std::size_t dynamic = tile_bytes(args.dim), largest = tile_bytes(kImmaMaxDim);
+  // The units' query tiles, as scan.cu tiled them (integer_query_tiles).
+  const int qtiles = args.unit_queries / kMmaTile;
+  if (qtiles != integer_query_tiles(args.dim) || args.unit_queries % kMmaTile != 0)
+    fail(Errc::Internal, "the int8 pass's units were tiled for another shape");
+  const std::size_t dynamic = qtiles * tile_bytes(args.dim);
+  const std::size_t largest = std::max(tile_bytes(kImmaMaxDim), 2 * tile_bytes(kImmaPairedMaxDim));
+  if (qtiles == 2) {  // at most 32 KiB of query tiles: three blocks fit
+    const auto paired = ip ? list_imma_kernel<T, true, kResidentBlocks, true>
+                           : list_imma_kernel<T, false, kResidentBlocks, true>;
+    launch_resident_budget(ctx, stream, paired, paired, dynamic, largest, args, prune);
+    return;
+  }
   if (ip)
     launch_resident_budget(ctx, stream, list_imma_kernel<T, true, kResidentBlocks>,
                            list_imma_kernel<T, true, kResidentFallbackBlocks>, dynamic, largest, args, prune);

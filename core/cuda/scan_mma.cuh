@@ -329,6 +329,19 @@ __device__ __forceinline__ void mma_slab(Acc (&acc)[2][2][4], uint32_t q_slab, u
 #pragma unroll
       for (int ni = 0; ni < 2; ++ni) Op::mma(acc[mi][ni], af[mi][s], bf[ni][2 * s], bf[ni][2 * s + 1]);
 }
+// A unit's second query tile (the paired passes: scan_resident.cuh, scan_imma.cuh) against a row
+// tile whose slices are all still staged: acc from zero over nslab slabs of the query tile at
+// q_tile, the row tile's slice i in buffer (buf0 + i) % 2 of the two at x_at (two slabs each).
+template <class Op, class Acc>
+__device__ __forceinline__ void staged_tile_products(Acc (&acc)[2][2][4], uint32_t q_tile, uint32_t x_at, int nslab,
+                                                     int buf0, const uint32_t (&a_off)[2], uint32_t b_off) {
+  constexpr uint32_t kSlab = kMmaTile * 64;  // a slab's bytes, bf16 or int8
+  zero_accumulators(acc);
+  for (int slab = 0; slab < nslab; ++slab) {
+    const int b = (buf0 + slab / 2) & 1;
+    mma_slab<Op>(acc, q_tile + slab * kSlab, x_at + (b * 2 + slab % 2) * kSlab, a_off, b_off);
+  }
+}
 // The lanes' ldmatrix offsets within a 64-byte slab for warp tile (wq, wv): A (k step s) and B.
 __device__ __forceinline__ void mma_slab_offsets(int wq, int wv, uint32_t (&a_off)[2], uint32_t& b_off) {
   const int lane = threadIdx.x % 32, sw = (lane >> 1) & 3;

@@ -214,12 +214,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
         const int pcount1 = pcount - kMmaTile;
         bool counted1 = false;
         if (wq < pcount1) {
-          zero_accumulators(acc);
-          for (int slab = 0; slab < nslab; ++slab) {
-            const int b = (buf0 + slab / 2) & 1;  // slice slab / 2 went to buffer buf0, then the other
-            mma_slab<Bf16Mma>(acc, q_at + tile_bytes + slab * kBf16SlabBytes,
-                              x_at + (b * 2 + slab % 2) * kBf16SlabBytes, a_off, b_off);
-          }
+          staged_tile_products<Bf16Mma>(acc, q_at + tile_bytes, x_at, nslab, buf0, a_off, b_off);
           counted1 = bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, kMmaTile, qn2, q_row, out_base, pr, v0, wq, wv,
                                             pcount1, costs, written);
         }

@@ -88,6 +88,11 @@ TEST(PrunedKernel, ResidentUnitsPairTheirQueryTilesUpTo128DimensionsOutsideTheWi
   }
   for (int64_t dim : {132, 200, 512}) EXPECT_EQ(resident_query_tiles(dim, false), 1) << dim;
 }
+// The int8 pass's: up to two of its 128-dimension slices.
+TEST(PrunedKernel, Int8UnitsPairTheirQueryTilesUpTo256Dimensions) {
+  for (int64_t dim : {16, 128, 144, 256}) EXPECT_EQ(integer_query_tiles(dim), 2) << dim;
+  for (int64_t dim : {272, 784, 1024}) EXPECT_EQ(integer_query_tiles(dim), 1) << dim;
+}
 
 // The narrow pass's seed (narrow_seed_probes): one probe where it held on the bench's mixtures,
 // two past that (more below 128 dimensions from nprobe 64, and from nprobe 128 past k 64, without
