@@ -15,7 +15,7 @@
 //   resident_query_tiles): the second is multiplied against the row tile's slices, still
 //   staged, after the first's epilogue, so a list's 65-128 queries cost its rows' loads, centring,
 //   rounding and norms once. ncu (session 46, f32 1M x 128, nprobe 16) gave that row staging
-//   ~30% of the kernel's instructions and ~27% of its stall samples, besides the barriers that
+//   ~42% of the kernel's instructions and ~32% of its stall samples, besides the barriers that
 //   wait on it.
 //
 // ncu on list_mma_kernel (bench/RESULTS.md, session 37) counted ~690 instructions per warp per
