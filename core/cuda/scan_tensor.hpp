@@ -69,8 +69,10 @@ __host__ __device__ inline float f16_margin(const F16Margin& m, float qn, float 
 }
 
 // The tensor-core pass's tiles: kMmaTile queries x kMmaTile rows; a work unit is one query
-// tile x kMmaUnitTiles row tiles, so that its set-up (finding its list, its queries' places)
-// is paid once for all of them and each tile's first slice loads during the previous epilogue.
+// tile (two where the resident and int8 passes pair them: resident_query_tiles,
+// integer_query_tiles) x kMmaUnitTiles row tiles, so that its set-up (finding its list, its
+// queries' places) is paid once for all of them and each tile's first slice loads during the
+// previous epilogue.
 // Eight rather than four (H200, session 38): the resident passes stage their query tile once a
 // unit (ncu: ~100 instructions per warp and row tile went to the unit's set-up with four);
 // 1M x 128 +5-9% at nprobe 16, +10% at 64, uint8 queries +7% / +15%; d 960 (list_mma_kernel,
@@ -79,7 +81,7 @@ constexpr int kMmaTile = 64;
 constexpr int kMmaUnitTiles = 8;
 
 // Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows,
-// `unit_queries` queries a unit (kMmaTile, or two tiles' worth: resident_query_tiles).
+// `unit_queries` queries a unit (kMmaTile, or two tiles' worth where a pass pairs them).
 __host__ __device__ inline int64_t tensor_tiles(int64_t pairs, int64_t rows, int64_t unit_queries) {
   return ((pairs + unit_queries - 1) / unit_queries) *
          ((((rows + kMmaTile - 1) / kMmaTile) + kMmaUnitTiles - 1) / kMmaUnitTiles);
@@ -182,6 +184,8 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
                         float* list_norm, const PruneState* prune);
 
 // The pruned pass with its query tile resident (PrunedKernel::Bf16Resident, scan_resident.cuh).
+// args.tile_off counts tensor_tiles of args.unit_queries, which must be kMmaTile x
+// resident_query_tiles(dim, prune.exact) (else Errc::Internal).
 template <class T>
 void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                           const PruneState& prune);
@@ -214,7 +218,8 @@ void launch_f16_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, con
 
 // The pruned pass on int8 tensor cores for integer queries against uint8 / int8 rows
 // (PrunedKernel::Integer, scan_imma.cuh): exact integer costs, so no margin and nothing to
-// re-score (prune->exact). Instantiated for uint8_t and int8_t only.
+// re-score (prune->exact). args.unit_queries: kMmaTile x integer_query_tiles(dim), as
+// args.tile_off counts (else Errc::Internal). Instantiated for uint8_t and int8_t only.
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                          const PruneState& prune);
