@@ -59,6 +59,14 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
   return PrunedKernel::Bf16Staged;
 }
 
+// The query tiles a unit of the pass over the other probes holds (scan.cu tiles its units by it,
+// and the resident and int8 launches check it): two where the pass pairs them, else one.
+constexpr int pruned_unit_query_tiles(PrunedKernel form, int64_t dim, bool exact) {
+  return form == PrunedKernel::Bf16Resident ? resident_query_tiles(dim, exact)
+         : form == PrunedKernel::Integer    ? integer_query_tiles(dim)
+                                            : 1;
+}
+
 // Whether the pass's entries carry exact costs, so that the settle reads no row again: always
 // on the int8 pass; on the resident bf16 pass in its wide form (k past 128: `wide`), which scores
 // what it would append where it stands, up to kWideExactMaxDim dimensions (it keeps the unit's

@@ -400,13 +400,13 @@ void with_integer_rows(const ScanProblem& p, const char* what, F&& f) {
   });
 }
 // The int8 pass over the pairs of groups g.
+// tile_off: units of unit_queries queries.
 void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
-                         const int64_t* tile_off, const scan_detail::PruneState& prune) {
+                         const int64_t* tile_off, int unit_queries, const scan_detail::PruneState& prune) {
   with_integer_rows(p, "the int8 pass", [&](auto tag) {
     using T = typename decltype(tag)::type;
     scan_detail::TileArgs<T> args = tile_args<T>(p, g, nullptr, 0, tile_off);
-    // As pruned_scan tiled tile_off.
-    args.unit_queries = scan_detail::kMmaTile * scan_detail::integer_query_tiles(p.lists.dim);
+    args.unit_queries = unit_queries;
     scan_detail::launch_integer_scan<T>(ctx, stream, p.metric != Metric::L2, args, prune);
   });
 }
@@ -526,14 +526,10 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
   // The resident and int8 passes pair their query tiles where a row tile's slices all stay staged.
-  const int unit_queries =
-      scan_detail::kMmaTile *
-      (form == scan_detail::PrunedKernel::Bf16Resident ? scan_detail::resident_query_tiles(p.lists.dim, out.exact)
-       : form == scan_detail::PrunedKernel::Integer    ? scan_detail::integer_query_tiles(p.lists.dim)
-                                                        : 1);
+  const int unit_queries = scan_detail::kMmaTile * scan_detail::pruned_unit_query_tiles(form, p.lists.dim, out.exact);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, unit_queries, 0);
   if (form == scan_detail::PrunedKernel::Integer) {
-    launch_integer_pass(ctx, stream, p, rest, tile_off.data(), prune);
+    launch_integer_pass(ctx, stream, p, rest, tile_off.data(), unit_queries, prune);
     return;
   }
   dispatch_element_type(p.lists.type, [&](auto tag) {

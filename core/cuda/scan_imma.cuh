@@ -263,24 +263,9 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
         });
         return counted_here;
       };
-      const int pcount0 = pcount < kMmaTile ? pcount : kMmaTile;
-      // The next tile writes no marks before two barriers more (the second query tile: one).
-      const bool counted = __syncthreads_or(wq < pcount0 && epilogue(0, pcount0));
-      lower_counted_bounds(pr, counted, pcount0, below, written, costs, q_row, qbound);
-      if (PAIRED && pcount > kMmaTile) {  // the second query tile against the same staged slices
-        if (counted) __syncthreads();  // lower_counted_bounds is done with costs and written
-        const int pcount1 = pcount - kMmaTile;
-        bool counted1 = false;
-        if (wq < pcount1) {
-          static_assert(kImmaSlabBytes == kMmaTile * 64, "staged_tile_products' slabs");
-          staged_tile_products<ImmaOps<T>>(acc, q_at + tile_bytes, x_at, nslab, buf0, a_off, b_off);
-          counted1 = epilogue(kMmaTile, pcount1);
-        }
-        // Its barrier also keeps the next tile's first slice out of the buffers until every warp's
-        // products are done.
-        lower_counted_bounds(pr, __syncthreads_or(counted1), pcount1, below + kMmaTile, written, costs,
-                             q_row + kMmaTile, qbound + kMmaTile);
-      }
+      static_assert(kImmaSlabBytes == kMmaTile * 64, "staged_tile_products' slabs");
+      finish_row_tile<PAIRED, ImmaOps<T>>(acc, pcount, wq, epilogue, pr, below, written, costs, q_row, qbound,
+                                          q_at + tile_bytes, x_at, nslab, buf0, a_off, b_off);
     }
   }
 }

@@ -342,6 +342,36 @@ __device__ __forceinline__ void staged_tile_products(Acc (&acc)[2][2][4], uint32
     mma_slab<Op>(acc, q_tile + slab * kSlab, x_at + (b * 2 + slab % 2) * kSlab, a_off, b_off);
   }
 }
+// The end of a row tile in a unit of one or two query tiles (pcount queries; two only where
+// PAIRED: scan_resident.cuh, scan_imma.cuh), after the barrier that made the tile's per-row terms
+// visible. epilogue(r0, pc) runs the pass's epilogue on acc for the warp's query rows of r0 ..
+// r0 + pc - 1 and returns whether this thread counted a cost. The first tile's acc is as the
+// slices left it; the second's is multiplied here (staged_tile_products: its query tile at
+// q_tile1). Each tile's counts lower its bounds (lower_counted_bounds, with below, q_row and
+// qbound indexed by the unit's query row, costs and written by the tile's); costs and written pass
+// from one tile to the next behind a barrier where any counted, and the last barrier keeps the
+// next row tile's first slice out of the buffers until every warp's products are done.
+template <bool PAIRED, class Op, class Acc, class Epilogue>
+__device__ __forceinline__ void finish_row_tile(Acc (&acc)[2][2][4], int pcount, int wq, Epilogue&& epilogue,
+                                                const PruneState& pr, int* below, unsigned long long* written,
+                                                const float (*costs)[kMmaTile], const int64_t* q_row,
+                                                uint32_t* qbound, uint32_t q_tile1, uint32_t x_at, int nslab, int buf0,
+                                                const uint32_t (&a_off)[2], uint32_t b_off) {
+  const int pcount0 = pcount < kMmaTile ? pcount : kMmaTile;
+  // The next row tile writes no marks before two barriers more (the second query tile: one).
+  const bool counted = __syncthreads_or(wq < pcount0 && epilogue(0, pcount0));
+  lower_counted_bounds(pr, counted, pcount0, below, written, costs, q_row, qbound);
+  if (!PAIRED || pcount <= kMmaTile) return;
+  if (counted) __syncthreads();  // lower_counted_bounds is done with costs and written
+  const int pcount1 = pcount - kMmaTile;
+  bool counted1 = false;
+  if (wq < pcount1) {
+    staged_tile_products<Op>(acc, q_tile1, x_at, nslab, buf0, a_off, b_off);
+    counted1 = epilogue(kMmaTile, pcount1);
+  }
+  lower_counted_bounds(pr, __syncthreads_or(counted1), pcount1, below + kMmaTile, written, costs, q_row + kMmaTile,
+                       qbound + kMmaTile);
+}
 // The lanes' ldmatrix offsets within a 64-byte slab for warp tile (wq, wv): A (k step s) and B.
 __device__ __forceinline__ void mma_slab_offsets(int wq, int wv, uint32_t (&a_off)[2], uint32_t& b_off) {
   const int lane = threadIdx.x % 32, sw = (lane >> 1) & 3;

@@ -202,27 +202,12 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
         }
       }
       __syncthreads();  // xhalf, the thresholds
-      const int pcount0 = pcount < kMmaTile ? pcount : kMmaTile;
-      const bool counted_here =
-          wq < pcount0 && bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, 0, qn2, q_row, out_base, pr, v0, wq, wv, pcount0,
-                                                 costs, written, WIDE ? pair_rows : nullptr);
-      // The next tile writes no marks before two barriers more (the second query tile: one).
-      const bool counted = __syncthreads_or(counted_here);
-      lower_counted_bounds(pr, counted, pcount0, rows_pr.below, written, costs, q_row, qbound);
-      if (PAIRED && pcount > kMmaTile) {  // the second query tile against the same staged slices
-        if (counted) __syncthreads();  // lower_counted_bounds is done with costs and written
-        const int pcount1 = pcount - kMmaTile;
-        bool counted1 = false;
-        if (wq < pcount1) {
-          staged_tile_products<Bf16Mma>(acc, q_at + tile_bytes, x_at, nslab, buf0, a_off, b_off);
-          counted1 = bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, kMmaTile, qn2, q_row, out_base, pr, v0, wq, wv,
-                                            pcount1, costs, written);
-        }
-        // Its barrier also keeps the next tile's first slice out of the buffers until every warp's
-        // products are done.
-        lower_counted_bounds(pr, __syncthreads_or(counted1), pcount1, rows_pr.below + kMmaTile, written, costs,
-                             q_row + kMmaTile, qbound + kMmaTile);
-      }
+      const auto epilogue = [&](int r0, int pc) {  // the wide pass has one query tile
+        return bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, r0, qn2, q_row, out_base, pr, v0, wq, wv, pc, costs, written,
+                                      WIDE ? pair_rows : nullptr);
+      };
+      finish_row_tile<PAIRED, Bf16Mma>(acc, pcount, wq, epilogue, pr, rows_pr.below, written, costs, q_row, qbound,
+                                       q_at + tile_bytes, x_at, nslab, buf0, a_off, b_off);
       // The marks are complete (the barrier above). The next tile marks, and lists into pairs
       // and npairs, only after its slices' barriers.
       if constexpr (WIDE)

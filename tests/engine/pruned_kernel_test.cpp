@@ -93,6 +93,16 @@ TEST(PrunedKernel, Int8UnitsPairTheirQueryTilesUpTo256Dimensions) {
   for (int64_t dim : {16, 128, 144, 256}) EXPECT_EQ(integer_query_tiles(dim), 2) << dim;
   for (int64_t dim : {272, 784, 1024}) EXPECT_EQ(integer_query_tiles(dim), 1) << dim;
 }
+// The tiling scan.cu gives the pass over the other probes follows the kernel: the staged bf16 pass
+// never pairs.
+TEST(PrunedKernel, UnitsPairTheirQueryTilesOnlyWhereTheirKernelDoes) {
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 128, false), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 128, true), 1);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 200, false), 1);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, 256, false), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, 784, false), 1);
+  for (int64_t dim : {3, 128, 960}) EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, dim, false), 1) << dim;
+}
 
 // The narrow pass's seed (narrow_seed_probes): one probe where it held on the bench's mixtures,
 // two past that (more below 128 dimensions from nprobe 64, and from nprobe 128 past k 64, without
