@@ -25,15 +25,22 @@ constexpr int kPruneNarrowMaxK = 128;
 constexpr int64_t kImmaMaxDim = 1024;
 // The resident bf16 pass's query tile: 64 rows x 512 bf16 = 64 KiB (whole slices).
 constexpr int kResidentMaxDim = 512;
-// Up to kResidentPairedMaxDim dimensions (a row tile's two 64-dimension slices, both staged to the
-// end of the tile) the resident pass's units hold two 64-query tiles, multiplied one after the
-// other against the same staged rows: a list with 65-128 queries stages and centres each row tile
-// once instead of twice. Not in the wide form (its fp32 query rows are a tile's worth).
-constexpr int64_t kResidentPairedMaxDim = 128;
-constexpr int resident_query_tiles(int64_t dim, bool wide) { return !wide && dim <= kResidentPairedMaxDim ? 2 : 1; }
-// The int8 pass's likewise, up to two of its 128-dimension slices.
-constexpr int64_t kImmaPairedMaxDim = 256;
-constexpr int integer_query_tiles(int64_t dim) { return dim <= kImmaPairedMaxDim ? 2 : 1; }
+// Up to kResidentGroupedMaxDim dimensions (a row tile's two 64-dimension slices, both staged to
+// the end of the tile) the resident pass's units hold several 64-query tiles, multiplied one after
+// the other against the same staged rows: a list's queries cost its rows' loads, centring,
+// rounding and norms once per unit instead of once per 64. Four tiles past 64 dimensions (64 KiB
+// of query tiles at 128: two blocks an SM), two up to 64 (three blocks). The H100 A/B (session
+// 47, bench/RESULTS.md) set the split: four against two gained 4-10% at 96 and 128 dimensions and
+// nothing clear at 64. Not in the wide form (its fp32 query rows are a tile's worth).
+constexpr int64_t kResidentGroupedMaxDim = 128;
+constexpr int resident_query_tiles(int64_t dim, bool wide) {
+  return wide || dim > kResidentGroupedMaxDim ? 1 : dim > 64 ? 4 : 2;
+}
+// The int8 pass's likewise, up to two of its 128-dimension slices: four tiles past 128
+// dimensions (two blocks an SM: +8-10% against two at 256), two up to 128 (three blocks; four
+// there, at three blocks, spilled and lost 11-16%, and at two were within -2 / +5%).
+constexpr int64_t kImmaGroupedMaxDim = 256;
+constexpr int integer_query_tiles(int64_t dim) { return dim > kImmaGroupedMaxDim ? 1 : dim > 128 ? 4 : 2; }
 
 enum class PrunedKernel {
   Integer,       // int8 tensor cores, exact integer costs (list_imma_kernel, scan_imma.cuh)
@@ -60,7 +67,7 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
 }
 
 // The query tiles a unit of the pass over the other probes holds (scan.cu tiles its units by it,
-// and the resident and int8 launches check it): two where the pass pairs them, else one.
+// and the resident and int8 launches check it): two or four where the pass groups them, else one.
 constexpr int pruned_unit_query_tiles(PrunedKernel form, int64_t dim, bool exact) {
   return form == PrunedKernel::Bf16Resident ? resident_query_tiles(dim, exact)
          : form == PrunedKernel::Integer    ? integer_query_tiles(dim)

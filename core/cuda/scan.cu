@@ -525,7 +525,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
     simt_seed(ctx, stream, p, seed, prune);
   if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
-  // The resident and int8 passes pair their query tiles where a row tile's slices all stay staged.
+  // The resident and int8 passes group their query tiles where a row tile's slices all stay staged.
   const int unit_queries = scan_detail::kMmaTile * scan_detail::pruned_unit_query_tiles(form, p.lists.dim, out.exact);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, unit_queries, 0);
   if (form == scan_detail::PrunedKernel::Integer) {

@@ -99,16 +99,17 @@ __device__ __forceinline__ int imma_append_limit(uint32_t bound) {
 // kImmaMaxDim, 16-byte aligned queries and rows (scan.cu checks), and the unit tiling of
 // tensor_tiles.
 // BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
-// PAIRED: units of two query tiles (a.unit_queries 128) up to kImmaPairedMaxDim dimensions, where
-// a row tile's slices (one or two) all stay staged, so the second tile is multiplied against them
-// after the first's epilogue (the resident bf16 pass's pairing, scan_resident.cuh): a list's
-// 65-128 queries cost one unit's set-up and one staging of its rows. A build of its own, at three
-// blocks an SM.
-template <class T, bool IP, int BLOCKS, bool PAIRED = false>
+// QTILES: the query tiles a unit holds at most (a.unit_queries / kMmaTile: 1, or up to
+// kImmaGroupedMaxDim dimensions 2 or 4: integer_query_tiles), where a row tile's slices (one or
+// two) all stay staged, so each later tile is multiplied against them after the previous one's
+// epilogue (the resident bf16 pass's grouping, scan_resident.cuh): a list's queries cost one
+// unit's set-up and one staging of its rows per unit. Builds of their own: two tiles at three
+// blocks an SM, four at two.
+template <class T, bool IP, int BLOCKS, int QTILES = 1>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T> a, PruneState pr) {
   // nslab slabs for each of the unit's query tiles
   extern __shared__ __align__(16) unsigned char imma_query_tile[];
-  constexpr int kQueries = PAIRED ? 2 * kMmaTile : kMmaTile;  // the unit's queries at most
+  constexpr int kQueries = QTILES * kMmaTile;  // the unit's queries at most
   __shared__ __align__(16) unsigned char xs[2][2 * kImmaSlabBytes];  // row slices, double-buffered
   __shared__ float costs[kMmaTile][kMmaTile];  // counted rows' costs, read where written[r] says
   __shared__ unsigned long long written[kMmaTile];
@@ -152,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
     __syncthreads();  // q_row, qsq
     // The query tiles as bytes, every slab whole (zeros past dim and past pcount), and the
     // queries' squared norms: a thread per 16-dimension chunk.
-    const int qtiles = PAIRED ? (pcount + kMmaTile - 1) / kMmaTile : 1;
+    const int qtiles = QTILES > 1 ? (pcount + kMmaTile - 1) / kMmaTile : 1;
     for (int e = tid; e < qtiles * kMmaTile * nslab * 4; e += kThreads) {
       const int r = e / (nslab * 4), c = e % (nslab * 4);  // query row r of the unit
       const int64_t q = q_row[r];
@@ -264,8 +265,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
         return counted_here;
       };
       static_assert(kImmaSlabBytes == kMmaTile * 64, "staged_tile_products' slabs");
-      finish_row_tile<PAIRED, ImmaOps<T>>(acc, pcount, wq, epilogue, pr, below, written, costs, q_row, qbound,
-                                          q_at + tile_bytes, x_at, nslab, buf0, a_off, b_off);
+      finish_row_tile<QTILES, ImmaOps<T>>(acc, pcount, wq, epilogue, pr, below, written, costs, q_row, qbound,
+                                          q_at + tile_bytes, tile_bytes, x_at, nslab, buf0, a_off, b_off);
     }
   }
 }
@@ -281,11 +282,17 @@ void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip,
   if (qtiles != integer_query_tiles(args.dim) || args.unit_queries % kMmaTile != 0)
     fail(Errc::Internal, "the int8 pass's units were tiled for another shape");
   const std::size_t dynamic = qtiles * tile_bytes(args.dim);
-  const std::size_t largest = std::max(tile_bytes(kImmaMaxDim), 2 * tile_bytes(kImmaPairedMaxDim));
-  if (qtiles == 2) {  // at most 32 KiB of query tiles: three blocks fit
-    const auto paired = ip ? list_imma_kernel<T, true, kResidentBlocks, true>
-                           : list_imma_kernel<T, false, kResidentBlocks, true>;
-    launch_resident_budget(ctx, stream, paired, paired, dynamic, largest, args, prune);
+  const std::size_t largest = std::max(tile_bytes(kImmaMaxDim), 4 * tile_bytes(kImmaGroupedMaxDim));
+  if (qtiles == 2) {  // at most 16 KiB of query tiles: three blocks fit
+    const auto pair = ip ? list_imma_kernel<T, true, kResidentBlocks, 2>
+                         : list_imma_kernel<T, false, kResidentBlocks, 2>;
+    launch_resident_budget(ctx, stream, pair, pair, dynamic, largest, args, prune);
+    return;
+  }
+  if (qtiles == 4) {  // up to 64 KiB of query tiles: two blocks an SM, 128 registers
+    const auto four = ip ? list_imma_kernel<T, true, kResidentFallbackBlocks, 4>
+                         : list_imma_kernel<T, false, kResidentFallbackBlocks, 4>;
+    launch_resident_budget(ctx, stream, four, four, dynamic, largest, args, prune);
     return;
   }
   if (ip)

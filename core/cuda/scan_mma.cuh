@@ -329,7 +329,7 @@ __device__ __forceinline__ void mma_slab(Acc (&acc)[2][2][4], uint32_t q_slab, u
 #pragma unroll
       for (int ni = 0; ni < 2; ++ni) Op::mma(acc[mi][ni], af[mi][s], bf[ni][2 * s], bf[ni][2 * s + 1]);
 }
-// A unit's second query tile (the paired passes: scan_resident.cuh, scan_imma.cuh) against a row
+// A unit's later query tile (the grouped passes: scan_resident.cuh, scan_imma.cuh) against a row
 // tile whose slices are all still staged: acc from zero over nslab slabs of the query tile at
 // q_tile, the row tile's slice i in buffer (buf0 + i) % 2 of the two at x_at (two slabs each).
 template <class Op, class Acc>
@@ -342,35 +342,40 @@ __device__ __forceinline__ void staged_tile_products(Acc (&acc)[2][2][4], uint32
     mma_slab<Op>(acc, q_tile + slab * kSlab, x_at + (b * 2 + slab % 2) * kSlab, a_off, b_off);
   }
 }
-// The end of a row tile in a unit of one or two query tiles (pcount queries; two only where
-// PAIRED: scan_resident.cuh, scan_imma.cuh), after the barrier that made the tile's per-row terms
-// visible. epilogue(r0, pc) runs the pass's epilogue on acc for the warp's query rows of r0 ..
-// r0 + pc - 1 and returns whether this thread counted a cost. The first tile's acc is as the
-// slices left it; the second's is multiplied here (staged_tile_products: its query tile at
-// q_tile1). Each tile's counts lower its bounds (lower_counted_bounds, with below, q_row and
-// qbound indexed by the unit's query row, costs and written by the tile's); costs and written pass
-// from one tile to the next behind a barrier where any counted, and the last barrier keeps the
-// next row tile's first slice out of the buffers until every warp's products are done.
-template <bool PAIRED, class Op, class Acc, class Epilogue>
+// The end of a row tile in a unit of up to QTILES query tiles (pcount queries; more than one only
+// where the pass groups them: scan_resident.cuh, scan_imma.cuh), after the barrier that made the
+// tile's per-row terms visible. epilogue(r0, pc) runs the pass's epilogue on acc for the warp's
+// query rows of r0 .. r0 + pc - 1 and returns whether this thread counted a cost. The first tile's
+// acc is as the slices left it; each later one's is multiplied here (staged_tile_products: query
+// tile t at q_tile1 + (t - 1) * tile_bytes). Each tile's counts lower its bounds
+// (lower_counted_bounds, with below, q_row and qbound indexed by the unit's query row, costs and
+// written by the tile's); costs and written pass from one tile to the next behind a barrier where
+// any counted, and the last barrier keeps the next row tile's first slice out of the buffers until
+// every warp's products are done.
+template <int QTILES, class Op, class Acc, class Epilogue>
 __device__ __forceinline__ void finish_row_tile(Acc (&acc)[2][2][4], int pcount, int wq, Epilogue&& epilogue,
                                                 const PruneState& pr, int* below, unsigned long long* written,
                                                 const float (*costs)[kMmaTile], const int64_t* q_row,
-                                                uint32_t* qbound, uint32_t q_tile1, uint32_t x_at, int nslab, int buf0,
-                                                const uint32_t (&a_off)[2], uint32_t b_off) {
+                                                uint32_t* qbound, uint32_t q_tile1, uint32_t tile_bytes, uint32_t x_at,
+                                                int nslab, int buf0, const uint32_t (&a_off)[2], uint32_t b_off) {
   const int pcount0 = pcount < kMmaTile ? pcount : kMmaTile;
-  // The next row tile writes no marks before two barriers more (the second query tile: one).
-  const bool counted = __syncthreads_or(wq < pcount0 && epilogue(0, pcount0));
+  // The next row tile writes no marks before two barriers more (a later query tile: one).
+  bool counted = __syncthreads_or(wq < pcount0 && epilogue(0, pcount0));
   lower_counted_bounds(pr, counted, pcount0, below, written, costs, q_row, qbound);
-  if (!PAIRED || pcount <= kMmaTile) return;
-  if (counted) __syncthreads();  // lower_counted_bounds is done with costs and written
-  const int pcount1 = pcount - kMmaTile;
-  bool counted1 = false;
-  if (wq < pcount1) {
-    staged_tile_products<Op>(acc, q_tile1, x_at, nslab, buf0, a_off, b_off);
-    counted1 = epilogue(kMmaTile, pcount1);
+#pragma unroll 1
+  for (int t = 1; t < QTILES; ++t) {
+    const int r0 = t * kMmaTile;
+    if (pcount <= r0) return;
+    if (counted) __syncthreads();  // lower_counted_bounds is done with costs and written
+    const int pc = pcount - r0 < kMmaTile ? pcount - r0 : kMmaTile;
+    bool counted_t = false;
+    if (wq < pc) {
+      staged_tile_products<Op>(acc, q_tile1 + (t - 1) * tile_bytes, x_at, nslab, buf0, a_off, b_off);
+      counted_t = epilogue(r0, pc);
+    }
+    counted = __syncthreads_or(counted_t);
+    lower_counted_bounds(pr, counted, pc, below + r0, written, costs, q_row + r0, qbound + r0);
   }
-  lower_counted_bounds(pr, __syncthreads_or(counted1), pcount1, below + kMmaTile, written, costs, q_row + kMmaTile,
-                       qbound + kMmaTile);
 }
 // The lanes' ldmatrix offsets within a 64-byte slab for warp tile (wq, wv): A (k step s) and B.
 __device__ __forceinline__ void mma_slab_offsets(int wq, int wv, uint32_t (&a_off)[2], uint32_t& b_off) {

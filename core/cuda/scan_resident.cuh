@@ -11,12 +11,12 @@
 // - the tile's largest row norm is reduced while its last slice is stored, and the per-row
 //   thresholds are computed right after that slice's barrier, so the epilogue needs one barrier
 //   before it and one after (four a tile at d <= 128, against list_mma_kernel's six);
-// - up to kResidentPairedMaxDim dimensions a unit holds two query tiles (a.unit_queries 128:
-//   resident_query_tiles): the second is multiplied against the row tile's slices, still
-//   staged, after the first's epilogue, so a list's 65-128 queries cost its rows' loads, centring,
-//   rounding and norms once. ncu (session 46, f32 1M x 128, nprobe 16) gave that row staging
-//   ~42% of the kernel's instructions and ~32% of its stall samples, besides the barriers that
-//   wait on it.
+// - up to kResidentGroupedMaxDim dimensions a unit holds two or four query tiles (a.unit_queries
+//   128 or 256: resident_query_tiles): each after the first is multiplied against the row tile's
+//   slices, still staged, after the previous tile's epilogue, so a list's queries cost its rows'
+//   loads, centring, rounding and norms once per unit. ncu (session 46, f32 1M x 128, nprobe 16)
+//   gave that row staging ~42% of the kernel's instructions and ~32% of its stall samples,
+//   besides the barriers that wait on it.
 //
 // ncu on list_mma_kernel (bench/RESULTS.md, session 37) counted ~690 instructions per warp per
 // 64 x 64 row tile at d = 128, of which 32 HMMA: most of the rest was control and addressing
@@ -50,21 +50,21 @@ __host__ __device__ constexpr std::size_t wide_query_bytes(int64_t dim) {
 }
 
 // BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
-// PAIRED: units of two query tiles (a.unit_queries 128, up to kResidentPairedMaxDim dimensions,
-// three blocks an SM): a build of its own, as its second tile's products and per-query arrays
-// took the three-block build's spills from 24 to 52 bytes, which cost the unpaired shapes
-// (d 256) 2-5%.
+// QTILES: the query tiles a unit holds at most (a.unit_queries / kMmaTile: 1, or up to
+// kResidentGroupedMaxDim dimensions 2 at three blocks an SM and 4 at two). The grouped builds are
+// builds of their own: in the three-block build the second tile's products and per-query arrays
+// took the spills from 24 to 52 bytes, which cost the one-tile shapes (d 256) 2-5%.
 // WIDE: the wide pass that re-scores in place (pr.exact, k past kPruneNarrowMaxK, dim up to
 // kWideExactMaxDim): the unit's query rows are also kept in fp32, a tile marks the pairs that
 // reach their bounds, and append_exact_pairs appends them with exact costs. A build of its own:
 // in the three-block build its registers (live across the epilogue with the next tile's first
 // slice) took the k <= 128 pass's spills from 24 to 52-76 bytes.
-template <class T, bool IP, int BLOCKS, bool WIDE = false, bool PAIRED = false>
+template <class T, bool IP, int BLOCKS, bool WIDE = false, int QTILES = 1>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
   // A tile's whole slices of bf16 for each of the unit's query tiles (WIDE: one, then fp32 rows).
   extern __shared__ __align__(16) unsigned char resident_query_tile[];
-  static_assert(!(WIDE && PAIRED), "the wide pass keeps one query tile's fp32 rows");
-  constexpr int kQueries = PAIRED ? 2 * kMmaTile : kMmaTile;  // the unit's queries at most
+  static_assert(!(WIDE && QTILES > 1), "the wide pass keeps one query tile's fp32 rows");
+  constexpr int kQueries = QTILES * kMmaTile;  // the unit's queries at most
   __shared__ __align__(16) unsigned char xs[2][2 * kBf16SlabBytes];   // row slices, double-buffered
   // Counted rows' pessimistic costs, where written[r] says; in the wide pass nothing counts, and
   // the memory lists a tile's pairs for append_exact_pairs.
@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   __shared__ float qn2[kQueries];    // the centred queries' squared norms (fp32, before rounding)
   __shared__ float xhalf[kMmaTile];  // half each row's squared norm (L2; 0 for IP), +inf if excluded
   __shared__ float xmax_part[kThreads / 32];
-  __shared__ __align__(16) float centre_s[IP ? 4 : kResidentMaxDim];  // zero past dim
+  // Zero past dim; the grouped builds size it for their own dimensions.
+  __shared__ __align__(16) float centre_s[IP ? 4 : QTILES > 1 ? kResidentGroupedMaxDim : kResidentMaxDim];
   __shared__ uint32_t qbound[kQueries];
   __shared__ int64_t q_row[kQueries], out_base[kQueries];
   __shared__ bool keep[kMmaTile];
@@ -119,7 +120,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
     // The query tiles, as the rows are staged (thread tid: row tid / 4 of each, a copy of the
     // unit's first query past pcount, never read), a slice at a time; the four lanes of a row sum
     // its squared norm.
-    const int qtiles = PAIRED ? (pcount + kMmaTile - 1) / kMmaTile : 1;
+    const int qtiles = QTILES > 1 ? (pcount + kMmaTile - 1) / kMmaTile : 1;
     for (int s = 0; s < qtiles; ++s) {
       const int i = s * kMmaTile + tid / 4;
       const int64_t qr = q_row[i] >= 0 ? q_row[i] : q_row[0];
@@ -206,8 +207,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
         return bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, r0, qn2, q_row, out_base, pr, v0, wq, wv, pc, costs, written,
                                       WIDE ? pair_rows : nullptr);
       };
-      finish_row_tile<PAIRED, Bf16Mma>(acc, pcount, wq, epilogue, pr, rows_pr.below, written, costs, q_row, qbound,
-                                       q_at + tile_bytes, x_at, nslab, buf0, a_off, b_off);
+      finish_row_tile<QTILES, Bf16Mma>(acc, pcount, wq, epilogue, pr, rows_pr.below, written, costs, q_row, qbound,
+                                       q_at + tile_bytes, tile_bytes, x_at, nslab, buf0, a_off, b_off);
       // The marks are complete (the barrier above). The next tile marks, and lists into pairs
       // and npairs, only after its slices' barriers.
       if constexpr (WIDE)
@@ -226,8 +227,8 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
   if (qtiles != resident_query_tiles(args.dim, prune.exact) || args.unit_queries % kMmaTile != 0)
     fail(Errc::Internal, "the resident pass's units were tiled for another shape");
   const std::size_t dynamic = qtiles * resident_tile_bytes(static_cast<int>(args.dim));  // dim <= kResidentMaxDim
-  const std::size_t largest =
-      std::max(resident_tile_bytes(kResidentMaxDim), 2 * resident_tile_bytes(static_cast<int>(kResidentPairedMaxDim)));
+  const std::size_t largest = std::max(resident_tile_bytes(kResidentMaxDim),
+                                       4 * resident_tile_bytes(static_cast<int>(kResidentGroupedMaxDim)));
   if (prune.exact) {  // the wide pass: one build, two blocks an SM (128 registers), its fp32 queries too
     const auto wide = ip ? list_resident_kernel<T, true, kResidentFallbackBlocks, true>
                          : list_resident_kernel<T, false, kResidentFallbackBlocks, true>;
@@ -236,10 +237,16 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
                            args, mg, prune);
     return;
   }
-  if (qtiles == 2) {  // at most 32 KiB of query tiles: three blocks fit
-    const auto paired = ip ? list_resident_kernel<T, true, kResidentBlocks, false, true>
-                           : list_resident_kernel<T, false, kResidentBlocks, false, true>;
-    launch_resident_budget(ctx, stream, paired, paired, dynamic, largest, args, mg, prune);
+  if (qtiles == 2) {  // at most 16 KiB of query tiles: three blocks fit
+    const auto pair = ip ? list_resident_kernel<T, true, kResidentBlocks, false, 2>
+                         : list_resident_kernel<T, false, kResidentBlocks, false, 2>;
+    launch_resident_budget(ctx, stream, pair, pair, dynamic, largest, args, mg, prune);
+    return;
+  }
+  if (qtiles == 4) {  // up to 64 KiB of query tiles: two blocks an SM, 128 registers
+    const auto four = ip ? list_resident_kernel<T, true, kResidentFallbackBlocks, false, 4>
+                         : list_resident_kernel<T, false, kResidentFallbackBlocks, false, 4>;
+    launch_resident_budget(ctx, stream, four, four, dynamic, largest, args, mg, prune);
     return;
   }
   if (ip)

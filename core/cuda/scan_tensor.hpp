@@ -81,7 +81,7 @@ constexpr int kMmaTile = 64;
 constexpr int kMmaUnitTiles = 8;
 
 // Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows,
-// `unit_queries` queries a unit (kMmaTile, or two tiles' worth where a pass pairs them).
+// `unit_queries` queries a unit (kMmaTile, or two or four tiles' worth where a pass groups them).
 __host__ __device__ inline int64_t tensor_tiles(int64_t pairs, int64_t rows, int64_t unit_queries) {
   return ((pairs + unit_queries - 1) / unit_queries) *
          ((((rows + kMmaTile - 1) / kMmaTile) + kMmaUnitTiles - 1) / kMmaUnitTiles);

@@ -43,8 +43,8 @@ struct TileArgs {
   float excluded;
   const float* centroids;  // nlist * dim, or nullptr (the pruned tensor pass centres L2 on them)
   bool simt_resident = false;  // list_tile_kernel keeps the unit's query tile (set by its launch)
-  // The tensor passes' queries a work unit (tensor_tiles, mma_unit): kMmaTile, or two tiles'
-  // worth where the resident bf16 pass pairs them (resident_query_tiles).
+  // The tensor passes' queries a work unit (tensor_tiles, mma_unit): kMmaTile, or two or four
+  // tiles' worth where the resident bf16 and int8 passes group them (pruned_unit_query_tiles).
   int unit_queries = 64;
 };
 

@@ -79,27 +79,30 @@ TEST(PrunedKernel, EntriesAreExactOnTheInt8PassAndTheWideResidentPassUpTo256Dime
   EXPECT_FALSE(pruned_entries_exact(pruned_kernel_for(pinned), pinned, true));
 }
 
-// The resident pass's units hold two query tiles up to 128 dimensions (a row tile's two slices
-// stay staged for the second), one past that, and one in the wide form (its fp32 query rows).
-TEST(PrunedKernel, ResidentUnitsPairTheirQueryTilesUpTo128DimensionsOutsideTheWideForm) {
-  for (int64_t dim : {4, 64, 96, 128}) {
-    EXPECT_EQ(resident_query_tiles(dim, false), 2) << dim;
-    EXPECT_EQ(resident_query_tiles(dim, true), 1) << dim;
-  }
+// The resident pass's units group their query tiles up to 128 dimensions (a row tile's slices all
+// stay staged for the later tiles): four past 64, two up to 64; one past 128, and one in the wide
+// form (its fp32 query rows).
+TEST(PrunedKernel, ResidentUnitsGroupTheirQueryTilesUpTo128DimensionsOutsideTheWideForm) {
+  for (int64_t dim : {4, 32, 64}) EXPECT_EQ(resident_query_tiles(dim, false), 2) << dim;
+  for (int64_t dim : {68, 96, 128}) EXPECT_EQ(resident_query_tiles(dim, false), 4) << dim;
+  for (int64_t dim : {4, 64, 96, 128}) EXPECT_EQ(resident_query_tiles(dim, true), 1) << dim;
   for (int64_t dim : {132, 200, 512}) EXPECT_EQ(resident_query_tiles(dim, false), 1) << dim;
 }
-// The int8 pass's: up to two of its 128-dimension slices.
-TEST(PrunedKernel, Int8UnitsPairTheirQueryTilesUpTo256Dimensions) {
-  for (int64_t dim : {16, 128, 144, 256}) EXPECT_EQ(integer_query_tiles(dim), 2) << dim;
+// The int8 pass's: up to two of its 128-dimension slices, four tiles past one slice.
+TEST(PrunedKernel, Int8UnitsGroupTheirQueryTilesUpTo256Dimensions) {
+  for (int64_t dim : {16, 64, 128}) EXPECT_EQ(integer_query_tiles(dim), 2) << dim;
+  for (int64_t dim : {144, 208, 256}) EXPECT_EQ(integer_query_tiles(dim), 4) << dim;
   for (int64_t dim : {272, 784, 1024}) EXPECT_EQ(integer_query_tiles(dim), 1) << dim;
 }
 // The tiling scan.cu gives the pass over the other probes follows the kernel: the staged bf16 pass
-// never pairs.
-TEST(PrunedKernel, UnitsPairTheirQueryTilesOnlyWhereTheirKernelDoes) {
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 128, false), 2);
+// never groups.
+TEST(PrunedKernel, UnitsGroupTheirQueryTilesOnlyWhereTheirKernelDoes) {
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 64, false), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 128, false), 4);
   EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 128, true), 1);
   EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 200, false), 1);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, 256, false), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, 128, false), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, 256, false), 4);
   EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, 784, false), 1);
   for (int64_t dim : {3, 128, 960}) EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, dim, false), 1) << dim;
 }

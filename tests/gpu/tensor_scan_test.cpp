@@ -304,7 +304,7 @@ TEST(GpuTensorScan, F16SeedEqualsTheSimtScan) {
 TEST(GpuTensorScan, EqualsTheSimtScanWithRemovalsFiltersCosineAndIntegerQueries) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 30000, nlist = 32, nq = 2000;
-  // 128 dimensions: the resident pass's paired query tiles (resident_query_tiles); 200: one.
+  // 128 dimensions: the resident pass's units of four query tiles (resident_query_tiles); 200: one.
   for (int64_t dim : {int64_t{128}, int64_t{200}}) {
     for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_COSINE}) {
       const std::vector<float> x = clustered_vectors(n, dim, 64, 31);
