@@ -110,6 +110,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
   // nslab slabs for each of the unit's query tiles
   extern __shared__ __align__(16) unsigned char imma_query_tile[];
   constexpr int kQueries = QTILES * kMmaTile;  // the unit's queries at most
+  static_assert(kQueries <= kThreads, "a thread per query of the unit reads its bound and sets its thresholds");
   __shared__ __align__(16) unsigned char xs[2][2 * kImmaSlabBytes];  // row slices, double-buffered
   __shared__ float costs[kMmaTile][kMmaTile];  // counted rows' costs, read where written[r] says
   __shared__ unsigned long long written[kMmaTile];

@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   extern __shared__ __align__(16) unsigned char resident_query_tile[];
   static_assert(!(WIDE && QTILES > 1), "the wide pass keeps one query tile's fp32 rows");
   constexpr int kQueries = QTILES * kMmaTile;  // the unit's queries at most
+  static_assert(kQueries <= kThreads, "a thread per query of the unit reads its bound and sets its thresholds");
   __shared__ __align__(16) unsigned char xs[2][2 * kBf16SlabBytes];   // row slices, double-buffered
   // Counted rows' pessimistic costs, where written[r] says; in the wide pass nothing counts, and
   // the memory lists a tile's pairs for append_exact_pairs.
