@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
       const int64_t v0 = vt * kMmaTile;
       const int vcount = u.rows_in(vt);
       const T* my_x = row_ptr(v0, vcount);
-      const int buf0 = buf;  // the tile's first slice's buffer (the second query tile reads it)
+      const int buf0 = buf;  // the tile's first slice's buffer (the later query tiles' products read it)
       // Read after this tile's products (barriers between); the previous tile's readers are past
       // its last barrier.
       mark_kept_rows(a, l, v0, vcount, keep);

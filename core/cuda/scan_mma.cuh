@@ -410,9 +410,9 @@ struct CountedCosts {
 // for inner product), +inf where excluded; rows: prune_row_thresholds' per query row. Returns
 // whether this thread counted a cost (rare).
 //
-// The accumulators are query rows r0 .. r0 + 63 of the unit (r0 > 0 for the second tile of the
-// resident pass's pairs): rows, qn2, q_row and out_base are read at r0 + r, and pcount counts from
-// r0; costs and written hold the tile's own rows (r).
+// The accumulators are query rows r0 .. r0 + 63 of the unit (r0 > 0 for the later tiles of a
+// resident unit that groups them: finish_row_tile): rows, qn2, q_row and out_base are read at
+// r0 + r, and pcount counts from r0; costs and written hold the tile's own rows (r).
 //
 // With `pair_rows` (the wide pass that re-scores in place, scan_resident.cuh) a row that reaches
 // the bound is not appended but marked, bit r of pair_rows[tile row], for append_exact_pairs;

@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       const int64_t v0 = vt * kMmaTile;
       const int vcount = u.rows_in(vt);
       const T* my_x = mma_tile_row<true>(u.rows + v0 * a.dim, vcount, a.dim);
-      const int buf0 = buf;  // the tile's first slice's buffer (the second tile's products read it)
+      const int buf0 = buf;  // the tile's first slice's buffer (the later query tiles' products read it)
       mark_kept_rows(a, l, v0, vcount, keep);  // read after the last slice's barrier
       float acc[2][2][4];
       zero_accumulators(acc);

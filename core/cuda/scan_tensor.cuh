@@ -21,6 +21,7 @@
 
 #include <cmath>
 
+#include "../errors.hpp"
 #include "scan_mma.cuh"
 #include "scan_resident.cuh"
 #include "scan_tensor.hpp"
@@ -31,6 +32,9 @@ namespace ivfgpu::cuda::scan_detail {
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm, const PruneState* prune) {
+  // list_mma_kernel's per-query arrays hold one query tile (the passes that group tiles check
+  // theirs likewise).
+  if (args.unit_queries != kMmaTile) fail(Errc::Internal, "list_mma_kernel's units were tiled for another pass");
   const auto kernel = prune != nullptr ? (ip ? list_mma_kernel<T, true, true> : list_mma_kernel<T, false, true>)
                                        : (ip ? list_mma_kernel<T, true, false> : list_mma_kernel<T, false, false>);
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);

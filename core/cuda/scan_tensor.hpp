@@ -69,8 +69,8 @@ __host__ __device__ inline float f16_margin(const F16Margin& m, float qn, float 
 }
 
 // The tensor-core pass's tiles: kMmaTile queries x kMmaTile rows; a work unit is one query
-// tile (two where the resident and int8 passes pair them: resident_query_tiles,
-// integer_query_tiles) x kMmaUnitTiles row tiles, so that its set-up (finding its list, its
+// tile (two or four where the resident and int8 passes group them: pruned_unit_query_tiles)
+// x kMmaUnitTiles row tiles, so that its set-up (finding its list, its
 // queries' places) is paid once for all of them and each tile's first slice loads during the
 // previous epilogue.
 // Eight rather than four (H200, session 38): the resident passes stage their query tile once a
@@ -178,7 +178,8 @@ struct PruneState {
 // The first pass on list_mma_kernel: pessimistic keys into args.cand and each list's largest
 // row norm into list_norm, zeroed by the caller (prune == nullptr: the keys pass), or the pruned
 // state (PrunedKernel::Bf16Staged; list_norm unused: nullptr). args.tile_off counts
-// tensor_tiles per list.
+// tensor_tiles per list of one query tile a unit: args.unit_queries must be kMmaTile (else
+// Errc::Internal).
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm, const PruneState* prune);

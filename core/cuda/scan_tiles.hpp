@@ -43,7 +43,8 @@ struct TileArgs {
   float excluded;
   const float* centroids;  // nlist * dim, or nullptr (the pruned tensor pass centres L2 on them)
   bool simt_resident = false;  // list_tile_kernel keeps the unit's query tile (set by its launch)
-  // The tensor passes' queries a work unit (tensor_tiles, mma_unit): kMmaTile, or two or four
+  // The tensor passes' queries a work unit (tensor_tiles, mma_unit): kMmaTile (64, in
+  // scan_tensor.hpp; each tensor launch checks the value against its kernel), or two or four
   // tiles' worth where the resident bf16 and int8 passes group them (pruned_unit_query_tiles).
   int unit_queries = 64;
 };
