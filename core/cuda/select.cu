@@ -4,7 +4,8 @@
 // (never by the segment length or nprobe x k). A row longer than the block's buffer streams
 // through it once (stream_row): when the buffer fills it is cut to its k best and only keys
 // below the k-th enter after that. For k <= 32, warp lists in registers (warp_select_kernel)
-// replace all of that, with the same output.
+// replace all of that, and for k <= 64 on rows of at most 4,096 keys a filter by the threads'
+// least entries (filter_select_kernel), with the same output.
 #include "select.hpp"
 
 #include <cub/block/block_exchange.cuh>
@@ -562,6 +563,103 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Rows of at most kFilterMaxLen keys with k <= 64 (a batch's coarse scores up to nprobe 64 and
+// nlist 4,096): a block a row, the row read once into registers (ITEMS keys a thread, striped).
+// The k-th smallest of the threads' least entries bounds the row's k-th entry from above (k
+// threads each hold an entry at or below it), and only those k threads can hold entries at or
+// below it, so at most k * ITEMS pass; on rows in no particular order ~1.1 k do. Each entry
+// that passes is then ranked among the others by counting, and written at its rank: no sort
+// (warp lists merged instead, warp_merge_sorted64, measured 107 us where this takes 100; ncu,
+// H100, bench/RESULTS.md). The same entries as the block kernel: the k smallest of unique
+// (key, index) entries do not depend on how they were found.
+constexpr int kFilterMaxK = 64;
+constexpr int kFilterMaxItems = 16;
+constexpr int64_t kFilterMaxLen = int64_t{kThreads} * kFilterMaxItems;
+
+// How many of the sorted run[0, 32) are below x: the steps find min(count, 31), then run[31].
+__device__ __forceinline__ int run_below(const unsigned long long* run, unsigned long long x) {
+  int lo = 0;
+#pragma unroll
+  for (int step = 16; step > 0; step /= 2)
+    if (run[lo + step - 1] < x) lo += step;
+  return lo + (run[lo] < x ? 1 : 0);  // below 31, run[lo] is not below x
+}
+
+template <int ITEMS>
+__global__ void __launch_bounds__(kThreads, ITEMS < 16 ? 4 : 3)
+    filter_select_kernel(SelectInput in, int64_t nseg, int k, bool larger, SelectOutput out) {
+  __shared__ unsigned long long cand[kFilterMaxK * ITEMS];
+  __shared__ unsigned long long runs[kThreads];  // each warp's least entries, sorted
+  __shared__ unsigned long long bound;
+  __shared__ int ncand;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  constexpr unsigned long long kNone = ~0ull;  // past every entry: real indices are below 2^32 - 1
+  for (int64_t s = blockIdx.x; s < nseg; s += gridDim.x) {
+    const SegmentPiece sp = segment_piece(in, s, k);
+    const RowKeys load{in.keys + sp.row * in.stride + sp.first, in.addend ? in.addend + sp.first : nullptr, larger};
+    // Entry m of this thread: its key << 32 | its index m * kThreads + tid (only the key is kept).
+    auto entry = [&](uint32_t key, int m) {
+      return (static_cast<unsigned long long>(key) << 32) | static_cast<uint32_t>(m * kThreads + tid);
+    };
+    // Every load of the row issued before any is used (the addend's too: a load under its
+    // own branch would wait for the one before it).
+    float raw[ITEMS], add[ITEMS];
+#pragma unroll
+    for (int m = 0; m < ITEMS; ++m) {
+      const int64_t i = int64_t{m} * kThreads + tid;
+      raw[m] = i < sp.len ? load.keys[i] : 0.0f;
+      add[m] = load.addend && i < sp.len ? load.addend[i] : 0.0f;
+    }
+    uint32_t key[ITEMS];
+    unsigned long long least = kNone;
+#pragma unroll
+    for (int m = 0; m < ITEMS; ++m) {
+      const bool in_row = int64_t{m} * kThreads + tid < sp.len;
+      key[m] = in_row ? load.ordered(raw[m], add[m]) : 0xffffffffu;
+      if (in_row && entry(key[m], m) < least) least = entry(key[m], m);
+    }
+    least = warp_sort32(least);
+    __syncthreads();  // the previous row is done with runs, bound, cand and ncand
+    runs[tid] = least;
+    if (tid == 0) {
+      bound = kNone;  // fewer than k threads hold an entry: every entry passes
+      ncand = 0;
+    }
+    __syncthreads();
+    // The bound: the least entry whose rank among all threads' least entries is k - 1 (they are
+    // unique, but for the kNone of threads past the row's end, which never rank below k - 1).
+    if (least != kNone) {
+      int rank = lane;
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) rank += run_below(runs + ((warp + w) % kWarps) * 32, least);
+      if (rank == k - 1) bound = least;
+    }
+    __syncthreads();
+    const unsigned long long t = bound;
+#pragma unroll
+    for (int m = 0; m < ITEMS; ++m) {
+      const bool pass = int64_t{m} * kThreads + tid < sp.len && entry(key[m], m) <= t;
+      const unsigned ballot = __ballot_sync(0xffffffffu, pass);
+      if (ballot == 0) continue;  // warp-uniform
+      int base = 0;
+      if (lane == 0) base = atomicAdd(&ncand, __popc(ballot));
+      base = __shfl_sync(0xffffffffu, base, 0);
+      if (pass) cand[base + __popc(ballot & ((1u << lane) - 1u))] = entry(key[m], m);
+    }
+    __syncthreads();
+    const int n = ncand;  // at least min(k, len): the k best all pass
+    // Each candidate's rank is how many candidates are below it; the k best go to their slots.
+    for (int c = tid; c < n; c += kThreads) {
+      const unsigned long long x = cand[c];
+      int rank = 0;
+      for (int j = 0; j < n; ++j) rank += cand[j] < x ? 1 : 0;
+      if (rank < k) put_selected(in, out, sp, s, k, rank, x, larger);
+    }
+    for (int j = n + tid; j < k; j += kThreads) put_selected(in, out, sp, s, k, j, 0, larger);  // padding
+    if (tid == 0) out.count[s] = sp.kk;
+  }
+}
+
 // k rounded up to a power of two: the sort's length.
 int64_t sort_length(int64_t k) {
   int64_t k2 = 1;
@@ -611,6 +709,18 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
     const int64_t blocks = std::min<int64_t>((nseg + kWarps - 1) / kWarps, int64_t{1} << 30);
     row_warp_select_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(in, nseg, static_cast<int>(k),
                                                                                  larger_is_better, out);
+    IVF_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  // Rows of at most 4,096 keys, k <= 64: filtered by their threads' least entries (ncu, H100,
+  // 10,000 rows, the coarse top-nprobe: 1,024 keys at k 64 took 100 us against the block
+  // kernel's 182; 4,096 keys at k 64 163 us against 404; 1,024 keys at k 16 84 us against
+  // row_warp_select_kernel's 78, so a warp a row keeps those).
+  if (k <= kFilterMaxK && row_len <= kFilterMaxLen) {
+    auto kernel = row_len <= 4 * kThreads   ? filter_select_kernel<4>
+                  : row_len <= 8 * kThreads ? filter_select_kernel<8>
+                                            : filter_select_kernel<kFilterMaxItems>;
+    kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(in, nseg, static_cast<int>(k), larger_is_better, out);
     IVF_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -1,8 +1,8 @@
 // The segmented top-k (core/cuda/select.cu) against a sort on the host: exact positions and
 // keys (its contract: the k best, best first, ties by smaller position) for rows shorter and
 // longer than a block's buffer, keys that arrive best last (every buffer fill is cut), ties
-// everywhere, a handful of distinct values, infinities, -0 and +0, both orders, and the split
-// path for a few long rows.
+// everywhere, a handful of distinct values, infinities, -0 and +0, the best keys clustered where
+// one block's few threads read them, both orders, and the split path for a few long rows.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -41,7 +41,9 @@ uint32_t ordered(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-enum class Pattern { Random, BestLast, BestFirst, AllEqual, FewValues, Signed };
+// Clustered: the best keys all sit at positions i with i % 256 < 64, so the threads of a
+// 256-thread block that read them striped hold every one (the filter select's most candidates).
+enum class Pattern { Random, BestLast, BestFirst, AllEqual, FewValues, Signed, Clustered };
 
 const char* name(Pattern p) {
   switch (p) {
@@ -51,6 +53,7 @@ const char* name(Pattern p) {
     case Pattern::AllEqual: return "all-equal";
     case Pattern::FewValues: return "few-values";
     case Pattern::Signed: return "signed";
+    case Pattern::Clustered: return "clustered";
   }
   return "?";
 }
@@ -72,6 +75,7 @@ std::vector<float> make_row(Pattern p, int64_t len, std::mt19937_64& rng) {
         v = c == 0 ? 0.0f : c == 1 ? -0.0f : c == 2 ? std::numeric_limits<float>::infinity() : u(rng) - 50.0f;
         break;
       }
+      case Pattern::Clustered: v = i % 256 < 64 ? static_cast<float>(i % 97) : 100.0f + u(rng); break;
     }
     r[static_cast<std::size_t>(i)] = v;
   }
@@ -193,16 +197,39 @@ TEST(GpuSelect, LargestKs) {
 TEST(GpuSelect, ManyShortRowsTakeAWarpEach) {
   REQUIRE_GPU();
   for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{16}, int64_t{32}}) {
-    std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 127, 128, 129, 1024, 2047, 2048};
+    std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 127, 128, 129, 1023, 1024, 1025, 2047, 2048};
     std::mt19937_64 rng(3 + k);
     std::uniform_int_distribution<int64_t> len(0, 1100);
     while (lens.size() < 2500) lens.push_back(len(rng));
-    for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::AllEqual, Pattern::FewValues, Pattern::Signed})
+    for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::AllEqual, Pattern::FewValues, Pattern::Signed,
+                      Pattern::Clustered})
       for (bool larger : {false, true}) {
         check(p, lens, k, larger, 77 + k);
         if (HasFailure()) return;
       }
   }
+}
+
+// Rows of at most 4,096 keys and k <= 64 (a batch's coarse scores up to nprobe 64, nlist 4,096):
+// a block a row, the row in registers, filtered by the k-th of its threads' least entries.
+// select.cu takes that path for every such row set but many (>= 1,024) rows of at most 2,048
+// keys with k <= 32 (a warp each, above), so these sets have 600 rows. Strides of 1,024, 2,048
+// and 4,096 keys are its three builds (4, 8 and 16 keys a thread).
+TEST(GpuSelect, RowsOfAtMost4096KeysAreFiltered) {
+  REQUIRE_GPU();
+  for (int64_t stride : {int64_t{1024}, int64_t{2048}, int64_t{4096}})
+    for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{33}, int64_t{50}, int64_t{64}}) {
+      std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 255, 256, 257, stride - 1, stride};
+      std::mt19937_64 rng(11 + k + stride);
+      std::uniform_int_distribution<int64_t> len(0, stride);
+      while (lens.size() < 600) lens.push_back(len(rng));
+      for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::BestFirst, Pattern::AllEqual, Pattern::FewValues,
+                        Pattern::Signed, Pattern::Clustered})
+        for (bool larger : {false, true}) {
+          check(p, lens, k, larger, 41 * k + stride + static_cast<uint64_t>(p));
+          if (HasFailure()) return;
+        }
+    }
 }
 
 // Few long rows: split into pieces whose bests a second pass merges.
