@@ -13,6 +13,7 @@
 #include "../errors.hpp"
 #include "check.hpp"
 #include "device_buffer.hpp"
+#include "group_pairs.hpp"
 #include "launch.cuh"
 #include "ordered_key.cuh"
 #include "scan_dispatch.hpp"
@@ -51,27 +52,6 @@ __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int6
       cand_len[q] = base;
     }
   }
-}
-
-// Pairs (q, p) with probe rank p in [lo, hi) only: the pruned pass groups its first probes
-// apart from the rest.
-__device__ __forceinline__ bool in_probe_range(int64_t i, int64_t nprobe, int64_t lo, int64_t hi) {
-  const int64_t p = i % nprobe;
-  return p >= lo && p < hi;
-}
-
-__global__ void count_pairs_kernel(const int32_t* probes, int64_t npairs, int64_t nprobe, int64_t lo, int64_t hi,
-                                   int32_t* count) {
-  for (int64_t i = global_thread(); i < npairs; i += thread_stride())
-    if (in_probe_range(i, nprobe, lo, hi)) atomicAdd(&count[probes[i]], 1);
-}
-
-// Pair i goes into its list's group. The order inside a group does not matter: every pair
-// writes to its own place in the candidate rows.
-__global__ void group_pairs_kernel(const int32_t* probes, int64_t npairs, int64_t nprobe, int64_t lo, int64_t hi,
-                                   int32_t* cursor, int32_t* grouped) {
-  for (int64_t i = global_thread(); i < npairs; i += thread_stride())
-    if (in_probe_range(i, nprobe, lo, hi)) grouped[atomicAdd(&cursor[probes[i]], 1)] = static_cast<int32_t>(i);
 }
 
 // Work units per list: tile_q queries x unit_rows rows (the SIMT scan's: kUnitTiles vector
@@ -151,39 +131,6 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
   }
 }
 
-}  // namespace
-
-namespace {
-
-// The pairs with probe rank in [lo, hi), grouped by list.
-ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t lo,
-                             int64_t hi) {
-  const int64_t npairs = p.nq * p.nprobe;
-  const int64_t nlist = p.lists.nlist;
-  ScanGroups g;
-  g.tile_q = scan_detail::query_tile(p.nq, hi - lo, nlist);
-  g.pair_count = DeviceBuffer<int32_t>(ctx, nlist, stream);
-  g.pair_begin = DeviceBuffer<int32_t>(ctx, nlist, stream);
-  g.grouped = DeviceBuffer<int32_t>(ctx, std::max<int64_t>(1, p.nq * (hi - lo)), stream);
-  DeviceBuffer<int32_t> cursor(ctx, nlist, stream);
-  std::size_t bytes = 0;
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, g.pair_count.data(), g.pair_begin.data(),
-                                               static_cast<int>(nlist), stream));
-  DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
-  IVF_CUDA_CHECK(cudaMemsetAsync(g.pair_count.data(), 0, g.pair_count.bytes(), stream));
-  count_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi,
-                                                                g.pair_count.data());
-  IVF_CUDA_CHECK_LAUNCH();
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, g.pair_count.data(), g.pair_begin.data(),
-                                               static_cast<int>(nlist), stream));
-  IVF_CUDA_CHECK(
-      cudaMemcpyAsync(cursor.data(), g.pair_begin.data(), g.pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
-  group_pairs_kernel<<<grid_for(npairs), kThreads, 0, stream>>>(p.probes, npairs, p.nprobe, lo, hi, cursor.data(),
-                                                                g.grouped.data());
-  IVF_CUDA_CHECK_LAUNCH();
-  return g;
-}
-
 void write_candidate_offsets(cudaStream_t stream, const ScanProblem& p) {
   candidate_offsets_kernel<<<static_cast<unsigned>(std::min<int64_t>(p.nq, kMaxGridBlocks)), kThreads, 0, stream>>>(
       p.probes, p.nq, p.nprobe, p.lists.size, p.cand);
@@ -194,7 +141,7 @@ void write_candidate_offsets(cudaStream_t stream, const ScanProblem& p) {
 
 ScanGroups group_scan_pairs(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
   write_candidate_offsets(stream, p);
-  return group_probe_range(ctx, stream, p, 0, p.nprobe);
+  return group_probe_range(ctx, stream, p.probes, p.nq, p.nprobe, p.lists.nlist, 0, p.nprobe);
 }
 
 int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q) {
@@ -341,7 +288,7 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   ScanProblem first_probe = p;
   first_probe.cand.dist = first_dist.data();
   first_probe.cand.stride = largest;  // the first segments start at offset 0 and end by largest
-  const ScanGroups first = group_probe_range(ctx, stream, first_probe, 0, seed);
+  const ScanGroups first = group_probe_range(ctx, stream, p.probes, p.nq, p.nprobe, p.lists.nlist, 0, seed);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, first, first.tile_q, kSimtUnitRows);
   scan_pass(ctx, stream, first_probe, first, nullptr, 0, tile_off.data());
 
@@ -455,7 +402,7 @@ void tensor_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
     sv.qsq = qsq.data();
     sv.xmax = xmax.data();
   }
-  const ScanGroups first = group_probe_range(ctx, stream, p, 0, seed);
+  const ScanGroups first = group_probe_range(ctx, stream, p.probes, p.nq, p.nprobe, p.lists.nlist, 0, seed);
   const DeviceBuffer<int64_t> tile_off =
       unit_offsets(ctx, stream, p, first, scan_detail::kSeedQueries, scan_detail::kSeedUnitRows);
   launch(sv, first, tile_off.data());
@@ -524,7 +471,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   else
     simt_seed(ctx, stream, p, seed, prune);
   if (p.nprobe <= seed) return;
-  const ScanGroups rest = group_probe_range(ctx, stream, p, seed, p.nprobe);
+  const ScanGroups rest = group_probe_range(ctx, stream, p.probes, p.nq, p.nprobe, p.lists.nlist, seed, p.nprobe);
   // The resident and int8 passes group their query tiles where a row tile's slices all stay staged.
   const int unit_queries = scan_detail::kMmaTile * scan_detail::pruned_unit_query_tiles(form, p.lists.dim, out.exact);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, unit_queries, 0);

@@ -16,6 +16,7 @@
 #include "candidates.cuh"
 #include "device_buffer.hpp"
 #include "device_context.hpp"
+#include "group_pairs.hpp"
 #include "id_bitset.cuh"
 
 namespace ivfgpu::cuda {
@@ -103,11 +104,8 @@ struct ScanSegment {
   int64_t count = 0;
 };
 
-// The pairs of a batch grouped by list, and the candidate row layout (written to p.cand).
-struct ScanGroups {
-  DeviceBuffer<int32_t> pair_count, pair_begin, grouped;  // nlist, nlist, npairs
-  int tile_q = 16;                                        // the query tile the dispatch chose
-};
+// The pairs of a batch grouped by list (group_pairs.hpp), and the candidate row layout
+// (written to p.cand).
 ScanGroups group_scan_pairs(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p);
 
 // Work units of one segment (what tile_off counts): query tiles x vector units.
