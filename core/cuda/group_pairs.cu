@@ -82,7 +82,8 @@ __global__ void __launch_bounds__(kThreads)
 // Fewer pairs or more lists: one global atomic a pair (the in-range pairs only).
 __global__ void count_pairs_kernel(const int32_t* probes, int64_t n, int64_t r, int64_t lo, int64_t nprobe,
                                    int32_t* count) {
-  for (int64_t i = global_thread(); i < n; i += thread_stride()) atomicAdd(&count[probes[pair_at(i, r, lo, nprobe)]], 1);
+  for (int64_t i = global_thread(); i < n; i += thread_stride())
+    atomicAdd(&count[probes[pair_at(i, r, lo, nprobe)]], 1);
 }
 
 __global__ void group_pairs_kernel(const int32_t* probes, int64_t n, int64_t r, int64_t lo, int64_t nprobe,
