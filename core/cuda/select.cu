@@ -716,7 +716,7 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
   // 10,000 rows, the coarse top-nprobe: 1,024 keys at k 64 took 100 us against the block
   // kernel's 182; 4,096 keys at k 64 163 us against 404; 1,024 keys at k 16 84 us against
   // row_warp_select_kernel's 78, so a warp a row keeps those).
-  if (k <= kFilterMaxK && row_len <= kFilterMaxLen) {
+  if (k >= 1 && k <= kFilterMaxK && row_len <= kFilterMaxLen) {  // k 0 would take every entry: none is its bound
     auto kernel = row_len <= 4 * kThreads   ? filter_select_kernel<4>
                   : row_len <= 8 * kThreads ? filter_select_kernel<8>
                                             : filter_select_kernel<kFilterMaxItems>;
