@@ -16,13 +16,14 @@ namespace {
 constexpr int kThreads = 256;
 // A block counts its pairs, and claims their places, in shared memory (two words a list), so a
 // list takes one global atomic a block rather than one a pair: pairs meeting at one global
-// counter queue on it. At nprobe 64 the 630,000 pairs past the first probes of a 10,000-query
-// batch (1M x 128 mixture, whose popular lists most queries probe) took 71 us to count and 92
-// to place with an atomic each, 12 and 28 in shared memory (ncu, H100: bench/RESULTS.md).
-// Shared memory is for batches of at least kSharedGroupMinPairs pairs over at most
-// kSharedGroupMaxLists lists: fewer pairs make few blocks, each of which still clears and
-// sweeps every list's counter (the first probes' 10,000 pairs and nprobe 16's 150,000 took as
-// long or longer that way), and more lists would not fit.
+// counter queue on it. At nprobe 64 a 10,000-query search's two groupings (its first probes'
+// 10,000 pairs, then the rest's 630,000; 1M x 128 mixture, whose popular lists most queries
+// probe) took 74 us in all to count and 96 to place with an atomic each, 25 and 47 in shared
+// memory (ncu, H100: bench/RESULTS.md). Shared memory is for batches of at least
+// kSharedGroupMinPairs pairs over at most kSharedGroupMaxLists lists: fewer pairs make few
+// blocks, each of which still clears and sweeps every list's counter (at nprobe 16, with 10,000
+// and 150,000 pairs, the two groupings took 59 us that way against 48), and more lists would
+// not fit.
 constexpr int64_t kSharedGroupMaxLists = 4096;
 constexpr int64_t kSharedGroupMinPairs = int64_t{1} << 18;
 // Pairs a thread takes in the shared-memory kernels (a block: 4,096, so a list's global atomics

@@ -11,7 +11,7 @@
 
 namespace ivfgpu::cuda {
 
-// The pairs of a batch grouped by list, and the candidate row layout (written to p.cand).
+// The pairs of a batch grouped by list.
 struct ScanGroups {
   DeviceBuffer<int32_t> pair_count, pair_begin, grouped;  // nlist, nlist, npairs
   int tile_q = 16;                                        // the query tile the dispatch chose

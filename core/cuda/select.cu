@@ -627,7 +627,7 @@ __global__ void __launch_bounds__(kThreads, ITEMS < 16 ? 4 : 3)
     }
     __syncthreads();
     // The bound: the least entry whose rank among all threads' least entries is k - 1 (they are
-    // unique, but for the kNone of threads past the row's end, which never rank below k - 1).
+    // unique; a thread past the row's end holds kNone and takes no part).
     if (least != kNone) {
       int rank = lane;
 #pragma unroll
