@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "../errors.hpp"
@@ -33,6 +34,7 @@ namespace ivfgpu::cuda::scan_detail {
 constexpr int kImmaSlabDims = 64;                    // dimensions (bytes) of a slab row
 constexpr int kImmaSliceDims = 2 * kImmaSlabDims;    // staged per step: two slabs
 constexpr int kImmaSlabBytes = kMmaTile * kImmaSlabDims;
+static_assert(kImmaGroupedMaxDim <= kGroupedMaxSlabs * kImmaSlabDims, "staged_tile_products' slabs");
 // An excluded row's cost term carries this much more: past kImmaCostCap, which is past every real
 // cost (|cost| < 2^28 up to kImmaMaxDim dimensions) and past every append threshold.
 constexpr int kImmaExcluded = 1 << 30;
@@ -210,6 +212,10 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
         if (d0 == 0 && tid < pcount) {
           // The previous tile's lowering (before this barrier) is in qbound.
           limit[tid] = imma_append_limit(qbound[tid]) - qsq[tid];
+        } else if (d0 == 0 && tid < kQueries) {
+          // Past the unit's queries: no term reaches it (|kMul * dot| <= 2 * 1,024 * 255^2 at
+          // most), so the epilogue's first test reads every row the warp holds, without a branch.
+          limit[tid] = INT_MIN;
         }
         if (wq < pcount) {
 #pragma unroll
@@ -237,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
           for (int e = 0; e < 2; ++e) xt[ni][e] = xterm[c0 + 8 * ni + e];
         const auto term = [&](int mi, int h, int ni, int e) { return xt[ni][e] + kMul * acc[mi][ni][2 * h + e]; };
         bool any_take = false;
-        for_each_accumulator_row(wq, g, pc, [&](int mi, int h, int r) {
+        for_every_accumulator_row(wq, g, [&](int mi, int h, int r) {  // past pc limit is INT_MIN
           const int lo = min(min(term(mi, h, 0, 0), term(mi, h, 0, 1)), min(term(mi, h, 1, 0), term(mi, h, 1, 1)));
           any_take |= lo <= limit[r0 + r];
         });

@@ -307,6 +307,18 @@ __device__ __forceinline__ void for_each_accumulator_row(int wq, int g, int pcou
       if (r < pcount) f(mi, h, r);
     }
 }
+// The same for all four of the lane's query rows, those past pcount too: the epilogues' common
+// test, whose thresholds the kernels make unreachable past pcount (exclude_row_thresholds,
+// scan_prune.cuh), so that it runs without a branch a row. ncu (session 49, f32 10M x 96,
+// nprobe 64) had put a fifth of the four-tile pass's instructions into that test, most of
+// them around the rows' branches, and its four rows' dependent chains one after the other.
+template <class F>
+__device__ __forceinline__ void for_every_accumulator_row(int wq, int g, F&& f) {
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) f(mi, h, wq + 16 * mi + g + 8 * h);
+}
 
 // One 64-byte slab of k steps for a warp's 32 x 16 tile: the query rows' fragments at q_slab
 // (a resident query tile's slab), the tile rows' at x_slab, lane offsets a_off and b_off as the
@@ -332,12 +344,17 @@ __device__ __forceinline__ void mma_slab(Acc (&acc)[2][2][4], uint32_t q_slab, u
 // A unit's later query tile (the grouped passes: scan_resident.cuh, scan_imma.cuh) against a row
 // tile whose slices are all still staged: acc from zero over nslab slabs of the query tile at
 // q_tile, the row tile's slice i in buffer (buf0 + i) % 2 of the two at x_at (two slabs each).
+// A row tile is two slices of two slabs at most there (kGroupedMaxSlabs: 128 bf16 or 256 int8
+// dimensions), so the loop unrolls without a remainder loop.
+constexpr int kGroupedMaxSlabs = 4;
 template <class Op, class Acc>
 __device__ __forceinline__ void staged_tile_products(Acc (&acc)[2][2][4], uint32_t q_tile, uint32_t x_at, int nslab,
                                                      int buf0, const uint32_t (&a_off)[2], uint32_t b_off) {
   constexpr uint32_t kSlab = kMmaTile * 64;  // a slab's bytes, bf16 or int8
   zero_accumulators(acc);
-  for (int slab = 0; slab < nslab; ++slab) {
+#pragma unroll
+  for (int slab = 0; slab < kGroupedMaxSlabs; ++slab) {
+    if (slab >= nslab) break;
     const int b = (buf0 + slab / 2) & 1;
     mma_slab<Op>(acc, q_tile + slab * kSlab, x_at + (b * 2 + slab % 2) * kSlab, a_off, b_off);
   }
@@ -407,8 +424,9 @@ struct CountedCosts {
 // tile rows wv .. + 16 of the row tile at v0): rows whose optimistic cost reaches a query row's
 // bound are appended, rows whose pessimistic cost beats it are counted (below[r], written[r],
 // costs[r]: lower_counted_bounds reads them). xhalf: half each tile row's squared norm (L2; 0
-// for inner product), +inf where excluded; rows: prune_row_thresholds' per query row. Returns
-// whether this thread counted a cost (rare).
+// for inner product), +inf where excluded; rows: prune_row_thresholds' per query row, and
+// exclude_row_thresholds' past pcount up to the tile's end (the first test reads every row the
+// warp holds). Returns whether this thread counted a cost (rare).
 //
 // The accumulators are query rows r0 .. r0 + 63 of the unit (r0 > 0 for the later tiles of a
 // resident unit that groups them: finish_row_tile): rows, qn2, q_row and out_base are read at
@@ -435,7 +453,7 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], 
   // test of the lane's largest t per query row finds both. fmaxf passes NaN over as each
   // comparison would fail on it.
   bool any_take = false;
-  for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+  for_every_accumulator_row(wq, g, [&](int mi, int h, int r) {  // past pcount append_at is +inf
     const float tmax =
         fmaxf(fmaxf(t_of(mi, h, 0, 0), t_of(mi, h, 0, 1)), fmaxf(t_of(mi, h, 1, 0), t_of(mi, h, 1, 1)));
     any_take |= tmax >= rows.thresholds[r0 + r].x;
@@ -686,6 +704,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
           for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
           prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
+        } else if (tid < kMmaTile) {
+          exclude_row_thresholds(rows_pr, tid);
         }
         __syncthreads();
         const bool counted_here =

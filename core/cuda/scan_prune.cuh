@@ -163,6 +163,14 @@ __device__ __forceinline__ void prune_row_thresholds(const MarginTerms& mg, floa
                           : make_float2(__fmul_rd(0.5f, __fsub_rd(qsq, take)), __fmul_ru(0.5f, __fsub_ru(qsq, lower)));
 }
 
+// A tile's query row past its unit's queries: thresholds no t reaches (t is finite or -inf, and
+// NaN compares false), so that the epilogue's first test needs no per-row bound check.
+template <int N>
+__device__ __forceinline__ void exclude_row_thresholds(PruneRows<N>& rows, int r) {
+  const float inf = __int_as_float(0x7f800000);
+  rows.thresholds[r] = make_float2(inf, inf);
+}
+
 // Entry `at` of query q: a row's candidate position and cost (optimistic, or exact where the
 // entries are), unless the query has overflowed its cap (then the settling scans it in full).
 __device__ __forceinline__ void store_entry(const PruneState& pr, int64_t q, int at, int64_t pos, float cost) {

@@ -35,6 +35,7 @@
 namespace ivfgpu::cuda::scan_detail {
 
 constexpr int kResidentSlabDims = 32;  // bf16 dimensions of a 64-byte slab row
+static_assert(kResidentGroupedMaxDim <= kGroupedMaxSlabs * kResidentSlabDims, "staged_tile_products' slabs");
 
 // The bf16 query tile in whole slices (two slabs each): the query staging writes a slice's both
 // slabs. The wide pass's fp32 query rows follow it.
@@ -192,6 +193,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
             for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
             prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
             if constexpr (WIDE) rows_pr.thresholds[tid].y = __int_as_float(0x7f800000);  // counts nothing
+          } else if (tid < kQueries) {
+            exclude_row_thresholds(rows_pr, tid);
           }
         }
         if (wq < pcount) {
