@@ -74,7 +74,8 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
 bool scan_is_pruned(int64_t nq, int64_t nprobe, int64_t nlist, int64_t dim, int64_t k);
 // The pruned pass's device scratch per query, in 4-byte words (for chunk sizing): its seed's
 // (the SIMT seed's candidate rows, the largest lists, as many as it scans: largest_prefix,
-// nlist + 1 entries; or a tensor seed's kept values, whichever is larger) and its entries.
+// nlist + 1 entries; or a tensor seed's kept values, whichever is larger), its entries, and the
+// integer passes' packed query (dim bytes and its squared norm).
 int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprobe, int64_t k, int64_t dim);
 
 // After a top-k (sel_key, sel_count: nq * k, nq) of a tensor-core pass's candidates: exact

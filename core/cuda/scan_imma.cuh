@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "../errors.hpp"
+#include "launch.cuh"
 #include "scan_mma.cuh"
 #include "scan_prune.cuh"
 #include "scan_tensor.hpp"
@@ -151,21 +152,17 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
     if (tid < kQueries) {
       // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
       qbound[tid] = tid < pcount ? __ldcg(pr.bound + q_row[tid]) : kNoBound;
-      qsq[tid] = 0;
+      qsq[tid] = !IP && tid < pcount ? a.query_sq[q_row[tid]] : 0;
     }
     __syncthreads();  // q_row, qsq
-    // The query tiles as bytes, every slab whole (zeros past dim and past pcount), and the
-    // queries' squared norms: a thread per 16-dimension chunk.
+    // The query tiles from the packed bytes (a.query_bytes), every slab whole (zeros past dim
+    // and past pcount): a thread per 16-dimension chunk.
     const int qtiles = QTILES > 1 ? (pcount + kMmaTile - 1) / kMmaTile : 1;
     for (int e = tid; e < qtiles * kMmaTile * nslab * 4; e += kThreads) {
       const int r = e / (nslab * 4), c = e % (nslab * 4);  // query row r of the unit
       const int64_t q = q_row[r];
       uint4 w = make_uint4(0u, 0u, 0u, 0u);
-      if (q >= 0 && c * 16 < dim) {
-        const float4* src = reinterpret_cast<const float4*>(a.queries + q * a.dim + c * 16);
-        w = make_uint4(pack_bytes(src[0]), pack_bytes(src[1]), pack_bytes(src[2]), pack_bytes(src[3]));
-        if (!IP) atomicAdd(&qsq[r], squares16<T>(w, 0));
-      }
+      if (q >= 0 && c * 16 < dim) w = *reinterpret_cast<const uint4*>(a.query_bytes + q * a.dim + c * 16);
       *reinterpret_cast<uint4*>(imma_query_tile + (r / kMmaTile) * tile_bytes + (c / 4) * kImmaSlabBytes +
                                 bf16_chunk_at(r % kMmaTile, c % 4)) = w;
     }
@@ -278,9 +275,33 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
   }
 }
 
+// A thread per 16-dimension chunk of a query: its bytes, and its squares into the query's norm.
+template <class T>
+__global__ void pack_integer_queries_kernel(const float* queries, int64_t nq, int64_t dim, uint8_t* bytes,
+                                            int32_t* sq) {
+  const int64_t chunks = dim / 16;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < nq * chunks;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const float4* src = reinterpret_cast<const float4*>(queries + e * 16);
+    const uint4 w = make_uint4(pack_bytes(src[0]), pack_bytes(src[1]), pack_bytes(src[2]), pack_bytes(src[3]));
+    *reinterpret_cast<uint4*>(bytes + e * 16) = w;
+    atomicAdd(sq + e / chunks, squares16<T>(w, 0));
+  }
+}
+template <class T>
+void launch_pack_integer_queries(cudaStream_t stream, const float* queries, int64_t nq, int64_t dim, uint8_t* bytes,
+                                 int32_t* sq) {
+  if (nq <= 0) return;
+  pack_integer_queries_kernel<T><<<grid_for(nq * (dim / 16), kThreads), kThreads, 0, stream>>>(queries, nq, dim,
+                                                                                              bytes, sq);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                          const PruneState& prune) {
+  if (args.query_bytes == nullptr || args.query_sq == nullptr)
+    fail(Errc::Internal, "the int8 pass needs its queries packed (launch_pack_integer_queries)");
   const auto tile_bytes = [](int64_t dim) {
     return static_cast<std::size_t>((dim + kImmaSlabDims - 1) / kImmaSlabDims) * kImmaSlabBytes;
   };

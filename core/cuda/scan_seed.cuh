@@ -11,7 +11,8 @@
 // no barrier: the k order within an mma step of 32 dimensions is free (a dot product does not
 // depend on it), so lane (g, t) takes the eight bytes 8t .. 8t + 7 of row g (one load) as the k
 // indices 4t .. 4t + 3 and 4t + 16 .. 4t + 19 that its two B registers hold, and the query
-// fragments (staged once a unit in shared memory) use the same assignment. The costs are exact
+// fragments (staged once a unit in shared memory, from the bytes and squared norms the search
+// packed once: TileArgs::query_bytes) use the same assignment. The costs are exact
 // integers (|q|^2 + |x|^2 - 2 q.x, or -q.x), rounded once to float as the SIMT scan rounds them.
 //
 // Each lane keeps the kSeedKeep best (cost, candidate position) it sees for each of its two
@@ -24,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../errors.hpp"
 #include "launch.cuh"
 #include "scan_imma.cuh"
 #include "scan_mma.cuh"
@@ -66,16 +68,13 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
       const auto bytes = [&](int r, int64_t at) -> uint32_t {
         const int64_t q = q_row[r];
         if (q < 0 || d >= a.dim) return 0u;
-        return pack_bytes(*reinterpret_cast<const float4*>(a.queries + q * a.dim + at));
+        return *reinterpret_cast<const uint32_t*>(a.query_bytes + q * a.dim + at);
       };
       const int r = (e % 32) / 4;
       qfrag[e] = make_uint4(bytes(r, d), bytes(r + 8, d), bytes(r, d + 4), bytes(r + 8, d + 4));
     }
-    // The queries' squared norms (exact integers; none for IP).
-    seed_query_norms(q_row, IP ? 0 : a.dim, q_sq, [&](int sum, int64_t q, int64_t j) {
-      const int v = __float2int_rn(a.queries[q * a.dim + j]);
-      return sum + v * v;
-    });
+    // The queries' squared norms, packed with their bytes (exact integers; none for IP).
+    if (tid < kSeedQueries) q_sq[tid] = !IP && q_row[tid] >= 0 ? a.query_sq[q_row[tid]] : 0;
     __syncthreads();
     SeedKept best[2];  // query rows g and g + 8
     best[0].clear();
@@ -180,6 +179,8 @@ struct Int8RowCost {
 template <class T>
 void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
                       const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
+  if (args.query_bytes == nullptr || args.query_sq == nullptr)
+    fail(Errc::Internal, "the int8 seed needs its queries packed (launch_pack_integer_queries)");
   const std::size_t dynamic = static_cast<std::size_t>(seed_steps(args.dim)) * 32 * sizeof(uint4);
   const auto kernel = ip ? seed_int8_kernel<T, true> : seed_int8_kernel<T, false>;
   if (dynamic > kDefaultDynamicSmem) ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);

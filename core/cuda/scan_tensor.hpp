@@ -195,8 +195,9 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
 // `seed` probes as its first entries (exact) and their k-th cost as its bound, in prune. args:
 // those probes' pairs grouped by list (args.tile_off counts kSeedQueries-query tiles x
 // kSeedUnitRows rows per list); probes: every query's probes. values: the caller's scratch. The
-// int8 pass's shapes (dim % 16 == 0 up to kImmaMaxDim, 16-byte aligned queries and rows);
-// instantiated for uint8_t and int8_t only.
+// int8 pass's shapes (dim % 16 == 0 up to kImmaMaxDim, 16-byte aligned queries and rows), and
+// args.query_bytes / query_sq set (launch_pack_integer_queries); instantiated for uint8_t and
+// int8_t only.
 template <class T>
 void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
                       const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune);
@@ -217,10 +218,19 @@ template <class T>
 void launch_f16_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
                      const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune);
 
+// Integer-valued f32 queries (nq * dim, dim % 16 == 0, 16-byte aligned) as T's bytes (bytes:
+// nq * dim, 16-byte aligned) and their exact squared norms (sq: nq, zeroed by the caller), once a
+// search, for the int8 seed and pass (TileArgs::query_bytes). Instantiated for uint8_t and
+// int8_t only.
+template <class T>
+void launch_pack_integer_queries(cudaStream_t stream, const float* queries, int64_t nq, int64_t dim, uint8_t* bytes,
+                                 int32_t* sq);
+
 // The pruned pass on int8 tensor cores for integer queries against uint8 / int8 rows
 // (PrunedKernel::Integer, scan_imma.cuh): exact integer costs, so no margin and nothing to
 // re-score (prune->exact). args.unit_queries: kMmaTile x integer_query_tiles(dim), as
-// args.tile_off counts (else Errc::Internal). Instantiated for uint8_t and int8_t only.
+// args.tile_off counts (else Errc::Internal); args.query_bytes / query_sq set (as for
+// launch_int8_seed). Instantiated for uint8_t and int8_t only.
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                          const PruneState& prune);

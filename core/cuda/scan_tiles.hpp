@@ -47,6 +47,11 @@ struct TileArgs {
   // scan_tensor.hpp; each tensor launch checks the value against its kernel), or two or four
   // tiles' worth where the resident bf16 and int8 passes group them (pruned_unit_query_tiles).
   int unit_queries = 64;
+  // Integer queries packed once a search as the rows' bytes (nq * dim, dim % 16 == 0) with their
+  // exact squared norms (pack_integer_queries): what the int8 seed and pass stage their query
+  // tiles from. Null for every other scan.
+  const uint8_t* query_bytes = nullptr;
+  const int32_t* query_sq = nullptr;
 };
 
 // tile_q: 16 (list_rows_kernel: a thread per row) or 64 (list_tile_kernel: a register tile of

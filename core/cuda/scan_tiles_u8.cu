@@ -14,6 +14,7 @@ template void launch_resident_scan<uint8_t>(const DeviceContext&, cudaStream_t, 
                                            const PruneState&);
 template void launch_integer_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
                                            const PruneState&);
+template void launch_pack_integer_queries<uint8_t>(cudaStream_t, const float*, int64_t, int64_t, uint8_t*, int32_t*);
 template void launch_int8_seed<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&, int64_t,
                                         const int32_t*, int64_t, const SeedValues&, const PruneState&);
 template void launch_f16_seed<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&, int64_t,
