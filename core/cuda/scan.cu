@@ -348,7 +348,7 @@ void with_integer_rows(const ScanProblem& p, const char* what, F&& f) {
 }
 // The integer queries of an int8 seed and pass, packed once a search as the rows' bytes with
 // their squared norms (launch_pack_integer_queries): every unit of both kernels used to convert
-// its queries' floats itself, which ncu (session 49, uint8 1M x 128, nprobe 16) found to be 13%
+// its queries' floats itself, which ncu (session 49, uint8 1M x 128, nprobe 16) found to be 16%
 // of the int8 pass's stall samples, waiting on those loads.
 struct IntegerQueries {
   DeviceBuffer<uint8_t> bytes;

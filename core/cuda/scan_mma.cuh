@@ -310,8 +310,8 @@ __device__ __forceinline__ void for_each_accumulator_row(int wq, int g, int pcou
 // The same for all four of the lane's query rows, those past pcount too: the epilogues' common
 // test, whose thresholds the kernels make unreachable past pcount (exclude_row_thresholds,
 // scan_prune.cuh), so that it runs without a branch a row. ncu (session 49, f32 10M x 96,
-// nprobe 64) had put a fifth of the four-tile pass's instructions into that test, most of
-// them around the rows' branches, and its four rows' dependent chains one after the other.
+// nprobe 64) had put 24% of the four-tile pass's instructions into that test, many of them
+// around the rows' branches, which also kept the four rows' dependent chains one after another.
 template <class F>
 __device__ __forceinline__ void for_every_accumulator_row(int wq, int g, F&& f) {
 #pragma unroll
