@@ -58,9 +58,9 @@ const CpuFeatures& cpu_features() {
     CpuFeatures x;
 #if IVFGPU_HAVE_AVX2_KERNEL
     x.avx2 = __builtin_cpu_supports("avx2");
-    // F16C is CPUID leaf 1, ECX bit 29: clang before 16 does not know "f16c" in
-    // __builtin_cpu_supports (the fuzz build with clang 14 failed on it). Its instructions are
-    // VEX-encoded, so they also need the OS's AVX state, which the "avx" check includes.
+    // F16C is CPUID leaf 1, ECX bit 29: clang 14 does not know "f16c" in __builtin_cpu_supports
+    // (the fuzz build, fuzz/README.md, failed on it). Its instructions are VEX-encoded, so they
+    // also need the OS's AVX state, which the "avx" check includes.
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     x.f16c = __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
 #endif
