@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <string>
 
 #include "../errors.hpp"
 #include "launch.cuh"
@@ -297,11 +298,17 @@ void launch_pack_integer_queries(cudaStream_t stream, const float* queries, int6
   IVF_CUDA_CHECK_LAUNCH();
 }
 
+// The int8 seed's and pass's launches: their kernels read the queries only as packed.
+template <class T>
+void require_packed_queries(const TileArgs<T>& args, const char* what) {
+  if (args.query_bytes == nullptr || args.query_sq == nullptr)
+    fail(Errc::Internal, std::string(what) + " needs its queries packed (launch_pack_integer_queries)");
+}
+
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                          const PruneState& prune) {
-  if (args.query_bytes == nullptr || args.query_sq == nullptr)
-    fail(Errc::Internal, "the int8 pass needs its queries packed (launch_pack_integer_queries)");
+  require_packed_queries(args, "the int8 pass");
   const auto tile_bytes = [](int64_t dim) {
     return static_cast<std::size_t>((dim + kImmaSlabDims - 1) / kImmaSlabDims) * kImmaSlabBytes;
   };

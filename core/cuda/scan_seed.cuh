@@ -25,7 +25,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../errors.hpp"
 #include "launch.cuh"
 #include "scan_imma.cuh"
 #include "scan_mma.cuh"
@@ -179,8 +178,7 @@ struct Int8RowCost {
 template <class T>
 void launch_int8_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
                       const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
-  if (args.query_bytes == nullptr || args.query_sq == nullptr)
-    fail(Errc::Internal, "the int8 seed needs its queries packed (launch_pack_integer_queries)");
+  require_packed_queries(args, "the int8 seed");
   const std::size_t dynamic = static_cast<std::size_t>(seed_steps(args.dim)) * 32 * sizeof(uint4);
   const auto kernel = ip ? seed_int8_kernel<T, true> : seed_int8_kernel<T, false>;
   if (dynamic > kDefaultDynamicSmem) ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
