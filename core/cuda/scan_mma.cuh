@@ -225,6 +225,14 @@ __device__ __forceinline__ void mma_centre(float4 (&v)[kMmaVecs<BF16>], const fl
 // Work unit t of a tensor-core pass (tensor_tiles): list `list` (`size` rows from `rows`),
 // query tile qt of a.unit_queries (pcount queries), row tiles [vt_begin, vt_end). Every thread
 // of the block calls it with the same t.
+//
+// A list's units run through its row chunks (kMmaUnitTiles row tiles each) for one query tile,
+// then the next query tile, unless `tiles_fastest`: then through its query tiles for one chunk,
+// then the next chunk, so that the blocks working at once on a large list read the same rows and
+// most reads of a chunk after the first come from L2. list_mma_kernel takes that order: at
+// d 960 it re-read the skewed mixture's large lists from DRAM once per 64-query tile (~60 GB a
+// batch, ncu) and took 4-6% less time in it (H100, session 50). The resident and int8 passes keep
+// the first order (within noise at d 96 and 128, uint8 nprobe 16 2% slower: bench/RESULTS.md).
 template <class T>
 struct MmaUnit {
   int64_t list, size, qt, vt_begin, vt_end;
@@ -236,15 +244,17 @@ struct MmaUnit {
   }
 };
 template <class T>
-__device__ __forceinline__ MmaUnit<T> mma_unit(const TileArgs<T>& a, int64_t t) {
+__device__ __forceinline__ MmaUnit<T> mma_unit(const TileArgs<T>& a, int64_t t, bool tiles_fastest = false) {
   MmaUnit<T> u;
   u.list = block_unit_of(a.tile_off, a.nlist, t);
   u.size = a.list_size[u.list];
   const int64_t nvt = (u.size + kMmaTile - 1) / kMmaTile;
-  const int64_t nunits = (nvt + kMmaUnitTiles - 1) / kMmaUnitTiles;
-  const int64_t local = t - a.tile_off[u.list];
-  u.qt = local / nunits;
-  u.vt_begin = (local % nunits) * kMmaUnitTiles;
+  const int64_t nchunks = (nvt + kMmaUnitTiles - 1) / kMmaUnitTiles;
+  const int64_t first = a.tile_off[u.list], local = t - first;
+  const int64_t nqt = (a.tile_off[u.list + 1] - first) / nchunks;  // the list's query tiles
+  const int64_t chunk = tiles_fastest ? local / nqt : local % nchunks;
+  u.qt = tiles_fastest ? local % nqt : local / nchunks;
+  u.vt_begin = chunk * kMmaUnitTiles;
   u.vt_end = u.vt_begin + kMmaUnitTiles < nvt ? u.vt_begin + kMmaUnitTiles : nvt;
   const int64_t prem = a.pair_count[u.list] - u.qt * a.unit_queries;
   u.pcount = static_cast<int>(prem < a.unit_queries ? prem : a.unit_queries);
@@ -561,7 +571,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   const int64_t total = a.tile_off[a.nlist];
   for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
-    const MmaUnit<T> u = mma_unit(a, t);
+    const MmaUnit<T> u = mma_unit(a, t, true);
     const int64_t l = u.list, size = u.size, qt = u.qt, vt_begin = u.vt_begin, vt_end = u.vt_end;
     const int pcount = u.pcount;
     const T* rows = u.rows;

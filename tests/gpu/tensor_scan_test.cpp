@@ -255,6 +255,30 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
       }
 }
 
+// The staged pass (list_mma_kernel, past the resident tile's 512 dimensions) where a list holds
+// several row chunks (~4,000 rows a list: eight chunks of 512 rows) and several 64-query tiles
+// (~670 queries a list): its units run through a list's query tiles before its chunks, so each
+// (query tile, chunk) unit must be reached once. Both metrics; k 10 (the pruned pass) and 100
+// (keys at this dimension), f32 and f16 rows, and rows removed (every third id).
+TEST(GpuTensorScan, StagedPassEqualsTheSimtScanOnLongListsWithManyQueryTiles) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t n = 24000, dim = 640, nlist = 6, nq = 2000, nprobe = 2;
+  const std::vector<float> x = clustered_vectors(n, dim, 6, 70);
+  const std::vector<float> q = clustered_vectors(nq, dim, 6, 71);
+  for (ivf_dtype t : {IVF_DTYPE_F32, IVF_DTYPE_F16})
+    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+      IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
+      ASSERT_TRUE(idx);
+      for (int64_t k : {int64_t{10}, int64_t{100}})
+        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "") << "type " << t << " metric " << metric << " k " << k;
+      ivf_filter* f = remove_thirds_deny_fifths(idx.get(), n);
+      ASSERT_NE(f, nullptr);
+      EXPECT_EQ(compare(idx.get(), q, nq, dim, 10, nprobe, f), "") << "type " << t << " metric " << metric
+                                                                    << ", removals and a filter";
+      ivf_filter_free(f);
+    }
+}
+
 // The f16 seed (k <= 16, f32 queries, four-element rows: scan_seed_f16.cuh) at shapes the tests
 // above do not reach: dimensions off a multiple of 16 (100), past the resident tile (960) and
 // past the staged pass's centring (1,100); lists shorter than k (about 24 rows a list, so that
