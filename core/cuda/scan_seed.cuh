@@ -143,22 +143,19 @@ __global__ void seed_entries_kernel(int64_t nq, SeedValues sv, PruneState pr) {
   }
 }
 
-// The exact cost of a row for seed_flagged_kernel: its bytes against the query's (packed once
-// into shared memory) by __dp4a, |x|^2 and q.x as exact integers, the same integer cost as the
+// The exact cost of a row for seed_flagged_kernel: its bytes against the query's (the search's
+// packed bytes, copied into shared memory) by __dp4a, |x|^2 and q.x as exact integers, the same integer cost as the
 // SIMT scan's, rounded once. (1M x 128 uint8, k 10: the flagged queries' kernel took 11 us with
 // the settle's int64 arithmetic; this __dp4a form was not profiled.)
 template <class T, bool IP>
 struct Int8RowCost {
   uint32_t qwords[kImmaMaxDim / 4];
   int qsq;
+  // The search's packed query (launch_pack_integer_queries): its bytes and exact squared norm.
   __device__ void stage(const TileArgs<T>& a, int64_t q) {
-    if (threadIdx.x == 0) qsq = 0;
-    __syncthreads();
-    for (int w = threadIdx.x; w < a.dim / 4; w += blockDim.x) {
-      const uint32_t v = pack_bytes(*reinterpret_cast<const float4*>(a.queries + q * a.dim + 4 * w));
-      qwords[w] = v;
-      if (!IP) atomicAdd(&qsq, ImmaOps<T>::dot4(v, v, 0));
-    }
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(a.query_bytes + q * a.dim);
+    for (int w = threadIdx.x; w < a.dim / 4; w += blockDim.x) qwords[w] = words[w];
+    if (threadIdx.x == 0) qsq = a.query_sq[q];
   }
   __device__ float of(const TileArgs<T>& a, int64_t, int64_t slot) const {
     const uint4* x = reinterpret_cast<const uint4*>(a.vectors + slot * a.dim);
