@@ -231,8 +231,9 @@ __device__ __forceinline__ void mma_centre(float4 (&v)[kMmaVecs<BF16>], const fl
 // then the next chunk, so that the blocks working at once on a large list read the same rows and
 // most reads of a chunk after the first come from L2. list_mma_kernel takes that order: at
 // d 960 it re-read the skewed mixture's large lists from DRAM once per 64-query tile (~60 GB a
-// batch, ncu) and took 4-6% less time in it (H100, session 50). The resident and int8 passes keep
-// the first order (within noise at d 96 and 128, uint8 nprobe 16 2% slower: bench/RESULTS.md).
+// batch, ncu); this order ran 2-6% more queries a second there (H100, session 50). The resident
+// and int8 passes keep the first (within noise at d 96 and 128, uint8 nprobe 16 2% slower:
+// bench/RESULTS.md).
 template <class T>
 struct MmaUnit {
   int64_t list, size, qt, vt_begin, vt_end;

@@ -144,8 +144,8 @@ __global__ void seed_entries_kernel(int64_t nq, SeedValues sv, PruneState pr) {
 }
 
 // The exact cost of a row for seed_flagged_kernel: its bytes against the query's (the search's
-// packed bytes, copied into shared memory) by __dp4a, |x|^2 and q.x as exact integers, the same integer cost as the
-// SIMT scan's, rounded once. (1M x 128 uint8, k 10: the flagged queries' kernel took 11 us with
+// packed bytes, copied into shared memory) by __dp4a, |x|^2 and q.x as exact integers, the same
+// integer cost as the SIMT scan's, rounded once. (1M x 128 uint8, k 10: the flagged queries' kernel took 11 us with
 // the settle's int64 arithmetic; this __dp4a form was not profiled.)
 template <class T, bool IP>
 struct Int8RowCost {

@@ -258,8 +258,9 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
 // The staged pass (list_mma_kernel, past the resident tile's 512 dimensions) where a list holds
 // several row chunks (~4,000 rows a list: eight chunks of 512 rows) and several 64-query tiles
 // (~670 queries a list): its units run through a list's query tiles before its chunks, so each
-// (query tile, chunk) unit must be reached once. Both metrics; k 10 (the pruned pass) and 100
-// (keys at this dimension), f32 and f16 rows, and rows removed (every third id).
+// (query tile, chunk) unit must be reached once. Both metrics, f32 and f16 rows, k 10 and 100
+// (each through the pruned and the keys pass: compare pins both), then every third id removed
+// and a filter denying every fifth.
 TEST(GpuTensorScan, StagedPassEqualsTheSimtScanOnLongListsWithManyQueryTiles) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 24000, dim = 640, nlist = 6, nq = 2000, nprobe = 2;
