@@ -5,7 +5,8 @@
 // through it once (stream_row): when the buffer fills it is cut to its k best and only keys
 // below the k-th enter after that. For k <= 32, warp lists in registers (warp_select_kernel)
 // replace all of that, and for k <= 64 on rows of at most 4,096 keys a filter by the threads'
-// least entries (filter_select_kernel), with the same output.
+// least entries (filter_select_kernel; a warp's lanes' for k <= 16 on many rows of at most 1,024
+// keys, row_filter_select_kernel), with the same output.
 #include "select.hpp"
 
 #include <cub/block/block_exchange.cuh>
@@ -563,6 +564,85 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Many rows of at most 1,024 keys with k <= 16 (a batch's coarse scores to nprobe 16 at nlist
+// <= 1,024): a warp a row, as above, but the row is read once into registers (32 keys a lane,
+// striped) and filtered before any reaches the list. The k-th smallest of the lanes' least
+// entries bounds the row's k-th entry from above (k lanes each hold an entry at or below it),
+// so only entries at or below it are offered: ~1.3 k of them on rows in no particular order
+// (k 16: 21 on average, p99 29; a host simulation), one merge, where row_warp_select_kernel
+// offers all of the row's chunks and merges until its k-th settles. Past k 16 the bound loosens
+// (k 24: ~42 entries, k 32: ~120), so those keep row_warp_select_kernel. The same entries: the k
+// smallest of unique (key, index) entries. ncu on the H200, 10,000 rows of 1,024 keys (the
+// coarse top-16 at nlist 1,024): 45-48 us against 81-93 us; three blocks an SM at 80 registers
+// (no spills) took 49-50 us, four at 64 (32 bytes of spills) are kept.
+constexpr int kRowFilterMaxK = 16;
+constexpr int kRowFilterItems = 32;
+constexpr int64_t kRowFilterMaxLen = int64_t{32} * kRowFilterItems;
+
+__global__ void __launch_bounds__(kThreads, 4)
+    row_filter_select_kernel(SelectInput in, int64_t nseg, int k, bool larger, SelectOutput out) {
+  __shared__ unsigned long long staged[kWarps][64];  // a warp's passing entries, before its list takes them
+  const int lane = threadIdx.x % 32;
+  unsigned long long* const buf = staged[threadIdx.x / 32];
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  constexpr int kHalf = kRowFilterItems / 2;  // loads in flight at once: a half row's keys and addends
+  for (int64_t s = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; s < nseg; s += warps) {
+    const SegmentPiece sp = segment_piece(in, s, k);
+    const RowKeys load{in.keys + sp.row * in.stride + sp.first, in.addend ? in.addend + sp.first : nullptr, larger};
+    const int len = static_cast<int>(sp.len);
+    // Entry m of this lane: key[m] << 32 | its index m * 32 + lane, for m * 32 + lane < len.
+    uint32_t key[kRowFilterItems];
+    unsigned long long least = ~0ull;  // past every entry: real indices are below 2^32 - 1
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float raw[kHalf], add[kHalf];
+#pragma unroll
+      for (int m = 0; m < kHalf; ++m) {
+        const int i = (h * kHalf + m) * 32 + lane;
+        raw[m] = i < len ? load.keys[i] : 0.0f;
+        add[m] = load.addend && i < len ? load.addend[i] : 0.0f;
+      }
+#pragma unroll
+      for (int m = 0; m < kHalf; ++m) {
+        const int i = (h * kHalf + m) * 32 + lane;
+        const uint32_t u = load.ordered(raw[m], add[m]);
+        key[h * kHalf + m] = u;
+        const unsigned long long e = (static_cast<unsigned long long>(u) << 32) | static_cast<uint32_t>(i);
+        if (i < len && e < least) least = e;
+      }
+    }
+    // Fewer than k lanes hold an entry only when the row is shorter than k: then the bound is
+    // ~0 and every entry passes.
+    const unsigned long long bound = __shfl_sync(0xffffffffu, warp_sort32(least), k - 1);
+    WarpBest best;
+    int staged_n = 0;  // warp-uniform
+#pragma unroll
+    for (int m = 0; m < kRowFilterItems; ++m) {
+      const int i = m * 32 + lane;
+      const unsigned long long e = (static_cast<unsigned long long>(key[m]) << 32) | static_cast<uint32_t>(i);
+      const bool pass = i < len && e <= bound;
+      const unsigned ballot = __ballot_sync(0xffffffffu, pass);
+      if (ballot == 0) continue;  // warp-uniform
+      if (pass) buf[staged_n + __popc(ballot & lanes_below)] = e;
+      staged_n += __popc(ballot);
+      if (staged_n >= 32) {  // rare: many keys tied at the bound's
+        __syncwarp();
+        best.offer(buf[lane], k);
+        const unsigned long long rest = buf[32 + lane];
+        __syncwarp();
+        buf[lane] = rest;  // entries 32 .. staged_n - 1 move down; the slots past them are never read
+        staged_n -= 32;
+      }
+    }
+    __syncwarp();
+    if (staged_n > 0) best.offer(lane < staged_n ? buf[lane] : ~0ull, k);
+    __syncwarp();  // the next row's entries overwrite buf
+    if (lane < k) put_selected(in, out, sp, s, k, lane, best.mine, larger);
+    if (lane == 0) out.count[s] = sp.kk;
+  }
+}
+
 // Rows of at most kFilterMaxLen keys with k <= 64 (a batch's coarse scores up to nprobe 64 and
 // nlist 4,096): a block a row, the row read once into registers (ITEMS keys a thread, striped).
 // The k-th smallest of the threads' least entries bounds the row's k-th entry from above (k
@@ -707,6 +787,12 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
   const int64_t row_len = in.pieces > 1 ? in.piece : in.max_len;
   if (k <= kWarpSelectMaxK && row_len <= kRowWarpMaxLen && nseg >= kRowWarpMinSegments) {
     const int64_t blocks = std::min<int64_t>((nseg + kWarps - 1) / kWarps, int64_t{1} << 30);
+    if (k >= 1 && k <= kRowFilterMaxK && row_len <= kRowFilterMaxLen) {  // k 0: no entry is its bound
+      row_filter_select_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          in, nseg, static_cast<int>(k), larger_is_better, out);
+      IVF_CUDA_CHECK_LAUNCH();
+      return;
+    }
     row_warp_select_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(in, nseg, static_cast<int>(k),
                                                                                  larger_is_better, out);
     IVF_CUDA_CHECK_LAUNCH();

@@ -83,8 +83,10 @@ std::vector<float> make_row(Pattern p, int64_t len, std::mt19937_64& rng) {
 }
 
 // nseg rows of the pattern in one stride-`stride` array, with the given lengths; selects k on
-// the device and compares every row with the host's order.
-void check(Pattern p, const std::vector<int64_t>& lens, int64_t k, bool larger, uint64_t seed) {
+// the device and compares every row with the host's order. with_addend: a term per position
+// added to every row's key there (the coarse stage's centroid norms), -0 and +0 among them.
+void check(Pattern p, const std::vector<int64_t>& lens, int64_t k, bool larger, uint64_t seed,
+           bool with_addend = false) {
   const int64_t nseg = static_cast<int64_t>(lens.size());
   const int64_t stride = std::max<int64_t>(1, *std::max_element(lens.begin(), lens.end()));
   std::mt19937_64 rng(seed);
@@ -93,10 +95,19 @@ void check(Pattern p, const std::vector<int64_t>& lens, int64_t k, bool larger, 
     const std::vector<float> row = make_row(p, lens[s], rng);
     std::copy(row.begin(), row.end(), keys.begin() + s * stride);
   }
+  std::vector<float> addend;
+  if (with_addend) {
+    std::uniform_real_distribution<float> u(-20.0f, 20.0f);
+    for (int64_t i = 0; i < stride; ++i) addend.push_back(i % 7 == 0 ? 0.0f : i % 7 == 1 ? -0.0f : u(rng));
+  }
+  // The key the selection orders position i of row s by (the addend added only where there is one).
+  auto key_at = [&](int64_t s, int64_t i) {
+    return with_addend ? keys[s * stride + i] + addend[i] : keys[s * stride + i];
+  };
   DeviceContext ctx(0);
   DeviceContext::Lease lease(ctx, nullptr);
   cudaStream_t stream = lease.stream();
-  float *d_keys = nullptr, *d_out_key = nullptr;
+  float *d_keys = nullptr, *d_out_key = nullptr, *d_addend = nullptr;
   int64_t* d_lens = nullptr;
   int32_t *d_pos = nullptr, *d_count = nullptr;
   CUDA_OK(cudaMalloc(&d_keys, sizeof(float) * keys.size()));
@@ -106,11 +117,16 @@ void check(Pattern p, const std::vector<int64_t>& lens, int64_t k, bool larger, 
   CUDA_OK(cudaMalloc(&d_count, sizeof(int32_t) * nseg));
   CUDA_OK(cudaMemcpy(d_keys, keys.data(), sizeof(float) * keys.size(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(d_lens, lens.data(), sizeof(int64_t) * lens.size(), cudaMemcpyHostToDevice));
+  if (with_addend) {
+    CUDA_OK(cudaMalloc(&d_addend, sizeof(float) * addend.size()));
+    CUDA_OK(cudaMemcpy(d_addend, addend.data(), sizeof(float) * addend.size(), cudaMemcpyHostToDevice));
+  }
   SelectInput in;
   in.keys = d_keys;
   in.stride = stride;
   in.lens = d_lens;
   in.max_len = stride;
+  in.addend = d_addend;
   ivfgpu::cuda::select_topk(ctx, stream, in, nseg, k, larger, SelectOutput{d_pos, d_out_key, d_count});
   CUDA_OK(cudaStreamSynchronize(stream));
   std::vector<int32_t> pos(static_cast<std::size_t>(nseg * k)), count(static_cast<std::size_t>(nseg));
@@ -119,7 +135,7 @@ void check(Pattern p, const std::vector<int64_t>& lens, int64_t k, bool larger, 
   CUDA_OK(cudaMemcpy(out_key.data(), d_out_key, sizeof(float) * out_key.size(), cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(count.data(), d_count, sizeof(int32_t) * count.size(), cudaMemcpyDeviceToHost));
   for (void* ptr : {static_cast<void*>(d_keys), static_cast<void*>(d_lens), static_cast<void*>(d_pos),
-                    static_cast<void*>(d_out_key), static_cast<void*>(d_count)})
+                    static_cast<void*>(d_out_key), static_cast<void*>(d_count), static_cast<void*>(d_addend)})
     CUDA_OK(cudaFree(ptr));
 
   int bad_rows = 0;
@@ -127,7 +143,7 @@ void check(Pattern p, const std::vector<int64_t>& lens, int64_t k, bool larger, 
     const int64_t len = lens[s], want = std::min(len, k);
     std::vector<uint64_t> order(static_cast<std::size_t>(len));
     for (int64_t i = 0; i < len; ++i) {
-      const float f = keys[s * stride + i];
+      const float f = key_at(s, i);
       order[i] = (static_cast<uint64_t>(ordered(larger ? -f : f)) << 32) | static_cast<uint32_t>(i);
     }
     std::partial_sort(order.begin(), order.begin() + want, order.end());
@@ -137,7 +153,7 @@ void check(Pattern p, const std::vector<int64_t>& lens, int64_t k, bool larger, 
     EXPECT_EQ(count[s], want) << where;
     for (int64_t j = 0; ok && j < want; ++j) {
       const int32_t expect_pos = static_cast<int32_t>(order[j] & 0xffffffffu);
-      const float expect_key = keys[s * stride + expect_pos];
+      const float expect_key = key_at(s, expect_pos);
       const float got_key = out_key[s * k + j];
       if (pos[s * k + j] != expect_pos || std::memcmp(&got_key, &expect_key, sizeof(float)) != 0) {
         ADD_FAILURE() << where << ": rank " << j << " is position " << pos[s * k + j] << " key " << got_key
@@ -207,6 +223,29 @@ TEST(GpuSelect, ManyShortRowsTakeAWarpEach) {
         check(p, lens, k, larger, 77 + k);
         if (HasFailure()) return;
       }
+  }
+}
+
+// Many rows of at most 1,024 keys with k <= 16 (the coarse top-nprobe to nprobe 16, nlist <=
+// 1,024): a warp a row, the row in registers, only entries at or below the k-th of its lanes'
+// least entries offered to the warp's list. select.cu takes that path for at least 1,024 rows
+// whose longest (the stride here) is at most 1,024 keys; k 17 and 32 take the unfiltered warp
+// list on the same rows. Ties (all-equal, few values) stage more than 32 entries at once; the
+// addend is the coarse stage's centroid norms.
+TEST(GpuSelect, ManyRowsOfAtMost1024KeysAreFilteredByAWarp) {
+  REQUIRE_GPU();
+  for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{10}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{32}}) {
+    std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 31, 32, 33, 511, 512, 1023, 1024};
+    std::mt19937_64 rng(5 + k);
+    std::uniform_int_distribution<int64_t> len(0, 1024);
+    while (lens.size() < 1500) lens.push_back(len(rng));
+    for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::BestFirst, Pattern::AllEqual, Pattern::FewValues,
+                      Pattern::Signed, Pattern::Clustered})
+      for (bool larger : {false, true})
+        for (bool with_addend : {false, true}) {
+          check(p, lens, k, larger, 53 + k + static_cast<uint64_t>(p), with_addend);
+          if (HasFailure()) return;
+        }
   }
 }
 
