@@ -1,6 +1,5 @@
 #include "scan.hpp"
 
-#include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
@@ -29,27 +28,30 @@ using scan_detail::kThreads;
 using scan_detail::kTileV;
 using scan_detail::kUnitTiles;
 
-// Per query: exclusive prefix of its probed list sizes (its candidate row layout).
+// Per query: exclusive prefix of its probed list sizes (its candidate row layout). A warp a
+// query, 32 probes a step: a block a query left 240 of its 256 threads idle at nprobe 16 and
+// took 22 us for 10,000 queries (ncu, H200).
 __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int64_t nprobe, const int64_t* list_size,
                                          CandidateRows cand) {
-  int64_t* cand_off = cand.offsets;
-  int64_t* cand_len = cand.lengths;
-  using Scan = cub::BlockScan<int64_t, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
-  for (int64_t q = blockIdx.x; q < nq; q += gridDim.x) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t q = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < nq; q += warps) {
     int64_t base = 0;
-    for (int64_t p0 = 0; p0 < nprobe; p0 += kThreads) {
-      const int64_t p = p0 + threadIdx.x;
+    for (int64_t p0 = 0; p0 < nprobe; p0 += 32) {
+      const int64_t p = p0 + lane;
       const int64_t v = p < nprobe ? list_size[probes[q * nprobe + p]] : 0;
-      int64_t excl, total;
-      Scan(tmp).ExclusiveSum(v, excl, total);
-      if (p < nprobe) cand_off[q * (nprobe + 1) + p] = base + excl;
-      base += total;
-      __syncthreads();
+      int64_t incl = v;
+#pragma unroll
+      for (int o = 1; o < 32; o *= 2) {
+        const int64_t u = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += u;
+      }
+      if (p < nprobe) cand.offsets[q * (nprobe + 1) + p] = base + incl - v;
+      base += __shfl_sync(0xffffffffu, incl, 31);
     }
-    if (threadIdx.x == 0) {
-      cand_off[q * (nprobe + 1) + nprobe] = base;
-      cand_len[q] = base;
+    if (lane == 0) {
+      cand.offsets[q * (nprobe + 1) + nprobe] = base;
+      cand.lengths[q] = base;
     }
   }
 }
@@ -132,8 +134,8 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
 }
 
 void write_candidate_offsets(cudaStream_t stream, const ScanProblem& p) {
-  candidate_offsets_kernel<<<static_cast<unsigned>(std::min<int64_t>(p.nq, kMaxGridBlocks)), kThreads, 0, stream>>>(
-      p.probes, p.nq, p.nprobe, p.lists.size, p.cand);
+  candidate_offsets_kernel<<<grid_for(p.nq * 32, kThreads), kThreads, 0, stream>>>(p.probes, p.nq, p.nprobe,
+                                                                                 p.lists.size, p.cand);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
