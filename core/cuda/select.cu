@@ -569,12 +569,12 @@ __global__ void __launch_bounds__(kThreads)
 // striped) and filtered before any reaches the list. The k-th smallest of the lanes' least
 // entries bounds the row's k-th entry from above (k lanes each hold an entry at or below it),
 // so only entries at or below it are offered: ~1.3 k of them on rows in no particular order
-// (k 16: 21 on average, p99 29; a host simulation), one merge, where row_warp_select_kernel
+// (k 16: 21 on average, p99 29; a host simulation of uniform keys), one merge, where row_warp_select_kernel
 // offers all of the row's chunks and merges until its k-th settles. Past k 16 the bound loosens
 // (k 24: ~42 entries, k 32: ~120), so those keep row_warp_select_kernel. The same entries: the k
 // smallest of unique (key, index) entries. ncu on the H200, 10,000 rows of 1,024 keys (the
-// coarse top-16 at nlist 1,024): 45-48 us against 81-93 us; three blocks an SM at 80 registers
-// (no spills) took 49-50 us, four at 64 (32 bytes of spills) are kept.
+// coarse top-16 at nlist 1,024): 45-46 us against 92-93 us (top-8: 45-48 against 81-83); three
+// blocks an SM at 80 registers (no spills) took 49-50 us, four at 64 (32 bytes of spills) are kept.
 constexpr int kRowFilterMaxK = 16;
 constexpr int kRowFilterItems = 32;
 constexpr int64_t kRowFilterMaxLen = int64_t{32} * kRowFilterItems;
@@ -626,7 +626,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       if (ballot == 0) continue;  // warp-uniform
       if (pass) buf[staged_n + __popc(ballot & lanes_below)] = e;
       staged_n += __popc(ballot);
-      if (staged_n >= 32) {  // rare: many keys tied at the bound's
+      if (staged_n >= 32) {  // rare: many keys equal to the bound's
         __syncwarp();
         best.offer(buf[lane], k);
         const unsigned long long rest = buf[32 + lane];
