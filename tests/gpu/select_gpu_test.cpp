@@ -43,7 +43,9 @@ uint32_t ordered(float f) {
 
 // Clustered: the best keys all sit at positions i with i % 256 < 64, so the threads of a
 // 256-thread block that read them striped hold every one (the filter select's most candidates).
-enum class Pattern { Random, BestLast, BestFirst, AllEqual, FewValues, Signed, Clustered };
+// OneLane: the best keys all sit at positions i with i % 32 == 0, so one lane of a warp that reads
+// the row striped holds them all, and more than 32 entries pass the warp filter's bound at once.
+enum class Pattern { Random, BestLast, BestFirst, AllEqual, FewValues, Signed, Clustered, OneLane };
 
 const char* name(Pattern p) {
   switch (p) {
@@ -54,6 +56,7 @@ const char* name(Pattern p) {
     case Pattern::FewValues: return "few-values";
     case Pattern::Signed: return "signed";
     case Pattern::Clustered: return "clustered";
+    case Pattern::OneLane: return "one-lane";
   }
   return "?";
 }
@@ -76,6 +79,7 @@ std::vector<float> make_row(Pattern p, int64_t len, std::mt19937_64& rng) {
         break;
       }
       case Pattern::Clustered: v = i % 256 < 64 ? static_cast<float>(i % 97) : 100.0f + u(rng); break;
+      case Pattern::OneLane: v = i % 32 == 0 ? static_cast<float>(i / 32) : 1000.0f + u(rng); break;
     }
     r[static_cast<std::size_t>(i)] = v;
   }
@@ -230,8 +234,8 @@ TEST(GpuSelect, ManyShortRowsTakeAWarpEach) {
 // 1,024): a warp a row, the row in registers, only entries at or below the k-th of its lanes'
 // least entries offered to the warp's list. select.cu takes that path for at least 1,024 rows
 // whose longest (the stride here) is at most 1,024 keys; k 17 and 32 take the unfiltered warp
-// list on the same rows. Ties (all-equal, few values) stage more than 32 entries at once; the
-// addend is the coarse stage's centroid norms.
+// list on the same rows. One lane holding every best key (one-lane) makes more than 32 entries
+// pass at once (the staged entries' flush); the addend is the coarse stage's centroid norms.
 TEST(GpuSelect, ManyRowsOfAtMost1024KeysAreFilteredByAWarp) {
   REQUIRE_GPU();
   for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{10}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{32}}) {
@@ -240,7 +244,7 @@ TEST(GpuSelect, ManyRowsOfAtMost1024KeysAreFilteredByAWarp) {
     std::uniform_int_distribution<int64_t> len(0, 1024);
     while (lens.size() < 1500) lens.push_back(len(rng));
     for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::BestFirst, Pattern::AllEqual, Pattern::FewValues,
-                      Pattern::Signed, Pattern::Clustered})
+                      Pattern::Signed, Pattern::Clustered, Pattern::OneLane})
       for (bool larger : {false, true})
         for (bool with_addend : {false, true}) {
           check(p, lens, k, larger, 53 + k + static_cast<uint64_t>(p), with_addend);
