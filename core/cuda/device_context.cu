@@ -35,6 +35,7 @@ DeviceContext::DeviceContext(int device, std::size_t pool_limit) : pool_limit_(p
   limits_.sm_count = prop.multiProcessorCount;
   limits_.smem_per_block_optin = prop.sharedMemPerBlockOptin;
   limits_.major = prop.major;
+  limits_.minor = prop.minor;
   limits_.total_memory = prop.totalGlobalMem;
   const char* env = std::getenv("IVFGPU_DISABLE_MEMPOOL");
   use_pool_ = !(env != nullptr && std::strcmp(env, "0") != 0 && env[0] != '\0');

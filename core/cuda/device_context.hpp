@@ -27,6 +27,7 @@ struct DeviceLimits {
   std::size_t smem_per_block_optin = 48 * 1024;  // bytes a block may use after opting in
   std::size_t total_memory = 0;
   int major = 0;  // compute capability (9: Hopper, whose kernels may launch before their predecessor ends)
+  int minor = 0;
 };
 
 // Makes `device` current for the calling thread and restores the previous one on exit.

@@ -146,6 +146,19 @@ ScanGroups group_scan_pairs(const DeviceContext& ctx, cudaStream_t stream, const
   return group_probe_range(ctx, stream, p.probes, p.nq, p.nprobe, p.lists.nlist, 0, p.nprobe);
 }
 
+bool scan_detail::wgmma_usable(const DeviceContext& ctx) {
+#ifdef IVFGPU_CUDA_SM90A
+  static const bool pinned_off = [] {
+    const char* e = std::getenv("IVFGPU_WGMMA");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  return !pinned_off && ctx.limits().major == 9 && ctx.limits().minor == 0;
+#else
+  (void)ctx;
+  return false;
+#endif
+}
+
 int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q) {
   const int64_t qt = (pairs + tile_q - 1) / tile_q;
   const int64_t vt = (rows + kTileV - 1) / kTileV;

@@ -30,6 +30,7 @@
 #include "scan_prune.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.cuh"
+#include "wgmma.cuh"
 
 namespace ivfgpu::cuda::scan_detail {
 
@@ -271,12 +272,12 @@ __device__ __forceinline__ void mark_kept_rows(const TileArgs<T>& a, int64_t l, 
   const int64_t slot = a.list_start[l] + v0 + v;
   keep[v] = v < vcount && row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
 }
-template <class A>
-__device__ __forceinline__ void zero_accumulators(A (&acc)[2][2][4]) {
+template <class A, int MI, int NI>
+__device__ __forceinline__ void zero_accumulators(A (&acc)[MI][NI][4]) {
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < 2; ++ni)
+    for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mi][ni][i] = A(0);
 }
@@ -307,11 +308,12 @@ __device__ __forceinline__ void lower_counted_bounds(const PruneState& pr, bool 
 
 // f(mi, h, r) for each query row r < pcount that the warp's accumulators hold: accumulator i of
 // mma tile (mi, ni) is query row wq + 16 mi + g (+ 8 for i >= 2, h = 1), tile row
-// wv + 8 ni + 2 (lane % 4) + (i & 1).
-template <class F>
+// wv + 8 ni + 2 (lane % 4) + (i & 1). MI: the warp's mma tiles down the queries (2 for a
+// 32 x 16 mma.sync warp tile, 1 for a warp's 16 rows of a 64 x 32 wgmma tile).
+template <int MI = 2, class F>
 __device__ __forceinline__ void for_each_accumulator_row(int wq, int g, int pcount, F&& f) {
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = wq + 16 * mi + g + 8 * h;
@@ -323,10 +325,10 @@ __device__ __forceinline__ void for_each_accumulator_row(int wq, int g, int pcou
 // scan_prune.cuh), so that it runs without a branch a row. ncu (session 49, f32 10M x 96,
 // nprobe 64) had put 24% of the four-tile pass's instructions into that test, many of them
 // around the rows' branches, which also kept the four rows' dependent chains one after another.
-template <class F>
+template <int MI = 2, class F>
 __device__ __forceinline__ void for_every_accumulator_row(int wq, int g, F&& f) {
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) f(mi, h, wq + 16 * mi + g + 8 * h);
 }
@@ -431,13 +433,14 @@ struct CountedCosts {
   }
 };
 
-// The pruned epilogue of a bf16 tile, by each warp for its accumulators (query rows wq .. + 32,
-// tile rows wv .. + 16 of the row tile at v0): rows whose optimistic cost reaches a query row's
-// bound are appended, rows whose pessimistic cost beats it are counted (below[r], written[r],
-// costs[r]: lower_counted_bounds reads them). xhalf: half each tile row's squared norm (L2; 0
-// for inner product), +inf where excluded; rows: prune_row_thresholds' per query row, and
-// exclude_row_thresholds' past pcount up to the tile's end (the first test reads every row the
-// warp holds). Returns whether this thread counted a cost (rare).
+// The pruned epilogue of a bf16 tile, by each warp for its accumulators (query rows wq .. +
+// 16 MI, tile rows wv .. + 8 NI of the row tile at v0; mma.sync: 32 x 16, wgmma: 16 x 32): rows
+// whose optimistic cost reaches a query row's bound are appended, rows whose pessimistic cost
+// beats it are counted (below[r], written[r], costs[r]: lower_counted_bounds reads them).
+// xhalf: half each tile row's squared norm (L2; 0 for inner product), +inf where excluded; rows:
+// prune_row_thresholds' per query row, and exclude_row_thresholds' past pcount up to the tile's
+// end (the first test reads every row the warp holds). Returns whether this thread counted a
+// cost (rare).
 //
 // The accumulators are query rows r0 .. r0 + 63 of the unit (r0 > 0 for the later tiles of a
 // resident unit that groups them: finish_row_tile): rows, qn2, q_row and out_base are read at
@@ -446,38 +449,40 @@ struct CountedCosts {
 // With `pair_rows` (the wide pass that re-scores in place, scan_resident.cuh) a row that reaches
 // the bound is not appended but marked, bit r of pair_rows[tile row], for append_exact_pairs;
 // its thresholds count nothing there (count_at is +inf).
-template <bool IP, int N>
-__device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], const float* xhalf, PruneRows<N>& rows,
+template <bool IP, int N, int MI, int NI>
+__device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[MI][NI][4], const float* xhalf,
+                                                   PruneRows<N>& rows,
                                                    int r0, const float* qn2, const int64_t* q_row,
                                                    const int64_t* out_base, const PruneState& pr, int64_t v0, int wq,
                                                    int wv, int pcount, float (*costs)[kMmaTile],
                                                    unsigned long long* written,
                                                    unsigned long long* pair_rows = nullptr) {
   const int lane = threadIdx.x % 32, g = lane / 4;
-  // The lane's four tile columns c0 + 8 ni + e, the same for each of its query rows.
+  // The lane's tile columns c0 + 8 ni + e, the same for each of its query rows.
   const int c0 = wv + 2 * (lane % 4);
-  float2 xh[2];
+  float2 xh[NI];
 #pragma unroll
-  for (int ni = 0; ni < 2; ++ni) xh[ni] = *reinterpret_cast<const float2*>(&xhalf[c0 + 8 * ni]);
+  for (int ni = 0; ni < NI; ++ni) xh[ni] = *reinterpret_cast<const float2*>(&xhalf[c0 + 8 * ni]);
   const auto t_of = [&](int mi, int h, int ni, int e) { return acc[mi][ni][2 * h + e] - (e == 0 ? xh[ni].x : xh[ni].y); };
   // A row that counts is also appended (count_at >= append_at: prune_row_thresholds), so one
   // test of the lane's largest t per query row finds both. fmaxf passes NaN over as each
   // comparison would fail on it.
   bool any_take = false;
-  for_every_accumulator_row(wq, g, [&](int mi, int h, int r) {  // past pcount append_at is +inf
-    const float tmax =
-        fmaxf(fmaxf(t_of(mi, h, 0, 0), t_of(mi, h, 0, 1)), fmaxf(t_of(mi, h, 1, 0), t_of(mi, h, 1, 1)));
+  for_every_accumulator_row<MI>(wq, g, [&](int mi, int h, int r) {  // past pcount append_at is +inf
+    float tmax = fmaxf(t_of(mi, h, 0, 0), t_of(mi, h, 0, 1));
+#pragma unroll
+    for (int ni = 1; ni < NI; ++ni) tmax = fmaxf(tmax, fmaxf(t_of(mi, h, ni, 0), t_of(mi, h, ni, 1)));
     any_take |= tmax >= rows.thresholds[r0 + r].x;
   });
   if (!any_take) return false;  // the common case once a bound holds (~11 appended rows a query)
   bool counted = false;
-  for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+  for_each_accumulator_row<MI>(wq, g, pcount, [&](int mi, int h, int r) {
     const float2 th = rows.thresholds[r0 + r];
     const float qsq = IP ? 0.0f : qn2[r0 + r], m = rows.margin[r0 + r];
     const int64_t q = q_row[r0 + r], pos0 = out_base[r0 + r] + v0 - q * pr.stride;
     CountedCosts counts;
 #pragma unroll
-    for (int ni = 0; ni < 2; ++ni)
+    for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float tv = t_of(mi, h, ni, e);
@@ -504,18 +509,25 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[2][2][4], 
 // (2 x 2 mma tiles of 16 x 8). The next slice is loaded into registers while this one is
 // multiplied. Each lane writes its own accumulators' keys (no shared staging of the dots).
 //
+// WG (the pruned pass on sm_90a: wgmma.cuh): two warpgroups, warpgroup w multiplying all 64
+// query rows by tile rows 32 w .. + 32 with wgmma, warp w % 4 of it holding query rows
+// 16 (w % 4) .. + 16 (one 16-row tile by four 8-row ones); the products of a slice are issued
+// before the next slice is staged and waited for after it.
+//
 // PRUNE: the epilogue keeps the tile on chip instead (scan_prune.cuh): the pessimistic costs go
 // to shared memory, and each warp settles eight query rows of the tile against their bounds.
 // The pruned pass comes here only for shapes list_resident_kernel does not take (scan_resident.cuh:
 // rows without four-element loads, more than 512 dimensions, L2 without centroids).
-template <class T, bool IP, bool PRUNE>
+template <class T, bool IP, bool PRUNE, bool WG = false>
 __global__ void __launch_bounds__(kThreads, 2)
     list_mma_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm, PruneState pr) {
+  static_assert(!WG || PRUNE, "wgmma serves the bf16 pruned pass");
   // Two buffers of a slice for the queries and two for the rows: slice i + 1 is staged while
   // slice i is multiplied, so one barrier per slice suffices.
   using Slice = float[2][kMmaTile][kMmaSlab];  // [slab][row][dimension, swizzled]
   constexpr int kSliceFloats = 2 * kMmaTile * kMmaSlab, kStageFloats = 4 * kSliceFloats;
-  __shared__ __align__(16) float stage_mem[kStageFloats];
+  // 1,024-byte aligned: a wgmma descriptor's swizzle assumes slabs on 512-byte boundaries.
+  __shared__ __align__(1024) float stage_mem[kStageFloats];
   Slice* const qs = reinterpret_cast<Slice*>(stage_mem);  // qs[buffer]
   Slice* const xs = reinterpret_cast<Slice*>(stage_mem + 2 * kSliceFloats);
   // PRUNE: the pessimistic costs of the rows that beat a query row's bound, and which of them
@@ -550,7 +562,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   static_assert(kMmaMaxCentredDim % kSlice == 0, "the staged centroid pads to whole slices");
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
-  const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
+  const int wq = WG ? (warp % 4) * 16 : (warp / 4) * 32, wv = WG ? (warp / 4) * 32 : (warp % 4) * 16;
+  constexpr int kMI = WG ? 1 : 2, kNI = WG ? 4 : 2;  // the warp's mma tiles: 16 query rows, 8 tile rows
   // The lane's ldmatrix row addresses in buffer 0, slab 0 (slab 1 lies kSlabBytes on, buffer 1
   // kBufferBytes). Fragment rows differ by multiples of 8, so slab_col's swizzle of them
   // depends on the lane alone.
@@ -565,6 +578,9 @@ __global__ void __launch_bounds__(kThreads, 2)
               (((2 * s + (lane >> 4)) ^ sw) * 16);
   const uint32_t b_at =
       static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0][wv + (lane & 7)][0])) + (((lane >> 3) ^ sw) * 16);
+  // WG: the buffers' first slabs, for the descriptors.
+  const uint32_t q_base = static_cast<uint32_t>(__cvta_generic_to_shared(stage_mem));
+  const uint32_t x_base = static_cast<uint32_t>(__cvta_generic_to_shared(stage_mem + 2 * kSliceFloats));
   if constexpr (PRUNE)
     for (int i = tid; i < kMmaTile; i += kThreads) {
       written[i] = 0;  // cleared again by each reader
@@ -602,7 +618,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int next_count = u.rows_in(vt + 1);
       __syncthreads();  // the previous row tile is done with the shared arrays; q_row is visible
       mark_kept_rows(a, l, v0, vcount, keep);  // read only in the epilogue, after the slices' barriers
-      float acc[2][2][4];
+      float acc[kMI][kNI][4];
       zero_accumulators(acc);
       float qnorm = 0.0f, xnorm = 0.0f;
       const bool first_tile = vt == vt_begin;
@@ -631,6 +647,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           mma_stage_slice1<float>(qs[b], q_ptr, d0, a.dim, centre);
           mma_stage_slice1<T>(xs[b], x_ptr, d0, a.dim, centre);
         }
+        if constexpr (WG) wgmma_stores_visible();  // before the barrier that lets the tensor cores read them
       };
       // The registers' next slice (vec4): slice d0 of this tile, or past its end the next row
       // tile's first, which then travels over the epilogue.
@@ -655,6 +672,17 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();
       for (int d0 = 0, b = 0; d0 < dim; d0 += kSlice, b ^= 1) {
         const bool more = d0 + kSlice < dim;
+        if constexpr (WG) {  // this slice's products, while the next slice stages
+          wgmma_fence();
+#pragma unroll
+          for (int slab = 0; slab < 2; ++slab)
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+              const uint32_t at = b * kBufferBytes + slab * kSlabBytes + s * 32;  // k step s: 32 bytes in
+              wgmma_m64n32k16_bf16(acc, wgmma_slab_desc(q_base + at), wgmma_slab_desc(x_base + at + wv * 64));
+            }
+          wgmma_commit();
+        }
         // The other buffer was last read by the previous slice's products, before the barrier.
         if (more) {
           stage(d0 + kSlice, b ^ 1);
@@ -671,7 +699,9 @@ __global__ void __launch_bounds__(kThreads, 2)
           }
           qnorm += sum;
         }
-        if (active) {
+        if constexpr (WG) {
+          wgmma_wait_all();
+        } else if (active) {
           // One slab's fragments at a time. Loading both slabs' first (48 registers) kept the
           // kernel at its 128-register cap, where the compiler recomputed the lanes' ldmatrix
           // addresses every slice (ncu); per slab, 0-7% faster (bench/RESULTS.md, session 36).
@@ -751,11 +781,11 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       __syncthreads();
       if (!active) continue;
-      for_each_accumulator_row(wq, g, pcount, [&](int mi, int h, int r) {
+      for_each_accumulator_row<kMI>(wq, g, pcount, [&](int mi, int h, int r) {
         const float qsq = qn2[r], ql = qlen[r];
         float* out = a.cand.dist + out_base[r] + v0;
 #pragma unroll
-        for (int ni = 0; ni < 2; ++ni)
+        for (int ni = 0; ni < kNI; ++ni)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int c = wv + 8 * ni + t4 / 2 + e;

@@ -35,8 +35,10 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
   // list_mma_kernel's per-query arrays hold one query tile (the passes that group tiles check
   // theirs likewise).
   if (args.unit_queries != kMmaTile) fail(Errc::Internal, "list_mma_kernel's units were tiled for another pass");
-  const auto kernel = prune != nullptr ? (ip ? list_mma_kernel<T, true, true> : list_mma_kernel<T, false, true>)
-                                       : (ip ? list_mma_kernel<T, true, false> : list_mma_kernel<T, false, false>);
+  const bool wg = prune != nullptr && wgmma_usable(ctx);
+  const auto kernel = wg ? (ip ? list_mma_kernel<T, true, true, true> : list_mma_kernel<T, false, true, true>)
+                      : prune != nullptr ? (ip ? list_mma_kernel<T, true, true> : list_mma_kernel<T, false, true>)
+                                         : (ip ? list_mma_kernel<T, true, false> : list_mma_kernel<T, false, false>);
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
   // The kernel's own condition for centring (list_mma_kernel), which its margin must know.

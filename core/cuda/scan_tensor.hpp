@@ -184,6 +184,11 @@ template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm, const PruneState* prune);
 
+// Whether the pruned pass on list_mma_kernel multiplies with wgmma (wgmma.cuh): the build has
+// sm_90a code (IVFGPU_CUDA_SM90A, from IVFGPU_CUDA_ARCHITECTURES) and the device is compute
+// capability 9.0. IVFGPU_WGMMA=0 keeps mma.sync there (A/B runs, tests).
+bool wgmma_usable(const DeviceContext& ctx);
+
 // The pruned pass with its query tile resident (PrunedKernel::Bf16Resident, scan_resident.cuh).
 // args.tile_off counts tensor_tiles of args.unit_queries, which must be kMmaTile x
 // resident_query_tiles(dim, prune.exact) (else Errc::Internal).

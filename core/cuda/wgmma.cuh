@@ -1,0 +1,91 @@
+// Hopper's warpgroup MMA (wgmma.mma_async, sm_90a) on the bf16 slab layout of scan_mma.cuh:
+// a warpgroup (four warps, 128 threads) multiplies a 64-row operand A by a 32-row operand B,
+// both read by the tensor cores straight from shared memory.
+//
+// Why: mma.sync needs every warp to load its own fragments with ldmatrix, and in the staged
+// bf16 pass (list_mma_kernel, 64 x 64 tiles, eight warps of 32 x 16) a query fragment was loaded
+// by four warps and a row fragment by two: ncu at d 960 had the L1/shared pipes 96% busy and the
+// SM's issue slots 36% (H200, bench/RESULTS.md, session 52). A wgmma reads each operand once per
+// warpgroup, asynchronously, so the next slice's staging overlaps the products.
+//
+// The slab layout is the canonical K-major layout with 64-byte swizzling: rows of 64 bytes (32
+// bf16), 16-byte chunk c of row r at chunk c ^ ((r / 2) % 4), which is the hardware's XOR of
+// address bits 4-5 with bits 7-8 once a slab starts on a 512-byte boundary. A k step of 16
+// dimensions is 32 bytes into the rows: its descriptor starts 32 bytes on, as the swizzle is
+// applied to the whole address.
+//
+// Only sm_90a code has the instruction: elsewhere (the compute_90 PTX that later GPUs compile)
+// these functions trap, and the host launches the kernels that use them only where the build
+// has sm_90a code and the device is a compute capability 9.0 part (wgmma_usable, scan.cu).
+#pragma once
+
+#include <cstdint>
+
+namespace ivfgpu::cuda::scan_detail {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define IVFGPU_DEVICE_WGMMA 1
+#endif
+
+// The shared-memory descriptor of a K-major bf16 operand in the slab layout whose first row
+// (of a group of eight) starts at shared address `at`: 64-byte swizzling (mode 2), eight rows
+// of 64 bytes (512) between groups of eight rows; the leading offset is unused by swizzled
+// K-major operands.
+__device__ __forceinline__ uint64_t wgmma_slab_desc(uint32_t at) {
+  constexpr uint64_t kStride = 512 >> 4, kLeading = 1, kSwizzle64 = 2;
+  return static_cast<uint64_t>((at & 0x3FFFF) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle64 << 62);
+}
+
+// Orders this thread's earlier shared-memory stores before later wgmma reads of them (the
+// tensor cores read through the async proxy); a barrier then orders them across threads.
+__device__ __forceinline__ void wgmma_stores_visible() {
+#ifdef IVFGPU_DEVICE_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// Before the first wgmma of a batch: the accumulators' registers as the threads left them.
+__device__ __forceinline__ void wgmma_fence() {
+#ifdef IVFGPU_DEVICE_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#ifdef IVFGPU_DEVICE_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+// Waits for every committed batch: the accumulators are final and their operands' shared
+// memory may be written again.
+__device__ __forceinline__ void wgmma_wait_all() {
+#ifdef IVFGPU_DEVICE_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+
+// acc += A (64 x 16, descriptor a) times B (32 x 16, descriptor b) transposed, fp32
+// accumulation. Warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8: h = 1) of the 64 x 32
+// result, columns 8 ni + 2 (lane % 4) + e, as acc[0][ni][2 h + e]: each warp's share has the
+// layout of four mma.sync m16n8 accumulators side by side.
+__device__ __forceinline__ void wgmma_m64n32k16_bf16(float (&acc)[1][4][4], uint64_t a, uint64_t b) {
+#ifdef IVFGPU_DEVICE_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]),
+        "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]),
+        "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]),
+        "+f"(acc[0][3][3])
+      : "l"(a), "l"(b), "r"(1));
+#else
+  (void)acc;
+  (void)a;
+  (void)b;
+  __trap();
+#endif
+}
+
+}  // namespace ivfgpu::cuda::scan_detail
