@@ -24,6 +24,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "../errors.hpp"
 #include "launch.cuh"
@@ -109,13 +110,14 @@ __device__ __forceinline__ int imma_append_limit(uint32_t bound) {
 // epilogue (the resident bf16 pass's grouping, scan_resident.cuh): a list's queries cost one
 // unit's set-up and one staging of its rows per unit. Builds of their own: two tiles at three
 // blocks an SM, four at two.
-template <class T, bool IP, int BLOCKS, int QTILES = 1>
+// WG: on wgmma (wgmma.cuh), with the resident bf16 pass's warpgroup layout (scan_resident.cuh).
+template <class T, bool IP, int BLOCKS, int QTILES = 1, bool WG = false>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T> a, PruneState pr) {
-  // nslab slabs for each of the unit's query tiles
-  extern __shared__ __align__(16) unsigned char imma_query_tile[];
+  // nslab slabs for each of the unit's query tiles; 1,024-byte aligned, as the row slices (wgmma)
+  extern __shared__ __align__(1024) unsigned char imma_query_tile[];
   constexpr int kQueries = QTILES * kMmaTile;  // the unit's queries at most
   static_assert(kQueries <= kThreads, "a thread per query of the unit reads its bound and sets its thresholds");
-  __shared__ __align__(16) unsigned char xs[2][2 * kImmaSlabBytes];  // row slices, double-buffered
+  __shared__ __align__(1024) unsigned char xs[2][2 * kImmaSlabBytes];  // row slices, double-buffered
   __shared__ float costs[kMmaTile][kMmaTile];  // counted rows' costs, read where written[r] says
   __shared__ unsigned long long written[kMmaTile];
   __shared__ int below[kQueries];
@@ -129,12 +131,16 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
   constexpr int kMul = IP ? -1 : -2;  // cost = qsq + xterm + kMul * dot
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4;
-  const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
+  const int wq = WG ? (warp % 4) * 16 : (warp / 4) * 32, wv = WG ? (warp / 4) * 32 : (warp % 4) * 16;
+  constexpr int kMI = WG ? 1 : 2, kNI = WG ? 4 : 2;
+  using Products = std::conditional_t<WG, WgmmaInt8<T>, ImmaOps<T>>;
   const int dim = static_cast<int>(a.dim);
   const int nslab = (dim + kImmaSlabDims - 1) / kImmaSlabDims;
-  uint32_t a_off[2], b_off;  // the bf16 pass's lane offsets (scan_mma.cuh)
+  uint32_t a_off[2], b_off;  // the bf16 pass's lane offsets (scan_mma.cuh); WG: the warpgroup's rows
   mma_slab_offsets(wq, wv, a_off, b_off);
+  if constexpr (WG) b_off = static_cast<uint32_t>(wv * 64);
   const uint32_t q_at = static_cast<uint32_t>(__cvta_generic_to_shared(imma_query_tile));
+  if (WG && (q_at % 1024) != 0) __trap();  // the swizzle would read other bytes than the staging wrote
   const uint32_t x_at = static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0]));
   for (int i = tid; i < kQueries; i += kThreads) {
     below[i] = 0;
@@ -191,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
       // Read after this tile's products (barriers between); the previous tile's readers are past
       // its last barrier.
       mark_kept_rows(a, l, v0, vcount, keep);
-      int acc[2][2][4];
+      int acc[kMI][kNI][4];
       zero_accumulators(acc);
       int xsq = 0;
       for (int d0 = 0; d0 < dim; d0 += kImmaSliceDims, buf ^= 1) {
@@ -201,11 +207,13 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
           *reinterpret_cast<uint4*>(&xs[buf][j * kImmaSlabBytes + bf16_chunk_at(my_row, tid % 4)]) = xv[j];
           if (!IP) xsq = squares16<T>(xv[j], xsq);
         }
+        if constexpr (WG) wgmma_stores_visible();  // and on a unit's first slice its query tiles'
         if (d0 + kImmaSliceDims < dim) {
           load_slice(xv, my_x, d0 + kImmaSliceDims);
         } else if (vt + 1 < vt_end) {  // the next tile's first slice travels over the epilogue
           load_slice(xv, row_ptr(v0 + kMmaTile, u.rows_in(vt + 1)), 0);
         }
+        if constexpr (WG) wgmma_wait_all();  // the previous slice's products: its buffer is staged next
         __syncthreads();  // the slice is staged
         if (d0 == 0 && tid < pcount) {
           // The previous tile's lowering (before this barrier) is in qbound.
@@ -215,7 +223,9 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
           // most), so the epilogue's first test reads every row the warp holds, without a branch.
           limit[tid] = INT_MIN;
         }
-        if (wq < pcount) {
+        if constexpr (WG) {  // issued here, waited for before the next slice's barrier
+          wgmma_slice_products<Products>(acc, q_at, x_at + buf * 2 * kImmaSlabBytes, d0 / kImmaSlabDims, nslab, b_off);
+        } else if (wq < pcount) {
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
             const int slab = d0 / kImmaSlabDims + j;
@@ -224,6 +234,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
           }
         }
       }
+      if constexpr (WG) wgmma_wait_all();
       // Each row's cost term: the four lanes of a row hold parts of its squared norm.
       xsq += __shfl_xor_sync(kFullMask, xsq, 1);
       xsq += __shfl_xor_sync(kFullMask, xsq, 2);
@@ -234,25 +245,27 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
       const auto epilogue = [&](int r0, int pc) {
         bool counted_here = false;
         const int c0 = wv + 2 * (lane % 4);  // the lane's tile columns c0 + 8 ni + e
-        int xt[2][2];
+        int xt[kNI][2];
 #pragma unroll
-        for (int ni = 0; ni < 2; ++ni)
+        for (int ni = 0; ni < kNI; ++ni)
 #pragma unroll
           for (int e = 0; e < 2; ++e) xt[ni][e] = xterm[c0 + 8 * ni + e];
         const auto term = [&](int mi, int h, int ni, int e) { return xt[ni][e] + kMul * acc[mi][ni][2 * h + e]; };
         bool any_take = false;
-        for_every_accumulator_row(wq, g, [&](int mi, int h, int r) {  // past pc limit is INT_MIN
-          const int lo = min(min(term(mi, h, 0, 0), term(mi, h, 0, 1)), min(term(mi, h, 1, 0), term(mi, h, 1, 1)));
+        for_every_accumulator_row<kMI>(wq, g, [&](int mi, int h, int r) {  // past pc limit is INT_MIN
+          int lo = min(term(mi, h, 0, 0), term(mi, h, 0, 1));
+#pragma unroll
+          for (int ni = 1; ni < kNI; ++ni) lo = min(lo, min(term(mi, h, ni, 0), term(mi, h, ni, 1)));
           any_take |= lo <= limit[r0 + r];
         });
         if (!any_take) return false;  // the common case once a bound holds
-        for_each_accumulator_row(wq, g, pc, [&](int mi, int h, int r) {
+        for_each_accumulator_row<kMI>(wq, g, pc, [&](int mi, int h, int r) {
           const uint32_t ub = qbound[r0 + r];
           const float u = ub == kNoBound ? __int_as_float(0x7f800000) : from_ordered(ub);
           const int64_t q = q_row[r0 + r], pos0 = out_base[r0 + r] + v0 - q * pr.stride;
           CountedCosts counts;
 #pragma unroll
-          for (int ni = 0; ni < 2; ++ni)
+          for (int ni = 0; ni < kNI; ++ni)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int tv = term(mi, h, ni, e);
@@ -270,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
         return counted_here;
       };
       static_assert(kImmaSlabBytes == kMmaTile * 64, "staged_tile_products' slabs");
-      finish_row_tile<QTILES, ImmaOps<T>>(acc, pcount, wq, epilogue, pr, below, written, costs, q_row, qbound,
+      finish_row_tile<QTILES, Products>(acc, pcount, wq, epilogue, pr, below, written, costs, q_row, qbound,
                                           q_at + tile_bytes, tile_bytes, x_at, nslab, buf0, a_off, b_off);
     }
   }
@@ -305,10 +318,17 @@ void require_packed_queries(const TileArgs<T>& args, const char* what) {
     fail(Errc::Internal, std::string(what) + " needs its queries packed (launch_pack_integer_queries)");
 }
 
+// The build of list_imma_kernel on wgmma or on mma.sync (wgmma_usable).
+template <class T, bool IP, int BLOCKS, int QTILES = 1>
+auto imma_kernel(bool wg) {
+  return wg ? list_imma_kernel<T, IP, BLOCKS, QTILES, true> : list_imma_kernel<T, IP, BLOCKS, QTILES>;
+}
+
 template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                          const PruneState& prune) {
   require_packed_queries(args, "the int8 pass");
+  const bool wg = wgmma_usable(ctx);
   const auto tile_bytes = [](int64_t dim) {
     return static_cast<std::size_t>((dim + kImmaSlabDims - 1) / kImmaSlabDims) * kImmaSlabBytes;
   };
@@ -319,23 +339,22 @@ void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip,
   const std::size_t dynamic = qtiles * tile_bytes(args.dim);
   const std::size_t largest = std::max(tile_bytes(kImmaMaxDim), 4 * tile_bytes(kImmaGroupedMaxDim));
   if (qtiles == 2) {  // at most 16 KiB of query tiles: three blocks fit
-    const auto pair = ip ? list_imma_kernel<T, true, kResidentBlocks, 2>
-                         : list_imma_kernel<T, false, kResidentBlocks, 2>;
+    const auto pair = ip ? imma_kernel<T, true, kResidentBlocks, 2>(wg) : imma_kernel<T, false, kResidentBlocks, 2>(wg);
     launch_resident_budget(ctx, stream, pair, pair, dynamic, largest, args, prune);
     return;
   }
   if (qtiles == 4) {  // up to 64 KiB of query tiles: two blocks an SM, 128 registers
-    const auto four = ip ? list_imma_kernel<T, true, kResidentFallbackBlocks, 4>
-                         : list_imma_kernel<T, false, kResidentFallbackBlocks, 4>;
+    const auto four = ip ? imma_kernel<T, true, kResidentFallbackBlocks, 4>(wg)
+                         : imma_kernel<T, false, kResidentFallbackBlocks, 4>(wg);
     launch_resident_budget(ctx, stream, four, four, dynamic, largest, args, prune);
     return;
   }
   if (ip)
-    launch_resident_budget(ctx, stream, list_imma_kernel<T, true, kResidentBlocks>,
-                           list_imma_kernel<T, true, kResidentFallbackBlocks>, dynamic, largest, args, prune);
+    launch_resident_budget(ctx, stream, imma_kernel<T, true, kResidentBlocks>(wg),
+                           imma_kernel<T, true, kResidentFallbackBlocks>(wg), dynamic, largest, args, prune);
   else
-    launch_resident_budget(ctx, stream, list_imma_kernel<T, false, kResidentBlocks>,
-                           list_imma_kernel<T, false, kResidentFallbackBlocks>, dynamic, largest, args, prune);
+    launch_resident_budget(ctx, stream, imma_kernel<T, false, kResidentBlocks>(wg),
+                           imma_kernel<T, false, kResidentFallbackBlocks>(wg), dynamic, largest, args, prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

@@ -372,6 +372,40 @@ __device__ __forceinline__ void staged_tile_products(Acc (&acc)[2][2][4], uint32
     mma_slab<Op>(acc, q_tile + slab * kSlab, x_at + (b * 2 + slab % 2) * kSlab, a_off, b_off);
   }
 }
+// A staged slice's products on wgmma (the warpgroup layout, wgmma.cuh), issued and committed but
+// not waited for: slabs first_slab and first_slab + 1 (those below nslab) of the query tile at
+// q_tile against the slice's two row slabs at x_slice, b_off the warpgroup's rows' offset in a
+// slab. Every warp of the warpgroup must call it.
+template <class Op, class Acc>
+__device__ __forceinline__ void wgmma_slice_products(Acc (&acc)[1][4][4], uint32_t q_tile, uint32_t x_slice,
+                                                     int first_slab, int nslab, uint32_t b_off) {
+  constexpr uint32_t kSlab = kMmaTile * 64;  // a slab's bytes, bf16 or int8
+  wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int slab = first_slab + j;
+    if (slab >= nslab) break;
+    Op::slab(acc, q_tile + slab * kSlab, x_slice + j * kSlab + b_off);
+  }
+  wgmma_commit();
+}
+// staged_tile_products on wgmma: b_off is the warpgroup's rows' offset in a slab; every warp of
+// the warpgroup must call it. Waits for the products before returning.
+template <class Op, class Acc>
+__device__ __forceinline__ void staged_tile_products(Acc (&acc)[1][4][4], uint32_t q_tile, uint32_t x_at, int nslab,
+                                                     int buf0, const uint32_t (&)[2], uint32_t b_off) {
+  constexpr uint32_t kSlab = kMmaTile * 64;
+  zero_accumulators(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int slab = 0; slab < kGroupedMaxSlabs; ++slab) {
+    if (slab >= nslab) break;
+    const int b = (buf0 + slab / 2) & 1;
+    Op::slab(acc, q_tile + slab * kSlab, x_at + (b * 2 + slab % 2) * kSlab + b_off);
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+}
 // The end of a row tile in a unit of up to QTILES query tiles (pcount queries; more than one only
 // where the pass groups them: scan_resident.cuh, scan_imma.cuh), after the barrier that made the
 // tile's per-row terms visible. epilogue(r0, pc) runs the pass's epilogue on acc for the warp's
@@ -382,8 +416,8 @@ __device__ __forceinline__ void staged_tile_products(Acc (&acc)[2][2][4], uint32
 // written by the tile's); costs and written pass from one tile to the next behind a barrier where
 // any counted, and the last barrier keeps the next row tile's first slice out of the buffers until
 // every warp's products are done.
-template <int QTILES, class Op, class Acc, class Epilogue>
-__device__ __forceinline__ void finish_row_tile(Acc (&acc)[2][2][4], int pcount, int wq, Epilogue&& epilogue,
+template <int QTILES, class Op, class Acc, int MI, int NI, class Epilogue>
+__device__ __forceinline__ void finish_row_tile(Acc (&acc)[MI][NI][4], int pcount, int wq, Epilogue&& epilogue,
                                                 const PruneState& pr, int* below, unsigned long long* written,
                                                 const float (*costs)[kMmaTile], const int64_t* q_row,
                                                 uint32_t* qbound, uint32_t q_tile1, uint32_t tile_bytes, uint32_t x_at,
@@ -399,10 +433,10 @@ __device__ __forceinline__ void finish_row_tile(Acc (&acc)[2][2][4], int pcount,
     if (counted) __syncthreads();  // lower_counted_bounds is done with costs and written
     const int pc = pcount - r0 < kMmaTile ? pcount - r0 : kMmaTile;
     bool counted_t = false;
-    if (wq < pc) {
+    constexpr bool kWarpgroup = MI == 1;  // the wgmma layout: every warp of a warpgroup multiplies
+    if (kWarpgroup || wq < pc)
       staged_tile_products<Op>(acc, q_tile1 + (t - 1) * tile_bytes, x_at, nslab, buf0, a_off, b_off);
-      counted_t = epilogue(r0, pc);
-    }
+    if (wq < pc) counted_t = epilogue(r0, pc);
     counted = __syncthreads_or(counted_t);
     lower_counted_bounds(pr, counted, pc, below + r0, written, costs, q_row + r0, qbound + r0);
   }
@@ -672,17 +706,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();
       for (int d0 = 0, b = 0; d0 < dim; d0 += kSlice, b ^= 1) {
         const bool more = d0 + kSlice < dim;
-        if constexpr (WG) {  // this slice's products, while the next slice stages
-          wgmma_fence();
-#pragma unroll
-          for (int slab = 0; slab < 2; ++slab)
-#pragma unroll
-            for (int s = 0; s < 2; ++s) {
-              const uint32_t at = b * kBufferBytes + slab * kSlabBytes + s * 32;  // k step s: 32 bytes in
-              wgmma_m64n32k16_bf16(acc, wgmma_slab_desc(q_base + at), wgmma_slab_desc(x_base + at + wv * 64));
-            }
-          wgmma_commit();
-        }
+        if constexpr (WG)  // this slice's products, while the next slice stages (its slabs: 0 and 1)
+          wgmma_slice_products<WgmmaBf16>(acc, q_base + b * kBufferBytes, x_base + b * kBufferBytes, 0, 2, wv * 64);
         // The other buffer was last read by the previous slice's products, before the barrier.
         if (more) {
           stage(d0 + kSlice, b ^ 1);

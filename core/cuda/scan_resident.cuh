@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "../errors.hpp"
 #include "scan_mma.cuh"
@@ -60,14 +61,15 @@ __host__ __device__ constexpr std::size_t wide_query_bytes(int64_t dim) {
 // reach their bounds, and append_exact_pairs appends them with exact costs. A build of its own:
 // in the three-block build its registers (live across the epilogue with the next tile's first
 // slice) took the k <= 128 pass's spills from 24 to 52-76 bytes.
-template <class T, bool IP, int BLOCKS, bool WIDE = false, int QTILES = 1>
+template <class T, bool IP, int BLOCKS, bool WIDE = false, int QTILES = 1, bool WG = false>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
   // A tile's whole slices of bf16 for each of the unit's query tiles (WIDE: one, then fp32 rows).
-  extern __shared__ __align__(16) unsigned char resident_query_tile[];
+  // 1,024-byte aligned, as the row slices: wgmma's swizzle assumes slabs on 512-byte boundaries.
+  extern __shared__ __align__(1024) unsigned char resident_query_tile[];
   static_assert(!(WIDE && QTILES > 1), "the wide pass keeps one query tile's fp32 rows");
   constexpr int kQueries = QTILES * kMmaTile;  // the unit's queries at most
   static_assert(kQueries <= kThreads, "a thread per query of the unit reads its bound and sets its thresholds");
-  __shared__ __align__(16) unsigned char xs[2][2 * kBf16SlabBytes];   // row slices, double-buffered
+  __shared__ __align__(1024) unsigned char xs[2][2 * kBf16SlabBytes];  // row slices, double-buffered
   // Counted rows' pessimistic costs, where written[r] says; in the wide pass nothing counts, and
   // the memory lists a tile's pairs for append_exact_pairs.
   __shared__ float costs[kMmaTile][kMmaTile];
@@ -87,13 +89,20 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   __shared__ bool keep[kMmaTile];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int wq = (warp / 4) * 32, wv = (warp % 4) * 16;
+  // WG (wgmma.cuh): warpgroup w multiplies all 64 query rows by tile rows 32 w .. + 32, warp
+  // w % 4 of it holding query rows 16 (w % 4) .. + 16; b_off is then the warpgroup's rows' offset
+  // in a slab. Otherwise warps of 32 query rows by 16 tile rows on mma.sync.
+  const int wq = WG ? (warp % 4) * 16 : (warp / 4) * 32, wv = WG ? (warp / 4) * 32 : (warp % 4) * 16;
+  constexpr int kMI = WG ? 1 : 2, kNI = WG ? 4 : 2;
+  using Products = std::conditional_t<WG, WgmmaBf16, Bf16Mma>;  // the later query tiles' (finish_row_tile)
   const int dim = static_cast<int>(a.dim);
   const int nslab = (dim + kResidentSlabDims - 1) / kResidentSlabDims;
   constexpr int kSlice = kMmaSlice<true>;  // 64 dimensions: two slabs
   uint32_t a_off[2], b_off;
   mma_slab_offsets(wq, wv, a_off, b_off);
+  if constexpr (WG) b_off = static_cast<uint32_t>(wv * 64);
   const uint32_t q_at = static_cast<uint32_t>(__cvta_generic_to_shared(resident_query_tile));
+  if (WG && (q_at % 1024) != 0) __trap();  // the swizzle would read other bytes than the staging wrote
   const uint32_t x_at = static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0]));
   const float* centre = IP ? nullptr : centre_s;
   for (int i = tid; i < kQueries; i += kThreads) {
@@ -159,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       const T* my_x = mma_tile_row<true>(u.rows + v0 * a.dim, vcount, a.dim);
       const int buf0 = buf;  // the tile's first slice's buffer (the later query tiles' products read it)
       mark_kept_rows(a, l, v0, vcount, keep);  // read after the last slice's barrier
-      float acc[2][2][4];
+      float acc[kMI][kNI][4];
       zero_accumulators(acc);
       float xnorm = 0.0f;
       for (int d0 = 0; d0 < dim; d0 += kSlice, buf ^= 1) {
@@ -167,6 +176,9 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
         // Buffer buf was last read two slices ago, before the previous slice's barrier.
         if constexpr (!IP) mma_centre<true>(xv, centre, d0);
         mma_store_slice_bf16(xs[buf], xv, xnorm, true);
+        // WG: this slice's stores, and on a unit's first slice its query tiles', before the barrier
+        // that lets the tensor cores read them.
+        if constexpr (WG) wgmma_stores_visible();
         if (!last) {
           mma_load_slice<true>(xv, my_x, d0 + kSlice, dim);
         } else {
@@ -181,6 +193,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
           for (int o = 4; o < 32; o *= 2) xsq = fmaxf(xsq, __shfl_xor_sync(kFullMask, xsq, o));
           if (lane == 0) xmax_part[warp] = xsq;
         }
+        if constexpr (WG) wgmma_wait_all();  // the previous slice's products: its buffer is staged next
         __syncthreads();  // the slice is staged (the last: and the tile's norms)
         if (last) {
           if (tid % 4 == 0) {
@@ -197,7 +210,10 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
             exclude_row_thresholds(rows_pr, tid);
           }
         }
-        if (wq < pcount) {
+        if constexpr (WG) {  // issued here, waited for before the next slice's barrier
+          wgmma_slice_products<WgmmaBf16>(acc, q_at, x_at + buf * 2 * kBf16SlabBytes, d0 / kResidentSlabDims, nslab,
+                                          b_off);
+        } else if (wq < pcount) {
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
             const int slab = d0 / kResidentSlabDims + j;
@@ -206,13 +222,14 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
           }
         }
       }
+      if constexpr (WG) wgmma_wait_all();
       __syncthreads();  // xhalf, the thresholds
       const auto epilogue = [&](int r0, int pc) {  // the wide pass has one query tile
         return bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, r0, qn2, q_row, out_base, pr, v0, wq, wv, pc, costs, written,
                                       WIDE ? pair_rows : nullptr);
       };
-      finish_row_tile<QTILES, Bf16Mma>(acc, pcount, wq, epilogue, pr, rows_pr.below, written, costs, q_row, qbound,
-                                       q_at + tile_bytes, tile_bytes, x_at, nslab, buf0, a_off, b_off);
+      finish_row_tile<QTILES, Products>(acc, pcount, wq, epilogue, pr, rows_pr.below, written, costs, q_row, qbound,
+                                        q_at + tile_bytes, tile_bytes, x_at, nslab, buf0, a_off, b_off);
       // The marks are complete (the barrier above). The next tile marks, and lists into pairs
       // and npairs, only after its slices' barriers.
       if constexpr (WIDE)
@@ -222,9 +239,17 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   }
 }
 
+// The build of list_resident_kernel on wgmma or on mma.sync (wgmma_usable).
+template <class T, bool IP, int BLOCKS, bool WIDE = false, int QTILES = 1>
+auto resident_kernel(bool wg) {
+  return wg ? list_resident_kernel<T, IP, BLOCKS, WIDE, QTILES, true>
+            : list_resident_kernel<T, IP, BLOCKS, WIDE, QTILES, false>;
+}
+
 template <class T>
 void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                           const PruneState& prune) {
+  const bool wg = wgmma_usable(ctx);
   const MarginTerms mg = margin_terms(!ip, args.dim, !ip, true);
   // The units' query tiles, as scan.cu tiled them (resident_query_tiles).
   const int qtiles = args.unit_queries / kMmaTile;
@@ -234,31 +259,31 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
   const std::size_t largest = std::max(resident_tile_bytes(kResidentMaxDim),
                                        4 * resident_tile_bytes(static_cast<int>(kResidentGroupedMaxDim)));
   if (prune.exact) {  // the wide pass: one build, two blocks an SM (128 registers), its fp32 queries too
-    const auto wide = ip ? list_resident_kernel<T, true, kResidentFallbackBlocks, true>
-                         : list_resident_kernel<T, false, kResidentFallbackBlocks, true>;
+    const auto wide = ip ? resident_kernel<T, true, kResidentFallbackBlocks, true>(wg)
+                         : resident_kernel<T, false, kResidentFallbackBlocks, true>(wg);
     launch_resident_budget(ctx, stream, wide, wide, dynamic + wide_query_bytes(args.dim),
                            resident_tile_bytes(static_cast<int>(kWideExactMaxDim)) + wide_query_bytes(kWideExactMaxDim),
                            args, mg, prune);
     return;
   }
   if (qtiles == 2) {  // at most 16 KiB of query tiles: three blocks fit
-    const auto pair = ip ? list_resident_kernel<T, true, kResidentBlocks, false, 2>
-                         : list_resident_kernel<T, false, kResidentBlocks, false, 2>;
+    const auto pair = ip ? resident_kernel<T, true, kResidentBlocks, false, 2>(wg)
+                         : resident_kernel<T, false, kResidentBlocks, false, 2>(wg);
     launch_resident_budget(ctx, stream, pair, pair, dynamic, largest, args, mg, prune);
     return;
   }
   if (qtiles == 4) {  // up to 64 KiB of query tiles: two blocks an SM, 128 registers
-    const auto four = ip ? list_resident_kernel<T, true, kResidentFallbackBlocks, false, 4>
-                         : list_resident_kernel<T, false, kResidentFallbackBlocks, false, 4>;
+    const auto four = ip ? resident_kernel<T, true, kResidentFallbackBlocks, false, 4>(wg)
+                         : resident_kernel<T, false, kResidentFallbackBlocks, false, 4>(wg);
     launch_resident_budget(ctx, stream, four, four, dynamic, largest, args, mg, prune);
     return;
   }
   if (ip)
-    launch_resident_budget(ctx, stream, list_resident_kernel<T, true, kResidentBlocks>,
-                           list_resident_kernel<T, true, kResidentFallbackBlocks>, dynamic, largest, args, mg, prune);
+    launch_resident_budget(ctx, stream, resident_kernel<T, true, kResidentBlocks>(wg),
+                           resident_kernel<T, true, kResidentFallbackBlocks>(wg), dynamic, largest, args, mg, prune);
   else
-    launch_resident_budget(ctx, stream, list_resident_kernel<T, false, kResidentBlocks>,
-                           list_resident_kernel<T, false, kResidentFallbackBlocks>, dynamic, largest, args, mg, prune);
+    launch_resident_budget(ctx, stream, resident_kernel<T, false, kResidentBlocks>(wg),
+                           resident_kernel<T, false, kResidentFallbackBlocks>(wg), dynamic, largest, args, mg, prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace ivfgpu::cuda::scan_detail {
 
@@ -65,6 +66,12 @@ __device__ __forceinline__ void wgmma_wait_all() {
 #endif
 }
 
+// Code without wgmma (compute_90 PTX) never runs these kernels: a launch there is a bug.
+template <class... Args>
+__device__ __forceinline__ void wgmma_unavailable(const Args&...) {
+  __trap();
+}
+
 // acc += A (64 x 16, descriptor a) times B (32 x 16, descriptor b) transposed, fp32
 // accumulation. Warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8: h = 1) of the 64 x 32
 // result, columns 8 ni + 2 (lane % 4) + e, as acc[0][ni][2 h + e]: each warp's share has the
@@ -81,11 +88,50 @@ __device__ __forceinline__ void wgmma_m64n32k16_bf16(float (&acc)[1][4][4], uint
         "+f"(acc[0][3][3])
       : "l"(a), "l"(b), "r"(1));
 #else
-  (void)acc;
-  (void)a;
-  (void)b;
-  __trap();
+  wgmma_unavailable(acc, a, b);
 #endif
 }
+
+// acc += A (64 x 32 bytes) times B (32 x 32 bytes) transposed, integers of T (uint8_t or int8_t,
+// both operands), int32 accumulation: exact. The accumulators' layout is the bf16 one's.
+template <class T>
+__device__ __forceinline__ void wgmma_m64n32k32_int8(int (&acc)[1][4][4], uint64_t a, uint64_t b) {
+#ifdef IVFGPU_DEVICE_WGMMA
+#define IVFGPU_WGMMA_INT8(TYPE)                                                                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                   \
+               "wgmma.mma_async.sync.aligned.m64n32k32.s32." TYPE "." TYPE " "                                   \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p;\n}\n"       \
+               : "+r"(acc[0][0][0]), "+r"(acc[0][0][1]), "+r"(acc[0][0][2]), "+r"(acc[0][0][3]), "+r"(acc[0][1][0]), \
+                 "+r"(acc[0][1][1]), "+r"(acc[0][1][2]), "+r"(acc[0][1][3]), "+r"(acc[0][2][0]), "+r"(acc[0][2][1]), \
+                 "+r"(acc[0][2][2]), "+r"(acc[0][2][3]), "+r"(acc[0][3][0]), "+r"(acc[0][3][1]), "+r"(acc[0][3][2]), \
+                 "+r"(acc[0][3][3])                                                                                \
+               : "l"(a), "l"(b), "r"(1))
+  if constexpr (std::is_same_v<T, uint8_t>)
+    IVFGPU_WGMMA_INT8("u8");
+  else
+    IVFGPU_WGMMA_INT8("s8");
+#undef IVFGPU_WGMMA_INT8
+#else
+  wgmma_unavailable(acc, a, b);
+#endif
+}
+
+// One 64-byte slab (two k steps of 16 bf16 dimensions) of a warpgroup's 64 x 32 tile: the query
+// slab at shared address q, the warpgroup's 32 rows of the row slab at x. The caller fences
+// before and commits after (a slice's slabs go as one batch).
+struct WgmmaBf16 {
+  __device__ static __forceinline__ void slab(float (&acc)[1][4][4], uint32_t q, uint32_t x) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) wgmma_m64n32k16_bf16(acc, wgmma_slab_desc(q + 32 * s), wgmma_slab_desc(x + 32 * s));
+  }
+};
+// The same for the int8 pass (scan_imma.cuh): a slab is 64 dimensions there, two k steps of 32.
+template <class T>
+struct WgmmaInt8 {
+  __device__ static __forceinline__ void slab(int (&acc)[1][4][4], uint32_t q, uint32_t x) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) wgmma_m64n32k32_int8<T>(acc, wgmma_slab_desc(q + 32 * s), wgmma_slab_desc(x + 32 * s));
+  }
+};
 
 }  // namespace ivfgpu::cuda::scan_detail
