@@ -2,9 +2,10 @@
 // included only by scan_tiles_u8.cu and scan_tiles_i8.cu. docs/tensor-scan.md, "The integer
 // pass", says when it runs.
 //
-// With both operands integers, mma.sync m16n8k32 (u8 x u8 or s8 x s8, int32 accumulation) gives
-// every dot product exactly, and so every cost: |q|^2 + |x|^2 - 2 q.x (L2) or -q.x (inner
-// product) as an integer, at most 2 * 1024 * 255^2 < 2^28 in magnitude, rounded once to float.
+// With both operands integers, mma.sync m16n8k32 (on Hopper wgmma m64n32k32: the WG build,
+// wgmma.cuh; u8 x u8 or s8 x s8, int32 accumulation either way) gives every dot product exactly,
+// and so every cost: |q|^2 + |x|^2 - 2 q.x (L2) or -q.x (inner product) as an integer, at most
+// 2 * 1024 * 255^2 < 2^28 in magnitude, rounded once to float.
 // That is the SIMT scan's distance bit for bit (its integer sums, rounded once), so the pass
 // runs the pruned pass's protocol (scan_prune.cuh) with no margin: a row is appended when its
 // cost reaches the query's bound, counts when it beats it, and its appended cost is already the

@@ -2,8 +2,9 @@
 // (dim <= kResidentMaxDim, four-element loads: pruned_kernel_for chooses it); included only by
 // scan_tensor.cuh. The arithmetic, the margin and the pruning protocol are list_mma_kernel's
 // (scan_mma.cuh, scan_prune.cuh): operands centred on the list's centroid (L2) and rounded to
-// bf16, m16n8k16 with fp32 accumulation, bf16_tile_epilogue, lower_counted_bounds. What differs
-// is the schedule, after the int8 pass's (scan_imma.cuh):
+// bf16, m16n8k16 with fp32 accumulation (on Hopper wgmma m64n32k16: the WG build, wgmma.cuh),
+// bf16_tile_epilogue, lower_counted_bounds. What differs is the schedule, after the int8 pass's
+// (scan_imma.cuh):
 //
 // - the unit's query tile is staged once, centred and rounded, before its first row tile;
 // - a row tile is staged 64 dimensions a slice into two alternating buffers, one barrier each;
