@@ -343,6 +343,9 @@ void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip,
   const int qtiles = args.unit_queries / kMmaTile;
   if (qtiles != integer_query_tiles(args.dim) || args.unit_queries % kMmaTile != 0)
     fail(Errc::Internal, "the int8 pass's units were tiled for another shape");
+  const int slices = static_cast<int>((args.dim + kImmaSliceDims - 1) / kImmaSliceDims);
+  if (qtiles > 1 && slices != (qtiles == 4 ? grouped_slices<4>() : grouped_slices<2>()))
+    fail(Errc::Internal, "the int8 pass's grouped units hold another number of slices");
   const std::size_t dynamic = qtiles * tile_bytes(args.dim);
   const std::size_t largest = std::max(tile_bytes(kImmaMaxDim), 4 * tile_bytes(kImmaGroupedMaxDim));
   if (qtiles == 2) {  // at most 16 KiB of query tiles: three blocks fit

@@ -372,38 +372,54 @@ __device__ __forceinline__ void staged_tile_products(Acc (&acc)[2][2][4], uint32
     mma_slab<Op>(acc, q_tile + slab * kSlab, x_at + (b * 2 + slab % 2) * kSlab, a_off, b_off);
   }
 }
-// A staged slice's products on wgmma (the warpgroup layout, wgmma.cuh), issued and committed but
-// not waited for: slabs first_slab and first_slab + 1 (those below nslab) of the query tile at
-// q_tile against the slice's two row slabs at x_slice, b_off the warpgroup's rows' offset in a
-// slab. Every warp of the warpgroup must call it.
-template <class Op, class Acc>
-__device__ __forceinline__ void wgmma_slice_products(Acc (&acc)[1][4][4], uint32_t q_tile, uint32_t x_slice,
-                                                     int first_slab, int nslab, uint32_t b_off) {
+// N slabs of products on wgmma, straight-line, as one batch (fenced and committed, not waited
+// for): slab i of the query tile at q_tile against the row slab at row_slab(i) plus b_off, the
+// warpgroup's rows' offset in a slab. A test of the slab count between the wgmmas of a batch made
+// ptxas serialize them (C7520: a wait after each one; ncu, session 53: ~10% of the resident
+// pass's stall samples), so the callers choose N before the batch.
+template <class Op, int N, class Acc, class RowSlab>
+__device__ __forceinline__ void wgmma_slab_batch(Acc (&acc)[1][4][4], uint32_t q_tile, RowSlab&& row_slab,
+                                                 uint32_t b_off) {
   constexpr uint32_t kSlab = kMmaTile * 64;  // a slab's bytes, bf16 or int8
   wgmma_fence();
 #pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const int slab = first_slab + j;
-    if (slab >= nslab) break;
-    Op::slab(acc, q_tile + slab * kSlab, x_slice + j * kSlab + b_off);
-  }
+  for (int i = 0; i < N; ++i) Op::slab(acc, q_tile + i * kSlab, row_slab(i) + b_off);
   wgmma_commit();
 }
-// staged_tile_products on wgmma: b_off is the warpgroup's rows' offset in a slab; every warp of
-// the warpgroup must call it. Waits for the products before returning.
+// A staged slice's products on wgmma (the warpgroup layout, wgmma.cuh), issued and committed but
+// not waited for: slabs first_slab and first_slab + 1 (those below nslab) of the query tile at
+// q_tile against the slice's two row slabs at x_slice. Every warp of the warpgroup must call it.
 template <class Op, class Acc>
-__device__ __forceinline__ void staged_tile_products(Acc (&acc)[1][4][4], uint32_t q_tile, uint32_t x_at, int nslab,
-                                                     int buf0, const uint32_t (&)[2], uint32_t b_off) {
+__device__ __forceinline__ void wgmma_slice_products(Acc (&acc)[1][4][4], uint32_t q_tile, uint32_t x_slice,
+                                                     int first_slab, int nslab, uint32_t b_off) {
   constexpr uint32_t kSlab = kMmaTile * 64;
+  const auto row_slab = [&](int j) { return x_slice + j * kSlab; };
+  if (first_slab + 2 <= nslab)
+    wgmma_slab_batch<Op, 2>(acc, q_tile + first_slab * kSlab, row_slab, b_off);
+  else
+    wgmma_slab_batch<Op, 1>(acc, q_tile + first_slab * kSlab, row_slab, b_off);
+}
+// The slices of a row tile in a grouped unit (QTILES query tiles): the grouping follows the
+// dimension (resident_query_tiles, integer_query_tiles), two tiles up to one slice and four up to
+// two, so the count is known where the products are compiled (the launchers check the shape).
+template <int QTILES>
+__host__ __device__ constexpr int grouped_slices() {
+  static_assert(QTILES == 1 || QTILES == 2 || QTILES == 4, "a unit holds one, two or four query tiles");
+  return QTILES == 4 ? 2 : 1;
+}
+// staged_tile_products on wgmma: b_off is the warpgroup's rows' offset in a slab; every warp of
+// the warpgroup must call it. The row tile is SLICES slices (grouped_slices), nslab slabs: all of
+// the last slice's or all but one. Waits for the products before returning.
+template <class Op, int SLICES, class Acc>
+__device__ __forceinline__ void staged_tile_products(Acc (&acc)[1][4][4], uint32_t q_tile, uint32_t x_at, int nslab,
+                                                     int buf0, uint32_t b_off) {
+  constexpr uint32_t kSlab = kMmaTile * 64;
+  const auto row_slab = [&](int slab) { return x_at + (((buf0 + slab / 2) & 1) * 2 + slab % 2) * kSlab; };
   zero_accumulators(acc);
-  wgmma_fence();
-#pragma unroll
-  for (int slab = 0; slab < kGroupedMaxSlabs; ++slab) {
-    if (slab >= nslab) break;
-    const int b = (buf0 + slab / 2) & 1;
-    Op::slab(acc, q_tile + slab * kSlab, x_at + (b * 2 + slab % 2) * kSlab + b_off);
-  }
-  wgmma_commit();
+  if (nslab == 2 * SLICES)
+    wgmma_slab_batch<Op, 2 * SLICES>(acc, q_tile, row_slab, b_off);
+  else
+    wgmma_slab_batch<Op, 2 * SLICES - 1>(acc, q_tile, row_slab, b_off);
   wgmma_wait_all();
 }
 // The end of a row tile in a unit of up to QTILES query tiles (pcount queries; more than one only
@@ -434,7 +450,9 @@ __device__ __forceinline__ void finish_row_tile(Acc (&acc)[MI][NI][4], int pcoun
     const int pc = pcount - r0 < kMmaTile ? pcount - r0 : kMmaTile;
     bool counted_t = false;
     constexpr bool kWarpgroup = MI == 1;  // the wgmma layout: every warp of a warpgroup multiplies
-    if (kWarpgroup || wq < pc)
+    if constexpr (kWarpgroup)
+      staged_tile_products<Op, grouped_slices<QTILES>()>(acc, q_tile1 + (t - 1) * tile_bytes, x_at, nslab, buf0, b_off);
+    else if (wq < pc)
       staged_tile_products<Op>(acc, q_tile1 + (t - 1) * tile_bytes, x_at, nslab, buf0, a_off, b_off);
     if (wq < pc) counted_t = epilogue(r0, pc);
     counted = __syncthreads_or(counted_t);
