@@ -129,12 +129,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
   __shared__ int64_t q_row[kQueries], out_base[kQueries];
   __shared__ bool keep[kMmaTile];
 
-#ifndef IVFGPU_DEVICE_WGMMA
-  if constexpr (WG) {  // code without wgmma never launches this build (wgmma_usable): no body to compile
-    __trap();
-    return;
-  }
-#endif
+  if (wgmma_build_missing<WG>()) return;  // code without wgmma never launches this build
   constexpr int kMul = IP ? -1 : -2;  // cost = qsq + xterm + kMul * dot
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4;

@@ -574,12 +574,7 @@ template <class T, bool IP, bool PRUNE, bool WG = false>
 __global__ void __launch_bounds__(kThreads, 2)
     list_mma_kernel(TileArgs<T> a, MarginTerms mg, float* list_norm, PruneState pr) {
   static_assert(!WG || PRUNE, "wgmma serves the bf16 pruned pass");
-#ifndef IVFGPU_DEVICE_WGMMA
-  if constexpr (WG) {  // code without wgmma never launches this build (wgmma_usable): no body to compile
-    __trap();
-    return;
-  }
-#endif
+  if (wgmma_build_missing<WG>()) return;  // code without wgmma never launches this build
   // Two buffers of a slice for the queries and two for the rows: slice i + 1 is staged while
   // slice i is multiplied, so one barrier per slice suffices.
   using Slice = float[2][kMmaTile][kMmaSlab];  // [slab][row][dimension, swizzled]

@@ -89,12 +89,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   __shared__ int64_t q_row[kQueries], out_base[kQueries];
   __shared__ bool keep[kMmaTile];
 
-#ifndef IVFGPU_DEVICE_WGMMA
-  if constexpr (WG) {  // code without wgmma never launches this build (wgmma_usable): no body to compile
-    __trap();
-    return;
-  }
-#endif
+  if (wgmma_build_missing<WG>()) return;  // code without wgmma never launches this build
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   // WG (wgmma.cuh): warpgroup w multiplies all 64 query rows by tile rows 32 w .. + 32, warp
   // w % 4 of it holding query rows 16 (w % 4) .. + 16; b_off is then the warpgroup's rows' offset

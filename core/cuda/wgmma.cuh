@@ -71,6 +71,19 @@ template <class... Args>
 __device__ __forceinline__ void wgmma_unavailable(const Args&...) {
   __trap();
 }
+// A pass's WG build (template flag WG) in code without wgmma: it never launches there
+// (wgmma_usable), so it traps and the kernel returns before a body that could not compile:
+// `if (wgmma_build_missing<WG>()) return;` first thing in the kernel.
+template <bool WG>
+__device__ __forceinline__ bool wgmma_build_missing() {
+#ifndef IVFGPU_DEVICE_WGMMA
+  if constexpr (WG) {
+    __trap();
+    return true;
+  }
+#endif
+  return false;
+}
 
 // acc += A (64 x 16, descriptor a) times B (32 x 16, descriptor b) transposed, fp32
 // accumulation. Warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8: h = 1) of the 64 x 32
