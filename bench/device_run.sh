@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: configure, build, GPU tests, sanitizers, benchmark. Logs go to
 # $OUT (or ./device-out). Phases are chosen by arguments:
-#   build test sanitize profile bench bench960 concurrency tier tiertest shards dtype prev ab
+#   build test sanitize profile bench bench960 concurrency tier tiertest shards dtype prev ab ptxas
 #   (tier reads TIER_N, TIER_DTYPE, TIER_PARTS, TIER_BUDGETS and ZIPF_BUDGETS)
 #   bash bench/device_run.sh build test bench
 # `prev` builds the tree in $PREV_SRC (default .prev: e.g. `git archive <commit> | tar -x -C .prev`)
@@ -52,6 +52,10 @@ if has sanitize "$@"; then
     "$B/tests/gpu/gpu_concurrency_test" --gtest_filter='GpuConcurrency.Asynchronous*:GpuMutationsEx.*' \
     > "$OUT/sanitizer_async.log" 2>&1
   echo "async memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer_async.log" | tail -3
+fi
+if has ptxas "$@"; then  # ptxas's performance-loss advice on the wgmma passes (no GPU needed)
+  stamp ptxas
+  JOBS=8 sh bench/ptxas_advisories.sh . "$OUT/ptxas" | tail -40
 fi
 if has profile "$@"; then
   stamp "ncu: per-kernel times and two kernels in detail, nq 10000 nprobe 64 k 10"
