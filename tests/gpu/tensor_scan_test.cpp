@@ -235,7 +235,9 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 20000, nlist = 32, nq = 3000;
   for (ivf_dtype t : {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8, IVF_DTYPE_I8})
-    for (int64_t dim : {int64_t{3}, int64_t{31}, int64_t{128}, int64_t{200}, int64_t{300}, int64_t{512}})
+    // 24: the resident pass's two-tile units of one slab (a one-slab wgmma batch); 200: an odd
+    // slab count in one-tile units.
+    for (int64_t dim : {int64_t{3}, int64_t{24}, int64_t{31}, int64_t{128}, int64_t{200}, int64_t{300}, int64_t{512}})
       for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
         std::vector<float> x = clustered_vectors(n, dim, 64, 10 + dim);
         std::vector<float> q = clustered_vectors(nq, dim, 64, 20 + dim);
@@ -385,7 +387,9 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
     const auto to_type = [&](std::vector<float>& v) {
       for (float& e : v) e = std::min(hi, std::max(lo, std::nearbyint(e * 40.0f + (lo + hi) / 2.0f)));
     };
-    for (int64_t dim : {int64_t{16}, int64_t{64}, int64_t{128}, int64_t{200}, int64_t{208}, int64_t{784}}) {
+    // 160: four-tile units of three slabs (the later tiles' wgmma batch one slab short).
+    for (int64_t dim :
+         {int64_t{16}, int64_t{64}, int64_t{128}, int64_t{160}, int64_t{200}, int64_t{208}, int64_t{784}}) {
       std::vector<float> x = clustered_vectors(n, dim, 64, 40 + dim), q = clustered_vectors(nq, dim, 64, 50 + dim);
       to_type(x);
       to_type(q);
