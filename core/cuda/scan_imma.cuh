@@ -39,6 +39,8 @@ constexpr int kImmaSlabDims = 64;                    // dimensions (bytes) of a 
 constexpr int kImmaSliceDims = 2 * kImmaSlabDims;    // staged per step: two slabs
 constexpr int kImmaSlabBytes = kMmaTile * kImmaSlabDims;
 static_assert(kImmaGroupedMaxDim <= kGroupedMaxSlabs * kImmaSlabDims, "staged_tile_products' slabs");
+static_assert(grouped_slices_hold([](int64_t d) { return integer_query_tiles(d); }, kImmaSliceDims, kImmaMaxDim),
+              "the int8 pass's grouped units hold the slices their wgmma batches assume");
 // An excluded row's cost term carries this much more: past kImmaCostCap, which is past every real
 // cost (|cost| < 2^28 up to kImmaMaxDim dimensions) and past every append threshold.
 constexpr int kImmaExcluded = 1 << 30;
@@ -338,9 +340,6 @@ void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip,
   const int qtiles = args.unit_queries / kMmaTile;
   if (qtiles != integer_query_tiles(args.dim) || args.unit_queries % kMmaTile != 0)
     fail(Errc::Internal, "the int8 pass's units were tiled for another shape");
-  const int slices = static_cast<int>((args.dim + kImmaSliceDims - 1) / kImmaSliceDims);
-  if (qtiles > 1 && slices != (qtiles == 4 ? grouped_slices<4>() : grouped_slices<2>()))
-    fail(Errc::Internal, "the int8 pass's grouped units hold another number of slices");
   const std::size_t dynamic = qtiles * tile_bytes(args.dim);
   const std::size_t largest = std::max(tile_bytes(kImmaMaxDim), 4 * tile_bytes(kImmaGroupedMaxDim));
   if (qtiles == 2) {  // at most 16 KiB of query tiles: three blocks fit

@@ -375,8 +375,8 @@ __device__ __forceinline__ void staged_tile_products(Acc (&acc)[2][2][4], uint32
 // N slabs of products on wgmma, straight-line, as one batch (fenced and committed, not waited
 // for): slab i of the query tile at q_tile against the row slab at row_slab(i) plus b_off, the
 // warpgroup's rows' offset in a slab. A test of the slab count between the wgmmas of a batch made
-// ptxas serialize them (C7520: a wait after each one; ncu, session 53: ~10% of the resident
-// pass's stall samples), so the callers choose N before the batch.
+// ptxas serialize them (C7520: a wait after each one; ncu, session 53: the resident pass's waits
+// held 15% of its stall samples, most of them inside a batch), so the callers choose N first.
 template <class Op, int N, class Acc, class RowSlab>
 __device__ __forceinline__ void wgmma_slab_batch(Acc (&acc)[1][4][4], uint32_t q_tile, RowSlab&& row_slab,
                                                  uint32_t b_off) {
@@ -401,11 +401,22 @@ __device__ __forceinline__ void wgmma_slice_products(Acc (&acc)[1][4][4], uint32
 }
 // The slices of a row tile in a grouped unit (QTILES query tiles): the grouping follows the
 // dimension (resident_query_tiles, integer_query_tiles), two tiles up to one slice and four up to
-// two, so the count is known where the products are compiled (the launchers check the shape).
+// two, so the count is known where the products are compiled (grouped_slices_hold proves it).
 template <int QTILES>
 __host__ __device__ constexpr int grouped_slices() {
   static_assert(QTILES == 1 || QTILES == 2 || QTILES == 4, "a unit holds one, two or four query tiles");
   return QTILES == 4 ? 2 : 1;
+}
+// Whether every dimension up to max_dim that tiles_of(dim) groups (two or four query tiles a
+// unit) is the number of slice_dims slices grouped_slices gives: checked where each pass is
+// compiled, so no launch needs to.
+template <class TilesOf>
+constexpr bool grouped_slices_hold(TilesOf tiles_of, int64_t slice_dims, int64_t max_dim) {
+  for (int64_t dim = 1; dim <= max_dim; ++dim) {
+    const int tiles = tiles_of(dim), slices = static_cast<int>((dim + slice_dims - 1) / slice_dims);
+    if ((tiles == 2 && slices != grouped_slices<2>()) || (tiles == 4 && slices != grouped_slices<4>())) return false;
+  }
+  return true;
 }
 // staged_tile_products on wgmma: b_off is the warpgroup's rows' offset in a slab; every warp of
 // the warpgroup must call it. The row tile is SLICES slices (grouped_slices), nslab slabs: all of

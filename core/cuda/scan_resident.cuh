@@ -38,6 +38,9 @@ namespace ivfgpu::cuda::scan_detail {
 
 constexpr int kResidentSlabDims = 32;  // bf16 dimensions of a 64-byte slab row
 static_assert(kResidentGroupedMaxDim <= kGroupedMaxSlabs * kResidentSlabDims, "staged_tile_products' slabs");
+static_assert(grouped_slices_hold([](int64_t d) { return resident_query_tiles(d, false); }, kMmaSlice<true>,
+                                  kResidentMaxDim),
+              "the resident pass's grouped units hold the slices their wgmma batches assume");
 
 // The bf16 query tile in whole slices (two slabs each): the query staging writes a slice's both
 // slabs. The wide pass's fp32 query rows follow it.
@@ -257,9 +260,6 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
   const int qtiles = args.unit_queries / kMmaTile;
   if (qtiles != resident_query_tiles(args.dim, prune.exact) || args.unit_queries % kMmaTile != 0)
     fail(Errc::Internal, "the resident pass's units were tiled for another shape");
-  const int slices = static_cast<int>((args.dim + kMmaSlice<true> - 1) / kMmaSlice<true>);
-  if (qtiles > 1 && slices != (qtiles == 4 ? grouped_slices<4>() : grouped_slices<2>()))
-    fail(Errc::Internal, "the resident pass's grouped units hold another number of slices");
   const std::size_t dynamic = qtiles * resident_tile_bytes(static_cast<int>(args.dim));  // dim <= kResidentMaxDim
   const std::size_t largest = std::max(resident_tile_bytes(kResidentMaxDim),
                                        4 * resident_tile_bytes(static_cast<int>(kResidentGroupedMaxDim)));
