@@ -212,6 +212,72 @@ __device__ __forceinline__ void mma_stage_slice1_bf16(unsigned char* slice, RowP
     }
   }
 }
+// Row-coalesced bf16 staging of a 64-row tile (four-element loads): thread tid stages two rows,
+// coalesced_row(h) = 32 h + 4 (tid / 32) + (tid % 32) / 8 for h = 0, 1, its float4 i (0 .. 3)
+// holding dimensions 32 (i % 2) + coalesced_col() .. + 3 of row h = i / 2, so that each load of a
+// warp reads four rows' 32-dimension halves of the slice whole: four full 128-byte lines of fp32
+// rows (f16 and bf16: four half lines, the other halves the next load's). The thread-per-row-
+// quarter layout (mma_load_slice) reads eight rows a load, half of each line it touches for fp32
+// and a quarter for f16, the rest found in L1 by a later load: twice or four times the L1
+// wavefronts for the same bytes. ncu had the staged pass at d 960 bound by the L1/shared pipes
+// (92.8% busy, session 52). A warp's 8-byte stores write four rows' 64 bytes of one slab: two
+// wavefronts, as mma_store_slice_bf16's did for the same bytes.
+__device__ __forceinline__ int coalesced_row(int h) {
+  return 32 * h + 4 * static_cast<int>(threadIdx.x / 32) + static_cast<int>(threadIdx.x % 32) / 8;
+}
+__device__ __forceinline__ int coalesced_col() { return 4 * static_cast<int>(threadIdx.x % 8); }
+constexpr int kCoalescedRows = 2;  // rows a thread stages
+// Slice d0 of the thread's rows, row h at row_of(h) (never null; h a constant once unrolled, so
+// an array of pointers stays in registers), zeros past dim.
+template <class R, class RowOf>
+__device__ __forceinline__ void coalesced_load_slice(float4 (&v)[kMmaVecs<true>], RowOf&& row_of, int d0, int dim) {
+  const int c = d0 + coalesced_col();
+  const bool whole = d0 + kMmaSlice<true> <= dim;  // dim is a multiple of four
+#pragma unroll
+  for (int i = 0; i < kMmaVecs<true>; ++i) {
+    const int j = c + 32 * (i % 2);
+    v[i] = whole || j < dim ? DeviceElement<R>::load4(row_of(i / 2) + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+// The same for `count` consecutive rows of `dim` elements from `first`: a row past count stages a
+// copy of the first (mma_tile_row's rule).
+template <class R>
+__device__ __forceinline__ void coalesced_load_tile(float4 (&v)[kMmaVecs<true>], const R* first, int count,
+                                                    int64_t dim, int d0) {
+  const auto row_of = [&](int h) {
+    const int r = coalesced_row(h);
+    return first + (r < count ? r : 0) * dim;
+  };
+  coalesced_load_slice<R>(v, row_of, d0, static_cast<int>(dim));
+}
+__device__ __forceinline__ void coalesced_centre(float4 (&v)[kMmaVecs<true>], const float* centre, int d0) {
+#pragma unroll
+  for (int i = 0; i < kMmaVecs<true>; ++i) {
+    const float4 m = *reinterpret_cast<const float4*>(centre + d0 + 32 * (i % 2) + coalesced_col());
+    v[i] = make_float4(v[i].x - m.x, v[i].y - m.y, v[i].z - m.z, v[i].w - m.w);
+  }
+}
+// Stores slice v at `slice` (two bf16 slabs); with `norm`, adds each value's square (fp32, before
+// rounding) to sums[h], the thread's part of row coalesced_row(h)'s squared norm.
+__device__ __forceinline__ void coalesced_store_bf16(unsigned char* slice, const float4 (&v)[kMmaVecs<true>],
+                                                     float (&sums)[kCoalescedRows], bool norm) {
+  const int c = coalesced_col(), chunk = c / 8, half = (c % 8) / 4;
+#pragma unroll
+  for (int i = 0; i < kMmaVecs<true>; ++i) {
+    const int r = coalesced_row(i / 2);
+    *reinterpret_cast<uint2*>(slice + (i % 2) * kBf16SlabBytes + bf16_chunk_at(r, chunk) + half * 8) =
+        make_uint2(pack_bf16(v[i].x, v[i].y), pack_bf16(v[i].z, v[i].w));
+    if (norm) add_squares(sums[i / 2], v[i]);
+  }
+}
+// The eight lanes of each row hold its parts: afterwards each of them holds the row's sum.
+__device__ __forceinline__ void coalesced_row_sums(float (&sums)[kCoalescedRows]) {
+#pragma unroll
+  for (int h = 0; h < kCoalescedRows; ++h)
+#pragma unroll
+    for (int o = 1; o < 8; o *= 2) sums[h] += __shfl_xor_sync(0xffffffffu, sums[h], o);
+}
+
 // The centroid off this thread's two staged float4 (mma_load_slice's columns).
 template <bool BF16>
 __device__ __forceinline__ void mma_centre(float4 (&v)[kMmaVecs<BF16>], const float* centre, int d0) {
@@ -674,6 +740,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     float4 qv[kMmaVecs<kBf16>], xv[kMmaVecs<kBf16>];
     bool preloaded = false;  // the first slice of this row tile came with the previous tile's last
     const float* my_q = nullptr;  // the thread's query row: the same on every row tile of the unit
+    const float* my_qs[kCoalescedRows] = {};  // bf16: its two rows (coalesced_row), likewise
     for (int64_t vt = vt_begin; vt < vt_end; ++vt) {
       const int64_t v0 = vt * kMmaTile;
       const int vcount = u.rows_in(vt);
@@ -685,21 +752,48 @@ __global__ void __launch_bounds__(kThreads, 2)
       float acc[kMI][kNI][4];
       zero_accumulators(acc);
       float qnorm = 0.0f, xnorm = 0.0f;
+      // bf16 (vec4): the thread's parts of its two rows' squared norms (coalesced_store_bf16).
+      float qsums[kBf16 ? kCoalescedRows : 1] = {}, xsums[kBf16 ? kCoalescedRows : 1] = {};
       const bool first_tile = vt == vt_begin;
       const int dim = static_cast<int>(a.dim);
-      if (first_tile) my_q = mma_thread_row<kBf16>(q_ptr(tid / 4), q_ptr(0));
-      const T* my_x = mma_tile_row<kBf16>(rows + v0 * a.dim, vcount, a.dim);
+      if (first_tile) {
+        if constexpr (kBf16) {
+#pragma unroll
+          for (int h = 0; h < kCoalescedRows; ++h) {
+            const float* p = q_ptr(coalesced_row(h));
+            my_qs[h] = p != nullptr ? p : q_ptr(0);
+          }
+        } else {
+          my_q = mma_thread_row<kBf16>(q_ptr(tid / 4), q_ptr(0));
+        }
+      }
+      const T* my_x = kBf16 ? rows + v0 * a.dim : mma_tile_row<kBf16>(rows + v0 * a.dim, vcount, a.dim);
+      // The registers' slice d0 (vec4): bf16 row-coalesced (coalesced_load_slice), TF32 a quarter
+      // row a thread.
+      const auto load = [&](int d0, const T* x_first, int x_count) {
+        if constexpr (kBf16) {
+          coalesced_load_slice<float>(qv, [&](int h) { return my_qs[h]; }, d0, dim);
+          coalesced_load_tile(xv, x_first, x_count, a.dim, d0);
+        } else {
+          mma_load_slice<kBf16>(qv, my_q, d0, dim);
+          mma_load_slice<kBf16>(xv, x_first, d0, dim);
+        }
+      };
       // Slice d0 into shared buffer b: from the registers (vec4), or element-wise.
       const auto stage = [&](int d0, int b) {
         if (a.vec4) {
-          if (centre != nullptr) {
-            mma_centre<kBf16>(qv, centre, d0);
-            mma_centre<kBf16>(xv, centre, d0);
-          }
           if constexpr (kBf16) {
-            mma_store_slice_bf16(reinterpret_cast<unsigned char*>(qs[b]), qv, qnorm, first_tile);
-            mma_store_slice_bf16(reinterpret_cast<unsigned char*>(xs[b]), xv, xnorm, true);
+            if (centre != nullptr) {
+              coalesced_centre(qv, centre, d0);
+              coalesced_centre(xv, centre, d0);
+            }
+            coalesced_store_bf16(reinterpret_cast<unsigned char*>(qs[b]), qv, qsums, first_tile);
+            coalesced_store_bf16(reinterpret_cast<unsigned char*>(xs[b]), xv, xsums, true);
           } else {
+            if (centre != nullptr) {
+              mma_centre<kBf16>(qv, centre, d0);
+              mma_centre<kBf16>(xv, centre, d0);
+            }
             mma_store_slice(qs[b], qv, qnorm, first_tile);
             mma_store_slice(xs[b], xv, xnorm, true);
           }
@@ -718,18 +812,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       const auto prefetch = [&](int d0) {
         if (!a.vec4) return;
         if (d0 < dim) {
-          mma_load_slice<kBf16>(qv, my_q, d0, dim);
-          mma_load_slice<kBf16>(xv, my_x, d0, dim);
+          load(d0, my_x, vcount);
         } else if (vt + 1 < vt_end) {
-          mma_load_slice<kBf16>(qv, my_q, 0, dim);
-          mma_load_slice<kBf16>(xv, mma_tile_row<kBf16>(rows + (v0 + kMmaTile) * a.dim, next_count, a.dim), 0, dim);
+          const T* next = rows + (v0 + kMmaTile) * a.dim;
+          load(0, kBf16 ? next : mma_tile_row<kBf16>(next, next_count, a.dim), next_count);
           preloaded = true;
         }
       };
-      if (a.vec4 && !preloaded) {
-        mma_load_slice<kBf16>(qv, my_q, 0, dim);
-        mma_load_slice<kBf16>(xv, my_x, 0, dim);
-      }
+      if (a.vec4 && !preloaded) load(0, my_x, vcount);
       preloaded = false;
       stage(0, 0);
       prefetch(kSlice);
@@ -775,17 +865,17 @@ __global__ void __launch_bounds__(kThreads, 2)
         // largest row norm comes from a warp maximum (rows past the tile's end stage a copy of
         // its first row: they cannot raise it) and one barrier.
         float xsq = 0.0f;
-        if (a.vec4) {
-          qnorm += __shfl_xor_sync(kFullMask, qnorm, 1);
-          qnorm += __shfl_xor_sync(kFullMask, qnorm, 2);
-          xnorm += __shfl_xor_sync(kFullMask, xnorm, 1);
-          xnorm += __shfl_xor_sync(kFullMask, xnorm, 2);
-          xsq = xnorm;
-          if (tid % 4 == 0) {
-            if (first_tile) qn2[tid / 4] = qnorm;  // the same queries on the unit's later tiles
-            const int v = tid / 4;
-            xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * xnorm) : __int_as_float(0x7f800000);
-          }
+        if (a.vec4) {  // the eight lanes of a row (coalesced_store_bf16) hold its parts
+          if (first_tile) coalesced_row_sums(qsums);
+          coalesced_row_sums(xsums);
+          xsq = fmaxf(xsums[0], xsums[1]);
+          if (lane % 8 == 0)
+#pragma unroll
+            for (int h = 0; h < kCoalescedRows; ++h) {
+              const int v = coalesced_row(h);
+              if (first_tile) qn2[v] = qsums[h];  // the same queries on the unit's later tiles
+              xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * xsums[h]) : __int_as_float(0x7f800000);
+            }
         } else if (tid >= kMmaTile && tid < 2 * kMmaTile) {  // summed into qn2 and xn2 while staging
           const int v = tid - kMmaTile;
           xsq = xn2[v];

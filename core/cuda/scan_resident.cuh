@@ -161,50 +161,49 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       qnorm += __shfl_xor_sync(kFullMask, qnorm, 2);
       if (tid % 4 == 0) qn2[i] = qnorm;
     }
-    // Thread tid stages row tid / 4 (a copy of the tile's first row past its end: its products
-    // are never read and xhalf excludes it), 8 dimensions of each slab.
+    // The rows are staged row-coalesced (coalesced_load_tile: a copy of the tile's first row past
+    // its end, whose products are never read and which xhalf excludes).
     float4 xv[kMmaVecs<true>];
-    mma_load_slice<true>(xv, mma_tile_row<true>(u.rows + u.vt_begin * kMmaTile * a.dim, u.rows_in(u.vt_begin), a.dim),
-                         0, dim);
+    coalesced_load_tile(xv, u.rows + u.vt_begin * kMmaTile * a.dim, u.rows_in(u.vt_begin), a.dim, 0);
     int buf = 0;
     for (int64_t vt = u.vt_begin; vt < u.vt_end; ++vt) {
       const int64_t v0 = vt * kMmaTile;
       const int vcount = u.rows_in(vt);
-      const T* my_x = mma_tile_row<true>(u.rows + v0 * a.dim, vcount, a.dim);
+      const T* const tile_rows = u.rows + v0 * a.dim;
       const int buf0 = buf;  // the tile's first slice's buffer (the later query tiles' products read it)
       mark_kept_rows(a, l, v0, vcount, keep);  // read after the last slice's barrier
       float acc[kMI][kNI][4];
       zero_accumulators(acc);
-      float xnorm = 0.0f;
+      float xnorm[kCoalescedRows] = {};  // the thread's parts of its two rows' squared norms
       for (int d0 = 0; d0 < dim; d0 += kSlice, buf ^= 1) {
         const bool last = d0 + kSlice >= dim;
         // Buffer buf was last read two slices ago, before the previous slice's barrier.
-        if constexpr (!IP) mma_centre<true>(xv, centre, d0);
-        mma_store_slice_bf16(xs[buf], xv, xnorm, true);
+        if constexpr (!IP) coalesced_centre(xv, centre, d0);
+        coalesced_store_bf16(xs[buf], xv, xnorm, true);
         // WG: this slice's stores, and on a unit's first slice its query tiles', before the barrier
         // that lets the tensor cores read them.
         if constexpr (WG) wgmma_stores_visible();
         if (!last) {
-          mma_load_slice<true>(xv, my_x, d0 + kSlice, dim);
+          coalesced_load_tile(xv, tile_rows, vcount, a.dim, d0 + kSlice);
         } else {
           if (vt + 1 < u.vt_end)  // the next tile's first slice travels over the epilogue
-            mma_load_slice<true>(xv, mma_tile_row<true>(u.rows + (v0 + kMmaTile) * a.dim, u.rows_in(vt + 1), a.dim), 0,
-                                 dim);
-          // The four lanes of a row hold its parts; the tile's largest (rows past its end copy
-          // its first row: they cannot raise it).
-          xnorm += __shfl_xor_sync(kFullMask, xnorm, 1);
-          xnorm += __shfl_xor_sync(kFullMask, xnorm, 2);
-          float xsq = xnorm;
-          for (int o = 4; o < 32; o *= 2) xsq = fmaxf(xsq, __shfl_xor_sync(kFullMask, xsq, o));
+            coalesced_load_tile(xv, tile_rows + kMmaTile * a.dim, u.rows_in(vt + 1), a.dim, 0);
+          // The tile's largest squared norm (rows past its end copy its first row: they cannot
+          // raise it): each lane's two rows, then the warp's other rows.
+          coalesced_row_sums(xnorm);
+          float xsq = fmaxf(xnorm[0], xnorm[1]);
+          for (int o = 8; o < 32; o *= 2) xsq = fmaxf(xsq, __shfl_xor_sync(kFullMask, xsq, o));
           if (lane == 0) xmax_part[warp] = xsq;
         }
         if constexpr (WG) wgmma_wait_all();  // the previous slice's products: its buffer is staged next
         __syncthreads();  // the slice is staged (the last: and the tile's norms)
         if (last) {
-          if (tid % 4 == 0) {
-            const int v = tid / 4;
-            xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * xnorm) : __int_as_float(0x7f800000);
-          }
+          if (lane % 8 == 0)
+#pragma unroll
+            for (int h = 0; h < kCoalescedRows; ++h) {
+              const int v = coalesced_row(h);
+              xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * xnorm[h]) : __int_as_float(0x7f800000);
+            }
           if (tid < pcount) {  // the previous tile's lowering (before this barrier) is in qbound
             float xmax = xmax_part[0];
 #pragma unroll
