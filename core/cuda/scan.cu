@@ -159,6 +159,14 @@ bool scan_detail::wgmma_usable(const DeviceContext& ctx) {
 #endif
 }
 
+bool scan_detail::pair_tile_usable(const DeviceContext& ctx, bool ip, bool vec4, bool centroids, int64_t dim) {
+  static const bool pinned_off = [] {
+    const char* e = std::getenv("IVFGPU_STAGED_ROWS");
+    return e != nullptr && std::strcmp(e, "64") == 0;
+  }();
+  return !pinned_off && vec4 && (ip || (centroids && dim <= kMmaMaxCentredDim)) && wgmma_usable(ctx);
+}
+
 int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q) {
   const int64_t qt = (pairs + tile_q - 1) / tile_q;
   const int64_t vt = (rows + kTileV - 1) / kTileV;

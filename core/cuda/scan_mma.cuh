@@ -40,8 +40,6 @@ template <bool BF16>
 constexpr int kMmaSlice = BF16 ? 64 : 32;
 template <bool BF16>
 constexpr int kMmaVecs = BF16 ? 4 : 2;  // float4 a thread stages per slice
-// The pruned L2 pass centres on the list's centroid up to this many dimensions (shared memory).
-constexpr int kMmaMaxCentredDim = 1024;
 
 // Float keys of non-negative floats compare like their bits: atomicMax on the bits.
 __device__ __forceinline__ void atomic_max_nonneg(float* at, float v) {
@@ -227,20 +225,57 @@ __device__ __forceinline__ int coalesced_row(int h) {
 }
 __device__ __forceinline__ int coalesced_col() { return 4 * static_cast<int>(threadIdx.x % 8); }
 constexpr int kCoalescedRows = 2;  // rows a thread stages
-// Slice d0 of the thread's rows, row h at row_of(h) (never null; h a constant once unrolled, so
-// an array of pointers stays in registers), zeros past dim.
+// One slab (32 dimensions from d0) of the thread's rows: v[h] holds row coalesced_row(h)'s
+// dimensions d0 + coalesced_col() .. + 3, row h at row_of(h) (never null; h a constant once
+// unrolled, so an array of pointers stays in registers), zeros past dim (a multiple of four).
 template <class R, class RowOf>
-__device__ __forceinline__ void coalesced_load_slice(float4 (&v)[kMmaVecs<true>], RowOf&& row_of, int d0, int dim) {
-  const int c = d0 + coalesced_col();
-  const bool whole = d0 + kMmaSlice<true> <= dim;  // dim is a multiple of four
+__device__ __forceinline__ void coalesced_load_slab(float4 (&v)[kCoalescedRows], RowOf&& row_of, int d0, int dim) {
+  const int j = d0 + coalesced_col();
+  const bool inside = d0 + 32 <= dim || j < dim;
 #pragma unroll
-  for (int i = 0; i < kMmaVecs<true>; ++i) {
-    const int j = c + 32 * (i % 2);
-    v[i] = whole || j < dim ? DeviceElement<R>::load4(row_of(i / 2) + j) : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  for (int h = 0; h < kCoalescedRows; ++h)
+    v[h] = inside ? DeviceElement<R>::load4(row_of(h) + j) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 // The same for `count` consecutive rows of `dim` elements from `first`: a row past count stages a
 // copy of the first (mma_tile_row's rule).
+template <class R>
+__device__ __forceinline__ void coalesced_load_tile_slab(float4 (&v)[kCoalescedRows], const R* first, int count,
+                                                         int64_t dim, int d0) {
+  const auto row_of = [&](int h) {
+    const int r = coalesced_row(h);
+    return first + (r < count ? r : 0) * dim;
+  };
+  coalesced_load_slab<R>(v, row_of, d0, static_cast<int>(dim));
+}
+__device__ __forceinline__ void coalesced_centre_slab(float4 (&v)[kCoalescedRows], const float* centre, int d0) {
+  const float4 m = *reinterpret_cast<const float4*>(centre + d0 + coalesced_col());
+#pragma unroll
+  for (int h = 0; h < kCoalescedRows; ++h) v[h] = make_float4(v[h].x - m.x, v[h].y - m.y, v[h].z - m.z, v[h].w - m.w);
+}
+// Stores slab v at `slab` (rows of 64 bytes, from row 0); with `norm`, adds each value's square
+// (fp32, before rounding) to sums[h], the thread's part of row coalesced_row(h)'s squared norm.
+__device__ __forceinline__ void coalesced_store_slab_bf16(unsigned char* slab, const float4 (&v)[kCoalescedRows],
+                                                          float (&sums)[kCoalescedRows], bool norm) {
+  const int c = coalesced_col();
+#pragma unroll
+  for (int h = 0; h < kCoalescedRows; ++h) {
+    *reinterpret_cast<uint2*>(slab + bf16_chunk_at(coalesced_row(h), c / 8) + ((c % 8) / 4) * 8) =
+        make_uint2(pack_bf16(v[h].x, v[h].y), pack_bf16(v[h].z, v[h].w));
+    if (norm) add_squares(sums[h], v[h]);
+  }
+}
+// A whole slice (two slabs) as the resident and 64-row staged passes hold it: float4 i is row
+// i / 2's slab i % 2.
+template <class R, class RowOf>
+__device__ __forceinline__ void coalesced_load_slice(float4 (&v)[kMmaVecs<true>], RowOf&& row_of, int d0, int dim) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    float4 w[kCoalescedRows];
+    coalesced_load_slab<R>(w, row_of, d0 + 32 * s, dim);
+    v[s] = w[0];
+    v[2 + s] = w[1];
+  }
+}
 template <class R>
 __device__ __forceinline__ void coalesced_load_tile(float4 (&v)[kMmaVecs<true>], const R* first, int count,
                                                     int64_t dim, int d0) {
@@ -252,22 +287,21 @@ __device__ __forceinline__ void coalesced_load_tile(float4 (&v)[kMmaVecs<true>],
 }
 __device__ __forceinline__ void coalesced_centre(float4 (&v)[kMmaVecs<true>], const float* centre, int d0) {
 #pragma unroll
-  for (int i = 0; i < kMmaVecs<true>; ++i) {
-    const float4 m = *reinterpret_cast<const float4*>(centre + d0 + 32 * (i % 2) + coalesced_col());
-    v[i] = make_float4(v[i].x - m.x, v[i].y - m.y, v[i].z - m.z, v[i].w - m.w);
+  for (int s = 0; s < 2; ++s) {
+    float4 w[kCoalescedRows] = {v[s], v[2 + s]};
+    coalesced_centre_slab(w, centre, d0 + 32 * s);
+    v[s] = w[0];
+    v[2 + s] = w[1];
   }
 }
-// Stores slice v at `slice` (two bf16 slabs); with `norm`, adds each value's square (fp32, before
-// rounding) to sums[h], the thread's part of row coalesced_row(h)'s squared norm.
+// Stores slice v at `slice` (two bf16 slabs of kBf16SlabBytes); with `norm`, adds each value's
+// square (fp32, before rounding) to sums[h] (coalesced_store_slab_bf16).
 __device__ __forceinline__ void coalesced_store_bf16(unsigned char* slice, const float4 (&v)[kMmaVecs<true>],
                                                      float (&sums)[kCoalescedRows], bool norm) {
-  const int c = coalesced_col(), chunk = c / 8, half = (c % 8) / 4;
 #pragma unroll
-  for (int i = 0; i < kMmaVecs<true>; ++i) {
-    const int r = coalesced_row(i / 2);
-    *reinterpret_cast<uint2*>(slice + (i % 2) * kBf16SlabBytes + bf16_chunk_at(r, chunk) + half * 8) =
-        make_uint2(pack_bf16(v[i].x, v[i].y), pack_bf16(v[i].z, v[i].w));
-    if (norm) add_squares(sums[i / 2], v[i]);
+  for (int s = 0; s < 2; ++s) {
+    const float4 w[kCoalescedRows] = {v[s], v[2 + s]};
+    coalesced_store_slab_bf16(slice + s * kBf16SlabBytes, w, sums, norm);
   }
 }
 // The eight lanes of each row hold its parts: afterwards each of them holds the row's sum.

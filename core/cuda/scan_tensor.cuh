@@ -24,6 +24,7 @@
 #include "../errors.hpp"
 #include "scan_mma.cuh"
 #include "scan_resident.cuh"
+#include "scan_staged_pair.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.cuh"
 
@@ -35,6 +36,15 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
   // list_mma_kernel's per-query arrays hold one query tile (the passes that group tiles check
   // theirs likewise).
   if (args.unit_queries != kMmaTile) fail(Errc::Internal, "list_mma_kernel's units were tiled for another pass");
+  // Rows of two-byte elements (f16, bf16) take the 128-row steps where they can; fp32 rows keep
+  // list_mma_kernel, which was 4% faster for them at d 960 (scan_staged_pair.cuh), and integer
+  // rows (with fp32 queries here) were not measured. Only those builds are compiled.
+  if constexpr (sizeof(T) == 2) {
+    if (prune != nullptr && pair_tile_usable(ctx, ip, args.vec4, args.centroids != nullptr, args.dim)) {
+      launch_pair_tile_scan(ctx, stream, ip, args, margin_terms(!ip, args.dim, !ip, true), *prune);
+      return;
+    }
+  }
   const bool wg = prune != nullptr && wgmma_usable(ctx);
   const auto kernel = wg ? (ip ? list_mma_kernel<T, true, true, true> : list_mma_kernel<T, false, true, true>)
                       : prune != nullptr ? (ip ? list_mma_kernel<T, true, true> : list_mma_kernel<T, false, true>)

@@ -79,6 +79,8 @@ __host__ __device__ inline float f16_margin(const F16Margin& m, float qn, float 
 // no resident tile) -3% at nprobe 64.
 constexpr int kMmaTile = 64;
 constexpr int kMmaUnitTiles = 8;
+// The pruned L2 pass centres on the list's centroid up to this many dimensions (shared memory).
+constexpr int kMmaMaxCentredDim = 1024;
 
 // Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows,
 // `unit_queries` queries a unit (kMmaTile, or two or four tiles' worth where a pass groups them).
@@ -188,6 +190,13 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
 // sm_90a code (IVFGPU_CUDA_SM90A, from IVFGPU_CUDA_ARCHITECTURES) and the device is compute
 // capability 9.0. IVFGPU_WGMMA=0 keeps mma.sync there (A/B runs, tests).
 bool wgmma_usable(const DeviceContext& ctx);
+
+// Whether the pruned staged pass on rows of two-byte elements (launch_tensor_scan asks only for
+// those) runs on list_pair_tile_kernel (128-row steps, scan_staged_pair.cuh) rather than
+// list_mma_kernel: wgmma_usable, four-element rows, and a pass
+// that is centred (L2 with list centroids, dim <= kMmaMaxCentredDim: list_mma_kernel's rule) or
+// needs no centring (inner product). IVFGPU_STAGED_ROWS=64 keeps list_mma_kernel (A/B runs, tests).
+bool pair_tile_usable(const DeviceContext& ctx, bool ip, bool vec4, bool centroids, int64_t dim);
 
 // The pruned pass with its query tile resident (PrunedKernel::Bf16Resident, scan_resident.cuh).
 // args.tile_off counts tensor_tiles of args.unit_queries, which must be kMmaTile x

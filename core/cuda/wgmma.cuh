@@ -105,6 +105,29 @@ __device__ __forceinline__ void wgmma_m64n32k16_bf16(float (&acc)[1][4][4], uint
 #endif
 }
 
+// The same with 64 rows of B (a 64 x 64 result): columns 8 ni + 2 (lane % 4) + e for ni < 8, as
+// acc[0][ni][2 h + e] (the staged pass's 128-row steps, scan_staged_pair.cuh).
+__device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&acc)[1][8][4], uint64_t a, uint64_t b) {
+#ifdef IVFGPU_DEVICE_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]),
+        "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]),
+        "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]),
+        "+f"(acc[0][3][3]), "+f"(acc[0][4][0]), "+f"(acc[0][4][1]), "+f"(acc[0][4][2]), "+f"(acc[0][4][3]),
+        "+f"(acc[0][5][0]), "+f"(acc[0][5][1]), "+f"(acc[0][5][2]), "+f"(acc[0][5][3]), "+f"(acc[0][6][0]),
+        "+f"(acc[0][6][1]), "+f"(acc[0][6][2]), "+f"(acc[0][6][3]), "+f"(acc[0][7][0]), "+f"(acc[0][7][1]),
+        "+f"(acc[0][7][2]), "+f"(acc[0][7][3])
+      : "l"(a), "l"(b), "r"(1));
+#else
+  wgmma_unavailable(acc, a, b);
+#endif
+}
+
 // acc += A (64 x 32 bytes) times B (32 x 32 bytes) transposed, integers of T (uint8_t or int8_t,
 // both operands), int32 accumulation: exact. The accumulators' layout is the bf16 one's.
 template <class T>

@@ -257,29 +257,35 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
       }
 }
 
-// The staged pass (list_mma_kernel, past the resident tile's 512 dimensions) where a list holds
+// The staged pass (past the resident tile's 512 dimensions: for f16 rows list_pair_tile_kernel in
+// 128-row steps on wgmma, list_mma_kernel for f32 rows, elsewhere, and under
+// IVFGPU_STAGED_ROWS=64) where a list holds
 // several row chunks (~4,000 rows a list: eight chunks of 512 rows) and several 64-query tiles
 // (~670 queries a list): its units run through a list's query tiles before its chunks, so each
 // (query tile, chunk) unit must be reached once. Both metrics, f32 and f16 rows, k 10 and 100
 // (each through the pruned and the keys pass: compare pins both), then every third id removed
-// and a filter denying every fifth.
+// and a filter denying every fifth; at 640 dimensions (whole slices) and 580 (the last slice
+// a slab and a half).
 TEST(GpuTensorScan, StagedPassEqualsTheSimtScanOnLongListsWithManyQueryTiles) {
   IVFTEST_REQUIRE_GPU();
-  const int64_t n = 24000, dim = 640, nlist = 6, nq = 2000, nprobe = 2;
-  const std::vector<float> x = clustered_vectors(n, dim, 6, 70);
-  const std::vector<float> q = clustered_vectors(nq, dim, 6, 71);
-  for (ivf_dtype t : {IVF_DTYPE_F32, IVF_DTYPE_F16})
-    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
-      IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
-      ASSERT_TRUE(idx);
-      for (int64_t k : {int64_t{10}, int64_t{100}})
-        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "") << "type " << t << " metric " << metric << " k " << k;
-      ivf_filter* f = remove_thirds_deny_fifths(idx.get(), n);
-      ASSERT_NE(f, nullptr);
-      EXPECT_EQ(compare(idx.get(), q, nq, dim, 10, nprobe, f), "") << "type " << t << " metric " << metric
-                                                                    << ", removals and a filter";
-      ivf_filter_free(f);
-    }
+  const int64_t n = 24000, nlist = 6, nq = 2000, nprobe = 2;
+  for (int64_t dim : {int64_t{640}, int64_t{580}}) {
+    const std::vector<float> x = clustered_vectors(n, dim, 6, 70);
+    const std::vector<float> q = clustered_vectors(nq, dim, 6, 71);
+    for (ivf_dtype t : {IVF_DTYPE_F32, IVF_DTYPE_F16})
+      for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+        IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
+        ASSERT_TRUE(idx);
+        for (int64_t k : {int64_t{10}, int64_t{100}})
+          EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "")
+              << "type " << t << " metric " << metric << " dim " << dim << " k " << k;
+        ivf_filter* f = remove_thirds_deny_fifths(idx.get(), n);
+        ASSERT_NE(f, nullptr);
+        EXPECT_EQ(compare(idx.get(), q, nq, dim, 10, nprobe, f), "") << "type " << t << " metric " << metric
+                                                                      << " dim " << dim << ", removals and a filter";
+        ivf_filter_free(f);
+      }
+  }
 }
 
 // The f16 seed (k <= 16, f32 queries, four-element rows: scan_seed_f16.cuh) at shapes the tests
