@@ -257,22 +257,21 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
       }
 }
 
-// The staged pass (past the resident tile's 512 dimensions: for f16 rows list_pair_tile_kernel in
-// 128-row steps on wgmma, list_mma_kernel for f32 rows, elsewhere, and under
-// IVFGPU_STAGED_ROWS=64) where a list holds
-// several row chunks (~4,000 rows a list: eight chunks of 512 rows) and several 64-query tiles
-// (~670 queries a list): its units run through a list's query tiles before its chunks, so each
-// (query tile, chunk) unit must be reached once. Both metrics, f32 and f16 rows, k 10 and 100
-// (each through the pruned and the keys pass: compare pins both), then every third id removed
-// and a filter denying every fifth; at 640 dimensions (whole slices) and 580 (the last slice
-// a slab and a half).
+// The staged pass past the resident tile's 512 dimensions (list_pair_tile_kernel in 128-row steps
+// for f16 and bf16 rows on wgmma; list_mma_kernel for f32 rows, without wgmma, and under
+// IVFGPU_STAGED_ROWS=64) where a list holds several row chunks (~4,000 rows a list: eight chunks
+// of 512 rows) and several 64-query tiles (~670 queries a list): its units run through a list's
+// query tiles before its chunks, so each (query tile, chunk) unit must be reached once. Both
+// metrics, f32, f16 and bf16 rows, k 10 and 100 (each through the pruned and the keys pass:
+// compare pins both), then every third id removed and a filter denying every fifth; at 640
+// dimensions (whole slices) and 580 (a last slab of four dimensions).
 TEST(GpuTensorScan, StagedPassEqualsTheSimtScanOnLongListsWithManyQueryTiles) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 24000, nlist = 6, nq = 2000, nprobe = 2;
   for (int64_t dim : {int64_t{640}, int64_t{580}}) {
     const std::vector<float> x = clustered_vectors(n, dim, 6, 70);
     const std::vector<float> q = clustered_vectors(nq, dim, 6, 71);
-    for (ivf_dtype t : {IVF_DTYPE_F32, IVF_DTYPE_F16})
+    for (ivf_dtype t : {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16})
       for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
         IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
         ASSERT_TRUE(idx);
