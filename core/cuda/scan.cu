@@ -164,7 +164,7 @@ bool scan_detail::pair_tile_usable(const DeviceContext& ctx, bool ip, bool vec4,
     const char* e = std::getenv("IVFGPU_STAGED_ROWS");
     return e != nullptr && std::strcmp(e, "64") == 0;
   }();
-  return !pinned_off && vec4 && (ip || (centroids && dim <= kMmaMaxCentredDim)) && wgmma_usable(ctx);
+  return !pinned_off && vec4 && (ip || staged_pass_centred(ip, centroids, dim)) && wgmma_usable(ctx);
 }
 
 int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q) {

@@ -52,7 +52,7 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
   const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, 0);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
   // The kernel's own condition for centring (list_mma_kernel), which its margin must know.
-  const bool centred = prune != nullptr && !ip && args.centroids != nullptr && args.dim <= kMmaMaxCentredDim;
+  const bool centred = prune != nullptr && staged_pass_centred(ip, args.centroids != nullptr, args.dim);
   // The pruned pass multiplies bf16 operands, the keys pass TF32 (list_mma_kernel).
   kernel<<<grid, kThreads, 0, stream>>>(args, margin_terms(!ip, args.dim, centred, prune != nullptr), list_norm,
                                         prune != nullptr ? *prune : PruneState{});

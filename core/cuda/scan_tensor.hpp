@@ -81,6 +81,11 @@ constexpr int kMmaTile = 64;
 constexpr int kMmaUnitTiles = 8;
 // The pruned L2 pass centres on the list's centroid up to this many dimensions (shared memory).
 constexpr int kMmaMaxCentredDim = 1024;
+// Whether a staged pruned pass centres its operands (list_mma_kernel's own test, which the
+// launchers' margins and their choice of list_pair_tile_kernel must agree with).
+inline bool staged_pass_centred(bool ip, bool centroids, int64_t dim) {
+  return !ip && centroids && dim <= kMmaMaxCentredDim;
+}
 
 // Work units of the tensor-core pass for a list probed by `pairs` queries and holding `rows` rows,
 // `unit_queries` queries a unit (kMmaTile, or two or four tiles' worth where a pass groups them).
@@ -193,9 +198,8 @@ bool wgmma_usable(const DeviceContext& ctx);
 
 // Whether the pruned staged pass on rows of two-byte elements (launch_tensor_scan asks only for
 // those) runs on list_pair_tile_kernel (128-row steps, scan_staged_pair.cuh) rather than
-// list_mma_kernel: wgmma_usable, four-element rows, and a pass
-// that is centred (L2 with list centroids, dim <= kMmaMaxCentredDim: list_mma_kernel's rule) or
-// needs no centring (inner product). IVFGPU_STAGED_ROWS=64 keeps list_mma_kernel (A/B runs, tests).
+// list_mma_kernel: wgmma_usable, four-element rows, and a pass that is centred
+// (staged_pass_centred) or needs no centring (inner product). IVFGPU_STAGED_ROWS=64 keeps list_mma_kernel (A/B runs, tests).
 bool pair_tile_usable(const DeviceContext& ctx, bool ip, bool vec4, bool centroids, int64_t dim);
 
 // The pruned pass with its query tile resident (PrunedKernel::Bf16Resident, scan_resident.cuh).
