@@ -28,11 +28,11 @@ for log in "$work"/*.log; do
   loss=$(grep -c "Potential Performance Loss" "$log")
   [ "$loss" -gt 0 ] && { echo "FAIL: $name: $loss performance-loss advisories"; failures=$((failures + 1)); }
   grep "Potential Performance Loss" "$log" | sed -E 's/ in (the )?function.*//' | sort | uniq -c | head -5
-  # The passes' wgmma builds (template flag WG last: "Lb1EEEv"; list_pair_tile_kernel has only
-  # wgmma builds), one line each: registers, spills.
+  # The passes' wgmma builds (template flag WG last: "Lb1EEEv"; list_pair_tile_kernel and
+  # list_tf32_ring_kernel have only wgmma builds), one line each: registers, spills.
   awk -v file="$name" '
     /Compiling entry function/ { fn = $0; sub(/.*function ./, "", fn); sub(/. for .*/, "", fn) }
-    !((fn ~ /Lb1EEEv/ && fn ~ /list_(resident|imma|mma)_kernel/) || fn ~ /list_pair_tile_kernel/) { next }
+    !((fn ~ /Lb1EEEv/ && fn ~ /list_(resident|imma|mma)_kernel/) || fn ~ /list_(pair_tile|tf32_ring)_kernel/) { next }
     /Used [0-9]+ registers/ { for (i = 1; i <= NF; i++) if ($i == "Used") regs[fn] = $(i + 1) }
     /bytes spill stores/ { for (i = 2; i <= NF; i++) if ($i == "spill" && $(i + 1) == "stores,") s[fn] = $(i - 2) }
     END { for (k in regs) printf "  %s %s: %s registers, %s bytes spilled\n", file, k, regs[k], (k in s ? s[k] : "?") }

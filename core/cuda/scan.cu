@@ -159,12 +159,23 @@ bool scan_detail::wgmma_usable(const DeviceContext& ctx) {
 #endif
 }
 
-bool scan_detail::pair_tile_usable(const DeviceContext& ctx, bool ip, bool vec4, bool centroids, int64_t dim) {
-  static const bool pinned_off = [] {
+namespace {
+// IVFGPU_STAGED_ROWS=64 keeps the staged pass on list_mma_kernel (A/B runs, tests).
+bool staged_rows_pinned_64() {
+  static const bool pinned = [] {
     const char* e = std::getenv("IVFGPU_STAGED_ROWS");
     return e != nullptr && std::strcmp(e, "64") == 0;
   }();
-  return !pinned_off && vec4 && (ip || staged_pass_centred(ip, centroids, dim)) && wgmma_usable(ctx);
+  return pinned;
+}
+}  // namespace
+
+bool scan_detail::pair_tile_usable(const DeviceContext& ctx, bool ip, bool vec4, bool centroids, int64_t dim) {
+  return !staged_rows_pinned_64() && vec4 && (ip || staged_pass_centred(ip, centroids, dim)) && wgmma_usable(ctx);
+}
+
+bool scan_detail::tf32_ring_usable(const DeviceContext& ctx, bool vec4) {
+  return !staged_rows_pinned_64() && vec4 && wgmma_usable(ctx);
 }
 
 int64_t scan_segment_tiles(int64_t pairs, int64_t rows, int tile_q) {

@@ -17,7 +17,7 @@
 //
 // H200 (bench/RESULTS.md, session 54), 1M rows, nprobe 16, against list_mma_kernel: f16 rows
 // d 768 261-264K against 226-235K QPS, d 960 335K against 296K; fp32 rows d 960 307-308K against
-// 319-323K, so fp32 rows stay on list_mma_kernel (scan_tensor.cuh).
+// 319-323K, so fp32 rows do not come here (they take list_tf32_ring_kernel: scan_staged_tf32.cuh).
 //
 // The two sub-tiles keep their own per-row state (xhalf, the counted costs and marks, the
 // PruneRows counts), each exactly a 64-row tile of list_mma_kernel; only the tile's largest row
@@ -42,6 +42,53 @@ constexpr int kPairCostBytes = kMmaTile * kMmaTile * 4;   // a sub-tile's counte
 // Two buffers of a query slab and a row slab (24 KiB); the sub-tiles' costs share them and more.
 constexpr std::size_t kPairStageBytes = std::max<std::size_t>(2 * (kPairQuerySlab + kPairRowSlab), 2 * kPairCostBytes);
 static_assert(kMmaUnitTiles % 2 == 0, "a unit's chunk is whole steps (a list's last may end half way)");
+
+// The last 128 threads mark each row of a 128-row step from position v0 of list l (vtotal of
+// them) kept unless past its end, removed, or left out by the filter (mark_kept_rows' rule).
+template <class T>
+__device__ __forceinline__ void mark_step_rows(const TileArgs<T>& a, int64_t l, int64_t v0, int vtotal, bool* keep) {
+  const int tid = threadIdx.x;
+  if (tid < kThreads - kPairRows) return;
+  const int v = tid - (kThreads - kPairRows);
+  const int64_t slot = a.list_start[l] + v0 + v;
+  keep[v] = v < vtotal && row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
+}
+
+// The end of a 128-row step, after its products and a barrier behind xmax_part (each warp's
+// largest squared row norm), qn2 and xhalf: each sub-tile's copy of the query rows' thresholds,
+// the epilogue of this warpgroup's sub-tile (bf16_tile_epilogue on its m64n64 accumulators), and
+// each sub-tile's bound lowering (lower_counted_bounds), its counted costs at costs + s *
+// kPairCostBytes; sub: this warp's sub-tile, wq: its first query row. Shared by list_pair_tile_kernel and list_tf32_ring_kernel (scan_staged_tf32.cuh).
+template <bool IP>
+__device__ __forceinline__ void settle_pair_step(const float (&acc)[1][8][4], const MarginTerms& mg,
+                                                 const float* xmax_part, const float* qn2, const float* xhalf,
+                                                 PruneRows<kMmaTile> (&rows_pr)[2],
+                                                 unsigned long long (&written)[2][kMmaTile], unsigned char* costs,
+                                                 const int64_t* q_row, const int64_t* out_base, uint32_t* qbound,
+                                                 const PruneState& pr, int64_t v0, int pcount, int sub, int wq) {
+  const int tid = threadIdx.x;
+  const auto costs_of = [&](int s) { return reinterpret_cast<float(*)[kMmaTile]>(costs + s * kPairCostBytes); };
+  if (tid < 2 * kMmaTile) {  // each sub-tile's copy of the query rows' thresholds
+    const int s = tid / kMmaTile, r = tid % kMmaTile;
+    if (r < pcount) {
+      float xmax = xmax_part[0];
+#pragma unroll
+      for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
+      prune_row_thresholds<IP>(mg, qn2[r], sqrtf(xmax), qbound[r], rows_pr[s], r);
+    } else {
+      exclude_row_thresholds(rows_pr[s], r);
+    }
+  }
+  __syncthreads();
+  const bool counted_here =
+      wq < pcount && bf16_tile_epilogue<IP>(acc, xhalf + sub * kMmaTile, rows_pr[sub], 0, qn2, q_row, out_base, pr,
+                                            v0 + sub * kMmaTile, wq, 0, pcount, costs_of(sub), written[sub]);
+  // The next step writes no marks before two barriers more; each sub-tile lowers as a tile.
+  const bool counted = __syncthreads_or(counted_here);
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+    lower_counted_bounds(pr, counted, pcount, rows_pr[s].below, written[s], costs_of(s), q_row, qbound);
+}
 
 // Warpgroup w multiplies the 64 query rows (warp w % 4 holding rows 16 (w % 4) .. + 16) by rows
 // 64 w .. + 64 of the step; threads stage row-coalesced (coalesced_load_slice) each sub-tile's
@@ -71,9 +118,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t q_base = static_cast<uint32_t>(__cvta_generic_to_shared(qs));
   const uint32_t x_base = static_cast<uint32_t>(__cvta_generic_to_shared(xs));
   if ((q_base % 1024) != 0) __trap();  // the swizzle would read other bytes than the staging wrote
-  // Sub-tile s's counted costs share the staging memory: written after every warp's last products
-  // (a barrier between), read before the next step stages (its first barrier between).
-  const auto costs_of = [&](int s) { return reinterpret_cast<float(*)[kMmaTile]>(pair_stage + s * kPairCostBytes); };
+  // Sub-tile s's counted costs share the staging memory (settle_pair_step): written after every
+  // warp's last products (a barrier between), read before the next step stages (its first barrier
+  // between).
   const float* const centre = IP ? nullptr : centre_s;
   for (int i = tid; i < kMmaTile; i += kThreads) written[0][i] = written[1][i] = 0;  // cleared by each reader
 
@@ -116,11 +163,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int vtotal = rows_from(v0);
       const bool first_step = vt == u.vt_begin;
       __syncthreads();  // the previous step is done with the buffers, keep and xhalf
-      if (tid >= kThreads - kPairRows) {  // the last 128 threads mark the step's rows
-        const int v = tid - (kThreads - kPairRows);
-        const int64_t slot = a.list_start[u.list] + v0 + v;
-        keep[v] = v < vtotal && row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
-      }
+      mark_step_rows(a, u.list, v0, vtotal, keep);
       float acc[1][8][4];
       zero_accumulators(acc);
       float qsums[kCoalescedRows] = {}, xsums[2][kCoalescedRows] = {};
@@ -184,26 +227,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int o = 8; o < 32; o *= 2) xsq = fmaxf(xsq, __shfl_xor_sync(kFullMask, xsq, o));
       if (lane == 0) xmax_part[warp] = xsq;
       __syncthreads();
-      if (tid < 2 * kMmaTile) {  // each sub-tile's copy of the query rows' thresholds
-        const int s = tid / kMmaTile, r = tid % kMmaTile;
-        if (r < pcount) {
-          float xmax = xmax_part[0];
-#pragma unroll
-          for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
-          prune_row_thresholds<IP>(mg, qn2[r], sqrtf(xmax), qbound[r], rows_pr[s], r);
-        } else {
-          exclude_row_thresholds(rows_pr[s], r);
-        }
-      }
-      __syncthreads();
-      const bool counted_here =
-          wq < pcount && bf16_tile_epilogue<IP>(acc, xhalf + sub * kMmaTile, rows_pr[sub], 0, qn2, q_row, out_base, pr,
-                                                v0 + sub * kMmaTile, wq, 0, pcount, costs_of(sub), written[sub]);
-      // The next step writes no marks before two barriers more; each sub-tile lowers as a tile.
-      const bool counted = __syncthreads_or(counted_here);
-#pragma unroll
-      for (int s = 0; s < 2; ++s)
-        lower_counted_bounds(pr, counted, pcount, rows_pr[s].below, written[s], costs_of(s), q_row, qbound);
+      settle_pair_step<IP>(acc, mg, xmax_part, qn2, xhalf, rows_pr, written, pair_stage, q_row, out_base, qbound, pr, v0,
+                           pcount, sub, wq);
     }
   }
 }

@@ -20,11 +20,13 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "../errors.hpp"
 #include "scan_mma.cuh"
 #include "scan_resident.cuh"
 #include "scan_staged_pair.cuh"
+#include "scan_staged_tf32.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.cuh"
 
@@ -36,12 +38,18 @@ void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, 
   // list_mma_kernel's per-query arrays hold one query tile (the passes that group tiles check
   // theirs likewise).
   if (args.unit_queries != kMmaTile) fail(Errc::Internal, "list_mma_kernel's units were tiled for another pass");
-  // Rows of two-byte elements (f16, bf16) take the 128-row steps where they can; fp32 rows keep
-  // list_mma_kernel, which was 4% faster for them at d 960 (scan_staged_pair.cuh), and integer
-  // rows (with fp32 queries here) were not measured. Only those builds are compiled.
+  // Rows of two-byte elements (f16, bf16) take the 128-row steps where they can, fp32 rows the
+  // tf32 ring (scan_staged_tf32.cuh); integer rows (with fp32 queries here) were not measured.
+  // Only those builds are compiled.
   if constexpr (sizeof(T) == 2) {
     if (prune != nullptr && pair_tile_usable(ctx, ip, args.vec4, args.centroids != nullptr, args.dim)) {
       launch_pair_tile_scan(ctx, stream, ip, args, margin_terms(!ip, args.dim, !ip, true), *prune);
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (prune != nullptr && tf32_ring_usable(ctx, args.vec4)) {
+      launch_tf32_ring_scan(ctx, stream, ip, args, *prune);
       return;
     }
   }

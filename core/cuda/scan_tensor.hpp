@@ -201,6 +201,10 @@ bool wgmma_usable(const DeviceContext& ctx);
 // list_mma_kernel: wgmma_usable, four-element rows, and a pass that is centred
 // (staged_pass_centred) or needs no centring (inner product). IVFGPU_STAGED_ROWS=64 keeps list_mma_kernel (A/B runs, tests).
 bool pair_tile_usable(const DeviceContext& ctx, bool ip, bool vec4, bool centroids, int64_t dim);
+// Whether the pruned staged pass on fp32 rows runs on list_tf32_ring_kernel (tf32 wgmma fed by
+// cp.async, scan_staged_tf32.cuh) rather than list_mma_kernel: wgmma_usable and four-element
+// rows and queries. IVFGPU_STAGED_ROWS=64 keeps list_mma_kernel here too.
+bool tf32_ring_usable(const DeviceContext& ctx, bool vec4);
 
 // The pruned pass with its query tile resident (PrunedKernel::Bf16Resident, scan_resident.cuh).
 // args.tile_off counts tensor_tiles of args.unit_queries, which must be kMmaTile x

@@ -37,6 +37,15 @@ __device__ __forceinline__ uint64_t wgmma_slab_desc(uint32_t at) {
   return static_cast<uint64_t>((at & 0x3FFFF) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle64 << 62);
 }
 
+// The same for a K-major operand of 128-byte rows (32 fp32) with 128-byte swizzling (mode 1):
+// 16-byte chunk c of row r at chunk c ^ (r % 8), the hardware's XOR of address bits 4-6 with bits
+// 7-9 once the operand starts on a 1,024-byte boundary; 1,024 bytes between groups of eight rows
+// (the fp32 pass, scan_staged_tf32.cuh). A k step of 8 tf32 is 32 bytes into the rows.
+__device__ __forceinline__ uint64_t wgmma_sw128_desc(uint32_t at) {
+  constexpr uint64_t kStride = 1024 >> 4, kLeading = 1, kSwizzle128 = 1;
+  return static_cast<uint64_t>((at & 0x3FFFF) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle128 << 62);
+}
+
 // Orders this thread's earlier shared-memory stores before later wgmma reads of them (the
 // tensor cores read through the async proxy); a barrier then orders them across threads.
 __device__ __forceinline__ void wgmma_stores_visible() {
@@ -63,6 +72,14 @@ __device__ __forceinline__ void wgmma_commit() {
 __device__ __forceinline__ void wgmma_wait_all() {
 #ifdef IVFGPU_DEVICE_WGMMA
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most N committed batches are still running (the older ones are final).
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#ifdef IVFGPU_DEVICE_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
 
@@ -105,28 +122,48 @@ __device__ __forceinline__ void wgmma_m64n32k16_bf16(float (&acc)[1][4][4], uint
 #endif
 }
 
+// The 32 fp32 accumulators of a warpgroup's m64n64 result as asm operands (read and written).
+#define IVFGPU_WGMMA_ACC_64x64(acc)                                                                           \
+  "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]),        \
+      "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]),    \
+      "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]),    \
+      "+f"(acc[0][3][3]), "+f"(acc[0][4][0]), "+f"(acc[0][4][1]), "+f"(acc[0][4][2]), "+f"(acc[0][4][3]),    \
+      "+f"(acc[0][5][0]), "+f"(acc[0][5][1]), "+f"(acc[0][5][2]), "+f"(acc[0][5][3]), "+f"(acc[0][6][0]),    \
+      "+f"(acc[0][6][1]), "+f"(acc[0][6][2]), "+f"(acc[0][6][3]), "+f"(acc[0][7][0]), "+f"(acc[0][7][1]),    \
+      "+f"(acc[0][7][2]), "+f"(acc[0][7][3])
+// Both m64n64 forms' instruction text: the opcode, the 32 accumulators, the two descriptors, then
+// the predicate that keeps them (scale-d) and the rest of the operands, `tail`.
+#define IVFGPU_WGMMA_64x64_TEXT(op, tail)                                                                     \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" op                                                          \
+  " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                         \
+  "%32, %33, p" tail ";\n}\n"
+
 // The same with 64 rows of B (a 64 x 64 result): columns 8 ni + 2 (lane % 4) + e for ni < 8, as
 // acc[0][ni][2 h + e] (the staged pass's 128-row steps, scan_staged_pair.cuh).
 __device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&acc)[1][8][4], uint64_t a, uint64_t b) {
 #ifdef IVFGPU_DEVICE_WGMMA
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]),
-        "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]),
-        "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]),
-        "+f"(acc[0][3][3]), "+f"(acc[0][4][0]), "+f"(acc[0][4][1]), "+f"(acc[0][4][2]), "+f"(acc[0][4][3]),
-        "+f"(acc[0][5][0]), "+f"(acc[0][5][1]), "+f"(acc[0][5][2]), "+f"(acc[0][5][3]), "+f"(acc[0][6][0]),
-        "+f"(acc[0][6][1]), "+f"(acc[0][6][2]), "+f"(acc[0][6][3]), "+f"(acc[0][7][0]), "+f"(acc[0][7][1]),
-        "+f"(acc[0][7][2]), "+f"(acc[0][7][3])
-      : "l"(a), "l"(b), "r"(1));
+  asm volatile(IVFGPU_WGMMA_64x64_TEXT("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", ", 1, 1, 0, 0")
+               : IVFGPU_WGMMA_ACC_64x64(acc)
+               : "l"(a), "l"(b), "r"(1));
 #else
   wgmma_unavailable(acc, a, b);
 #endif
 }
+
+// acc += A (64 x 8) times B (64 x 8) transposed, both fp32 read as tf32 (the top 19 bits), fp32
+// accumulation; the accumulators' layout is m64n64k16_bf16's. tf32 operands are K-major only.
+__device__ __forceinline__ void wgmma_m64n64k8_tf32(float (&acc)[1][8][4], uint64_t a, uint64_t b) {
+#ifdef IVFGPU_DEVICE_WGMMA
+  asm volatile(IVFGPU_WGMMA_64x64_TEXT("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32", ", 1, 1")
+               : IVFGPU_WGMMA_ACC_64x64(acc)
+               : "l"(a), "l"(b), "r"(1));
+#else
+  wgmma_unavailable(acc, a, b);
+#endif
+}
+#undef IVFGPU_WGMMA_64x64_TEXT
+#undef IVFGPU_WGMMA_ACC_64x64
 
 // acc += A (64 x 32 bytes) times B (32 x 32 bytes) transposed, integers of T (uint8_t or int8_t,
 // both operands), int32 accumulation: exact. The accumulators' layout is the bf16 one's.
