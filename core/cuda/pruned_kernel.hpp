@@ -55,6 +55,7 @@ struct PrunedShape {
   bool bf16_pinned = false;  // IVFGPU_SCAN=bf16: bf16 operands for integer queries too
   bool inner_product = false;
   bool centroids = false;    // the lists' centroids are there (the bf16 passes centre L2 on them)
+  bool staged_pinned = false;  // IVFGPU_PRUNED=staged: the staged pass where the resident one would run (A/B)
 };
 
 // The int8 pass for integer queries on integer rows whose dimension fills its 16-element k
@@ -62,7 +63,8 @@ struct PrunedShape {
 // tile fits and (L2) it can centre; else the staged bf16 pass, which takes every shape.
 constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
   if (s.integer && !s.bf16_pinned && s.vec4 && s.dim % 16 == 0 && s.dim <= kImmaMaxDim) return PrunedKernel::Integer;
-  if (s.vec4 && s.dim <= kResidentMaxDim && (s.inner_product || s.centroids)) return PrunedKernel::Bf16Resident;
+  if (s.vec4 && s.dim <= kResidentMaxDim && (s.inner_product || s.centroids) && !s.staged_pinned)
+    return PrunedKernel::Bf16Resident;
   return PrunedKernel::Bf16Staged;
 }
 

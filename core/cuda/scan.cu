@@ -93,6 +93,12 @@ bool bf16_operands_pinned() {
   const char* e = std::getenv("IVFGPU_SCAN");
   return e != nullptr && std::strcmp(e, "bf16") == 0;
 }
+// IVFGPU_PRUNED=staged: the staged pruned pass (for fp32 rows the tf32 ring) where the resident
+// one would run, to compare the two at the resident pass's shapes.
+bool staged_pass_pinned() {
+  const char* e = std::getenv("IVFGPU_PRUNED");
+  return e != nullptr && std::strcmp(e, "staged") == 0;
+}
 
 // The length of each query's first `seed` segments (its first probes' lists).
 __global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t seed, int64_t* len) {
@@ -276,6 +282,7 @@ scan_detail::PrunedShape pruned_shape(const ScanProblem& p) {
   s.vec4 = four_element_loads(p, nullptr);
   s.integer = integer_arithmetic(p);
   s.bf16_pinned = bf16_operands_pinned();
+  s.staged_pinned = staged_pass_pinned();
   s.inner_product = p.metric != Metric::L2;
   s.centroids = p.centroids != nullptr;
   return s;

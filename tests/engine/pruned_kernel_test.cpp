@@ -43,6 +43,13 @@ TEST(PrunedKernel, IntegerQueriesOnIntegerRowsTakeTheInt8PassWhereItFits) {
   PrunedShape pinned = shape(128, true);
   pinned.bf16_pinned = true;
   EXPECT_EQ(pruned_kernel_for(pinned), PrunedKernel::Bf16Resident);
+  // IVFGPU_PRUNED=staged leaves the resident pass for the staged one, not the int8 pass.
+  PrunedShape staged = shape(128, false);
+  staged.staged_pinned = true;
+  EXPECT_EQ(pruned_kernel_for(staged), PrunedKernel::Bf16Staged);
+  staged = shape(128, true);
+  staged.staged_pinned = true;
+  EXPECT_EQ(pruned_kernel_for(staged), PrunedKernel::Integer);
 }
 
 TEST(PrunedKernel, RealValuedQueriesTakeTheBf16Passes) {
