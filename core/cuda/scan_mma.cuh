@@ -340,10 +340,12 @@ struct MmaUnit {
   int64_t list, size, qt, vt_begin, vt_end;
   int pcount;
   const T* rows;
-  // The rows of row tile vt (at most kMmaTile).
-  __device__ __forceinline__ int rows_in(int64_t vt) const {
-    return static_cast<int>(size - vt * kMmaTile < kMmaTile ? size - vt * kMmaTile : kMmaTile);
+  // The rows from position v0 in a step of at most `most` (the 128-row kernels' steps).
+  __device__ __forceinline__ int rows_at(int64_t v0, int most) const {
+    return static_cast<int>(size - v0 < most ? size - v0 : most);
   }
+  // The rows of row tile vt (at most kMmaTile).
+  __device__ __forceinline__ int rows_in(int64_t vt) const { return rows_at(vt * kMmaTile, kMmaTile); }
 };
 template <class T>
 __device__ __forceinline__ MmaUnit<T> mma_unit(const TileArgs<T>& a, int64_t t, bool tiles_fastest = false) {

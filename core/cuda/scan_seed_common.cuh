@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "async_copy.cuh"
 #include "launch.cuh"
 #include "scan_prune.cuh"
 #include "scan_tensor.hpp"
@@ -194,13 +195,13 @@ __device__ __forceinline__ void seed_ring_steps(int nsteps, Issue&& issue, Body&
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < nsteps) issue(s, s);
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    copies_commit();
   }
   for (int i = 0; i < nsteps; ++i) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
+    copies_wait<STAGES - 2>();
     const int next = i + STAGES - 1;
     if (next < nsteps) issue(next, next % STAGES);
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    copies_commit();
     body(i, i % STAGES);
   }
 }

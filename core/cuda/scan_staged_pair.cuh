@@ -58,7 +58,8 @@ __device__ __forceinline__ void mark_step_rows(const TileArgs<T>& a, int64_t l, 
 // largest squared row norm), qn2 and xhalf: each sub-tile's copy of the query rows' thresholds,
 // the epilogue of this warpgroup's sub-tile (bf16_tile_epilogue on its m64n64 accumulators), and
 // each sub-tile's bound lowering (lower_counted_bounds), its counted costs at costs + s *
-// kPairCostBytes; sub: this warp's sub-tile, wq: its first query row. Shared by list_pair_tile_kernel and list_tf32_ring_kernel (scan_staged_tf32.cuh).
+// kPairCostBytes; sub: this warp's sub-tile, wq: its first query row. Shared by
+// list_pair_tile_kernel and list_tf32_ring_kernel (scan_staged_tf32.cuh).
 template <bool IP>
 __device__ __forceinline__ void settle_pair_step(const float (&acc)[1][8][4], const MarginTerms& mg,
                                                  const float* xmax_part, const float* qn2, const float* xhalf,
@@ -143,9 +144,6 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int64_t q = q_row[coalesced_row(h)];
       my_q[h] = a.queries + (q >= 0 ? q : q_row[0]) * a.dim;
     }
-    const auto rows_from = [&](int64_t v0) {
-      return static_cast<int>(u.size - v0 < kPairRows ? u.size - v0 : kPairRows);
-    };
     // The next slab in registers, loaded a slab ahead: the queries' and each sub-tile's (a
     // sub-tile past the list's end stages copies of the step's first row). A slab at a time, the
     // three take 24 registers beside the 32 accumulators; whole slices (48) spilled at 128.
@@ -157,10 +155,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       coalesced_load_tile_slab(xv[1], vtotal > kMmaTile ? first + kMmaTile * a.dim : first, vtotal - kMmaTile, a.dim,
                                d0);
     };
-    load(0, u.vt_begin * kMmaTile, rows_from(u.vt_begin * kMmaTile));
+    load(0, u.vt_begin * kMmaTile, u.rows_at(u.vt_begin * kMmaTile, kPairRows));
     for (int64_t vt = u.vt_begin; vt < u.vt_end; vt += 2) {  // chunks hold an even number of tiles
       const int64_t v0 = vt * kMmaTile;
-      const int vtotal = rows_from(v0);
+      const int vtotal = u.rows_at(v0, kPairRows);
       const bool first_step = vt == u.vt_begin;
       __syncthreads();  // the previous step is done with the buffers, keep and xhalf
       mark_step_rows(a, u.list, v0, vtotal, keep);
@@ -186,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (d0 < dim)
           load(d0, v0, vtotal);
         else if (vt + 2 < u.vt_end)
-          load(0, v0 + kPairRows, rows_from(v0 + kPairRows));
+          load(0, v0 + kPairRows, u.rows_at(v0 + kPairRows, kPairRows));
       };
       stage(0, 0);
       prefetch(kSlab);
@@ -227,21 +225,30 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int o = 8; o < 32; o *= 2) xsq = fmaxf(xsq, __shfl_xor_sync(kFullMask, xsq, o));
       if (lane == 0) xmax_part[warp] = xsq;
       __syncthreads();
-      settle_pair_step<IP>(acc, mg, xmax_part, qn2, xhalf, rows_pr, written, pair_stage, q_row, out_base, qbound, pr, v0,
-                           pcount, sub, wq);
+      settle_pair_step<IP>(acc, mg, xmax_part, qn2, xhalf, rows_pr, written, pair_stage, q_row, out_base, qbound, pr,
+                           v0, pcount, sub, wq);
     }
   }
+}
+
+// Launches a 128-row step kernel (this one, list_tf32_ring_kernel) persistently: the blocks of
+// `smem` dynamic shared bytes that fit an SM, on every SM; each walks the units from its index.
+template <class T>
+void launch_step_kernel(const DeviceContext& ctx, cudaStream_t stream,
+                        void (*kernel)(TileArgs<T>, MarginTerms, PruneState), std::size_t smem,
+                        const TileArgs<T>& args, const MarginTerms& mg, const PruneState& prune) {
+  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), smem);
+  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, smem);
+  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
+  kernel<<<grid, kThreads, smem, stream>>>(args, mg, prune);
+  IVF_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
 void launch_pair_tile_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                            const MarginTerms& mg, const PruneState& prune) {
-  const auto kernel = ip ? list_pair_tile_kernel<T, true> : list_pair_tile_kernel<T, false>;
-  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), kPairStageBytes);
-  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, kPairStageBytes);
-  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kThreads, kPairStageBytes, stream>>>(args, mg, prune);
-  IVF_CUDA_CHECK_LAUNCH();
+  launch_step_kernel(ctx, stream, ip ? list_pair_tile_kernel<T, true> : list_pair_tile_kernel<T, false>,
+                     kPairStageBytes, args, mg, prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

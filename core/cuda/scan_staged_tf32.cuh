@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "async_copy.cuh"
 #include "scan_mma.cuh"
 #include "scan_prune.cuh"
 #include "scan_staged_pair.cuh"
@@ -57,17 +58,6 @@ constexpr std::size_t kTf32RingBytes = std::size_t{kTf32Stages} * kTf32StageByte
 __host__ __device__ constexpr int tf32_stage_of(int g) { return (g + kTf32Ahead) % kTf32Stages; }
 static_assert(2 * kPairCostBytes <= kTf32Ahead * kTf32StageBytes, "the counted costs fit the stages before the first");
 static_assert(tf32_stage_of(0) == kTf32Stages - kTf32Ahead, "a step's first slabs go to the last stages");
-
-// Copies 16 bytes from global memory (`bytes` of them: 0 zero-fills) into shared address `to`.
-__device__ __forceinline__ void copy16_async(uint32_t to, const void* from, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void copies_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most N committed groups of this thread's copies are still in flight.
-template <int N>
-__device__ __forceinline__ void copies_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // Thread tid copies chunk tid % 8 of slab rows tid / 8 + 32 m (m < 2 for the query slab, < 4 for
 // the row slab): a warp copies four whole 128-byte row slabs. The chunk's place in each of those
@@ -113,14 +103,11 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int r = copy_row + 32 * m;
       my_q[m] = a.queries + q_row[r < pcount ? r : 0] * a.dim;
     }
-    const auto rows_from = [&](int64_t v0) {
-      return static_cast<int>(u.size - v0 < kPairRows ? u.size - v0 : kPairRows);
-    };
     // The thread's four rows of the step whose copies are being issued (past the list's end a copy
     // of the step's first row: xhalf excludes it, and it cannot raise the step's largest norm).
     const float* my_x[4];
     const auto aim = [&](int64_t v0) {
-      const int vtotal = rows_from(v0);
+      const int vtotal = u.rows_at(v0, kPairRows);
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         const int r = copy_row + 32 * m;
@@ -150,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     start_step(u.vt_begin * kMmaTile);
     for (int64_t vt = u.vt_begin; vt < u.vt_end; vt += 2) {  // chunks hold an even number of tiles
       const int64_t v0 = vt * kMmaTile;
-      const int vtotal = rows_from(v0);
+      const int vtotal = u.rows_at(v0, kPairRows);
       const bool first_step = vt == u.vt_begin;
       __syncthreads();  // the previous step is done with its costs, keep and xhalf
       mark_step_rows(a, u.list, v0, vtotal, keep);
@@ -215,13 +202,9 @@ template <class T>
 void launch_tf32_ring_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                            const PruneState& prune) {
   static_assert(std::is_same_v<T, float>, "the tf32 ring reads fp32 rows");
-  const auto kernel = ip ? list_tf32_ring_kernel<true> : list_tf32_ring_kernel<false>;
-  ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), kTf32RingBytes);
-  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, kTf32RingBytes);
-  const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
   // Uncentred tf32 operands: the keys pass's margin.
-  kernel<<<grid, kThreads, kTf32RingBytes, stream>>>(args, margin_terms(!ip, args.dim), prune);
-  IVF_CUDA_CHECK_LAUNCH();
+  launch_step_kernel(ctx, stream, ip ? list_tf32_ring_kernel<true> : list_tf32_ring_kernel<false>, kTf32RingBytes,
+                     args, margin_terms(!ip, args.dim), prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail
