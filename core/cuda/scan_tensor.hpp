@@ -199,7 +199,8 @@ bool wgmma_usable(const DeviceContext& ctx);
 // Whether the pruned staged pass on rows of two-byte elements (launch_tensor_scan asks only for
 // those) runs on list_pair_tile_kernel (128-row steps, scan_staged_pair.cuh) rather than
 // list_mma_kernel: wgmma_usable, four-element rows, and a pass that is centred
-// (staged_pass_centred) or needs no centring (inner product). IVFGPU_STAGED_ROWS=64 keeps list_mma_kernel (A/B runs, tests).
+// (staged_pass_centred) or needs no centring (inner product). IVFGPU_STAGED_ROWS=64 keeps
+// list_mma_kernel (A/B runs, tests).
 bool pair_tile_usable(const DeviceContext& ctx, bool ip, bool vec4, bool centroids, int64_t dim);
 // Whether the pruned staged pass on fp32 rows runs on list_tf32_ring_kernel (tf32 wgmma fed by
 // cp.async, scan_staged_tf32.cuh) rather than list_mma_kernel: wgmma_usable and four-element
