@@ -45,7 +45,8 @@ constexpr int integer_query_tiles(int64_t dim) { return dim > kImmaGroupedMaxDim
 enum class PrunedKernel {
   Integer,       // int8 tensor cores, exact integer costs (list_imma_kernel, scan_imma.cuh)
   Bf16Resident,  // bf16, the query tile resident for a unit (list_resident_kernel, scan_resident.cuh)
-  Bf16Staged,    // bf16, queries and rows staged slice by slice (list_mma_kernel, scan_mma.cuh)
+  Bf16Staged,    // the staged passes (launch_tensor_scan, scan_tensor.cuh): bf16 slice by slice
+                 // (list_mma_kernel, scan_mma.cuh), 128-row steps for two-byte rows, the tf32 ring for fp32
 };
 
 struct PrunedShape {
@@ -56,14 +57,32 @@ struct PrunedShape {
   bool inner_product = false;
   bool centroids = false;    // the lists' centroids are there (the bf16 passes centre L2 on them)
   bool staged_pinned = false;  // IVFGPU_PRUNED=staged: the staged pass where the resident one would run (A/B)
+  bool fp32_rows = false;      // the rows are fp32
+  bool tf32_ring = false;      // the device and build run list_tf32_ring_kernel (wgmma; tf32_ring_usable)
+  bool wide = false;           // k past kPruneNarrowMaxK
 };
+
+// From kTf32RingMinDim dimensions the narrow pass over fp32 rows takes the tf32 ring
+// (list_tf32_ring_kernel, scan_staged_tf32.cuh) instead of the resident bf16 pass: nothing is
+// converted or centred, and 128-row steps share each copied query slab. H200, 1M rows, k 10,
+// 10,000 device queries (bench/RESULTS.md, session 56), resident against ring at nprobe 16 / 64:
+// d 128 5.35M against 4.32M (the ring loses), d 144 +7% (nprobe 16), 160 +12% / +16%, 192 +6% /
+// +5%, 224 +17% / +21%, 256 +11% / +13% (batches of 256 and 1,024 queries +11% and +5%), 320 +15%
+// / +20%, 384 +16% / +149%, 512 +17% / +18%. The wide form keeps the resident pass (its exact
+// entries to 256 dimensions; the ring was not measured there).
+constexpr int64_t kTf32RingMinDim = 144;
+constexpr bool tf32_ring_serves(const PrunedShape& s) {
+  return s.fp32_rows && s.vec4 && s.tf32_ring && !s.wide && s.dim >= kTf32RingMinDim;
+}
 
 // The int8 pass for integer queries on integer rows whose dimension fills its 16-element k
 // steps and its tile; else the resident bf16 pass where rows load four elements at a time, its
-// tile fits and (L2) it can centre; else the staged bf16 pass, which takes every shape.
+// tile fits, (L2) it can centre and the tf32 ring does not serve better; else the staged
+// passes, which take every shape.
 constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
   if (s.integer && !s.bf16_pinned && s.vec4 && s.dim % 16 == 0 && s.dim <= kImmaMaxDim) return PrunedKernel::Integer;
-  if (s.vec4 && s.dim <= kResidentMaxDim && (s.inner_product || s.centroids) && !s.staged_pinned)
+  if (s.vec4 && s.dim <= kResidentMaxDim && (s.inner_product || s.centroids) && !s.staged_pinned &&
+      !tf32_ring_serves(s))
     return PrunedKernel::Bf16Resident;
   return PrunedKernel::Bf16Staged;
 }

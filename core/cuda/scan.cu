@@ -274,12 +274,15 @@ ScanKernel choose_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, int64_t
 }
 
 // What the pruned pass's kernel is chosen from, once per scan (pruned_kernel.hpp): int8 tensor
-// cores with exact integer costs, or bf16 with a margin and exact re-scoring, its query tile
-// resident or staged.
-scan_detail::PrunedShape pruned_shape(const ScanProblem& p) {
+// cores with exact integer costs, or bf16 (tf32 for fp32 rows through the ring) with a margin and
+// exact re-scoring, its query tile resident or staged.
+scan_detail::PrunedShape pruned_shape(const DeviceContext& ctx, const ScanProblem& p) {
   scan_detail::PrunedShape s;
   s.dim = p.lists.dim;
   s.vec4 = four_element_loads(p, nullptr);
+  s.fp32_rows = p.lists.type == ElementType::F32;
+  s.tf32_ring = scan_detail::tf32_ring_usable(ctx, s.vec4);
+  s.wide = p.k > scan_detail::kPruneNarrowMaxK;
   s.integer = integer_arithmetic(p);
   s.bf16_pinned = bf16_operands_pinned();
   s.staged_pinned = staged_pass_pinned();
@@ -520,7 +523,7 @@ void f16_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& 
 void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, ScanOutcome& out) {
   const int64_t nq = p.nq, k = p.k;
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
-  const scan_detail::PrunedShape shape = pruned_shape(p);
+  const scan_detail::PrunedShape shape = pruned_shape(ctx, p);
   const scan_detail::PrunedKernel form = scan_detail::pruned_kernel_for(shape);
   out.pruned = true;
   // Exact entries (the int8 pass; the wide resident bf16 pass scores what it would append while

@@ -1,9 +1,10 @@
 // The pruned tensor-core pass's kernel choice (core/cuda/pruned_kernel.hpp), the one place that
 // picks it: int8 tensor cores exactly where integer queries meet integer rows whose dimension
-// fits the int8 pass, the resident bf16 pass where its tile and loads fit, the staged bf16 pass
-// everywhere else. The GPU tests compare each kernel's results with the SIMT scan; this pins
-// which kernel their shapes reach (GpuTensorScan.IntegerPassEqualsTheSimtScan cannot observe it),
-// how many probes the narrow pass's seed scans, and which kernel scans the resident lists
+// fits the int8 pass, the resident bf16 pass where its tile and loads fit (for fp32 rows below
+// 144 dimensions where the device runs the tf32 ring), the staged passes everywhere else. The
+// GPU tests compare each kernel's results with the SIMT scan; this pins which kernel their
+// shapes reach (GpuTensorScan.IntegerPassEqualsTheSimtScan cannot observe it), how many probes
+// the narrow pass's seed scans, and which kernel scans the resident lists
 // (core/cuda/scan_dispatch.hpp: SIMT, the keys pass or the pruned pass).
 #include <gtest/gtest.h>
 
@@ -66,6 +67,33 @@ TEST(PrunedKernel, RealValuedQueriesTakeTheBf16Passes) {
   ip.centroids = false;
   EXPECT_EQ(pruned_kernel_for(l2), PrunedKernel::Bf16Staged);
   EXPECT_EQ(pruned_kernel_for(ip), PrunedKernel::Bf16Resident);
+}
+
+TEST(PrunedKernel, Fp32RowsFrom144DimensionsTakeTheTf32RingWhereTheDeviceRunsIt) {
+  const auto fp32 = [](int64_t dim, bool ring, bool wide = false, bool ip = false) {
+    PrunedShape s = shape(dim, false, ip);
+    s.fp32_rows = true;
+    s.tf32_ring = ring;
+    s.wide = wide;
+    return s;
+  };
+  // The ring is one of the staged passes (launch_tensor_scan picks it for fp32 rows).
+  for (int64_t dim : {144, 160, 200, 256, 300, 384, 512})
+    for (bool ip : {false, true})
+      EXPECT_EQ(pruned_kernel_for(fp32(dim, true, false, ip)), PrunedKernel::Bf16Staged) << dim;
+  // Below 144 dimensions the resident pass won (d 128: 5.35M against 4.32M QPS); without wgmma
+  // (the ring's condition) or past k 128 (the wide form) the resident pass stays.
+  for (int64_t dim : {64, 128, 140})
+    EXPECT_EQ(pruned_kernel_for(fp32(dim, true)), PrunedKernel::Bf16Resident) << dim;
+  EXPECT_EQ(pruned_kernel_for(fp32(256, false)), PrunedKernel::Bf16Resident);
+  EXPECT_EQ(pruned_kernel_for(fp32(256, true, true)), PrunedKernel::Bf16Resident);
+  // Two-byte rows keep the resident pass; rows without four-element loads the staged one.
+  PrunedShape half = fp32(256, true);
+  half.fp32_rows = false;
+  EXPECT_EQ(pruned_kernel_for(half), PrunedKernel::Bf16Resident);
+  PrunedShape unaligned = fp32(256, true);
+  unaligned.vec4 = false;
+  EXPECT_EQ(pruned_kernel_for(unaligned), PrunedKernel::Bf16Staged);
 }
 
 TEST(PrunedKernel, EntriesAreExactOnTheInt8PassAndTheWideResidentPassUpTo256Dimensions) {
