@@ -52,7 +52,11 @@ struct SeedKept {
 };
 
 // A unit of a seed: one list, a kSeedQueries-query tile of the pairs probing it there, and
-// kSeedUnitRows of its rows (args.tile_off counts tiles x row chunks per list).
+// kSeedUnitRows of its rows (args.tile_off counts tiles x row chunks per list). A list's query
+// tiles are its fastest index, so the blocks that read the same row chunk start together and all
+// but the first find the rows in L2; chunk by chunk for one tile, the other tiles' blocks read the
+// chunk again from DRAM (ncu, H200, 1M x 960 fp32, nprobe 16, k 10: seed_f16_kernel read 9.9 GB
+// from DRAM for 3.8 GB of rows; bench/RESULTS.md, session 56).
 struct SeedUnit {
   int64_t list, first_row;  // the list, the unit's first row in it
   int queries, rows;        // the tile's queries, the unit's rows
@@ -63,9 +67,9 @@ __device__ __forceinline__ SeedUnit seed_unit(const TileArgs<T>& a, int64_t u) {
   SeedUnit s;
   s.list = block_unit_of(a.tile_off, a.nlist, u);
   const int64_t size = a.list_size[s.list];
-  const int64_t chunks = (size + kSeedUnitRows - 1) / kSeedUnitRows, local = u - a.tile_off[s.list];
-  s.tile = local / chunks;
-  s.first_row = (local % chunks) * kSeedUnitRows;
+  const int64_t tiles = (a.pair_count[s.list] + kSeedQueries - 1) / kSeedQueries, local = u - a.tile_off[s.list];
+  s.tile = local % tiles;
+  s.first_row = (local / tiles) * kSeedUnitRows;
   const int64_t prem = a.pair_count[s.list] - s.tile * kSeedQueries;
   s.queries = static_cast<int>(prem < kSeedQueries ? prem : kSeedQueries);
   s.rows = static_cast<int>(size - s.first_row < kSeedUnitRows ? size - s.first_row : kSeedUnitRows);
