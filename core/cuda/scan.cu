@@ -445,8 +445,8 @@ int64_t tensor_seed_words(const int64_t* largest_prefix, int64_t seed) {
 }
 
 // A seed on tensor cores (scan_seed.cuh, scan_seed_f16.cuh): 16-query tiles of the seed's probes,
-// each lane keeping its best few costs; a warp per query takes its k best of them, and a block
-// per query it could not settle scans that query's seed probes exactly. launch(values, first,
+// each lane keeping its best few costs; a warp per query takes its k best of them, and the queries
+// it could not settle have their seed probes scanned exactly, in chunks spread over the device. launch(values, first,
 // tile_off) runs the kernels on the first probes' pairs (first: grouped by list; tile_off: their
 // units); norms: the values carry the query's and the rows' largest norms (the f16 seed's).
 template <class Launch>

@@ -19,7 +19,7 @@
 // query rows, and the best cost it dropped. seed_entries_kernel then takes each query's k best
 // of all kept by (cost, position), the SIMT seed's order: they are its exact k best, unless a
 // lane dropped a row no worse than the k-th (a lane saw more than kSeedKeep of them); such a
-// query is flagged and seed_flagged_kernel scans its seed probes exactly, a block per query.
+// query is flagged and seed_flagged_kernel scans its seed probes exactly (in chunks over the device).
 #pragma once
 
 #include <cstddef>

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <cub/block/block_scan.cuh>
+
 #include "async_copy.cuh"
 #include "launch.cuh"
 #include "scan_prune.cuh"
@@ -364,50 +366,146 @@ __device__ __forceinline__ void seed_finish_entries(const SeedValues& sv, const 
   seed_set_entries(pr, q, mine, top, complete, sv.incomplete);
 }
 
-// A block per flagged query (the rest return at once): its seed probes scanned exactly, a lane
-// a row, its k best by (cost, position) kept by each warp's running list and merged, then set
-// as seed_set_entries sets them. Cost gives a row's exact cost, the SIMT scan's value (IP: the
-// similarity negated): Cost::stage(a, q) prepares the block's shared state for query q (every
-// thread calls it, between barriers) and Cost::of(a, q, slot) is the cost of the row at slot.
-// Flagged queries are few, so a block per query needs no buffer of distances.
+// The flagged queries' exact scans, spread over the whole device: each flagged query's seed
+// probes are cut into chunks of kFlaggedRows rows, numbered in query order (its items), and block b
+// takes items b, b + gridDim.x, ...: a lane a row, each warp's k best by (cost, position) kept by
+// a running list and merged across the block, the chunk's k best keys then parked in the query's
+// values (no longer read: the re-scoring kernel is done with them). seed_flagged_merge_kernel then
+// takes each flagged query's k best of its chunks' as seed_set_entries sets them. Cost gives a
+// row's exact cost, the SIMT scan's value (IP: the similarity negated): Cost::stage(a, q) prepares
+// the block's shared state for query q (every thread calls it, between barriers) and
+// Cost::of(a, q, slot) is the cost of the row at slot.
+//
+// Why: a block a flagged query left the kernel as long as its busiest block's queries (ncu,
+// H200, 1M x 960 fp32, nprobe 16, k 10: 1.79 ms, the busiest SM active 2.65M cycles against a
+// mean of 0.71M); a chunk a block, chunk c of every query in one column of blocks, made it worse
+// (2.46 ms: the first chunks' columns held nearly all the work). bench/RESULTS.md, session 56.
+//
+// The values hold a query's chunks: a query's seed probes' rows T are at most the largest first
+// probes' total, so its chunks number at most T / kFlaggedRows + seed <= 2 (ceil(T / 2,048) +
+// seed), which is 2 stride / kSeedUnitValues (tensor_seed_stride), each of k <= kSeedMaxK keys.
+constexpr int64_t kFlaggedRows = kSeedUnitRows / 2;
+static_assert(2 * kSeedMaxK <= kSeedUnitValues, "a flagged query's chunks' keys fit its values");
+__host__ __device__ inline int64_t flagged_chunk_bound(int64_t stride) { return 2 * stride / kSeedUnitValues; }
+
+// How many chunks query q's seed probes make.
+template <class T>
+__device__ __forceinline__ int64_t flagged_chunks(const TileArgs<T>& a, const int32_t* probes, int64_t seed,
+                                                  int64_t q) {
+  int64_t chunks = 0;
+  for (int64_t p = 0; p < seed; ++p)
+    chunks += (a.list_size[probes[q * a.nprobe + p]] + kFlaggedRows - 1) / kFlaggedRows;
+  return chunks;
+}
+// Query q's chunk c of its seed probes (c below its count): the probe, and its first row there.
+template <class T>
+__device__ __forceinline__ int64_t flagged_chunk(const TileArgs<T>& a, const int32_t* probes, int64_t seed, int64_t q,
+                                                 int64_t c, int64_t& first_row) {
+  int64_t p = 0;
+  for (; p + 1 < seed; ++p) {
+    const int64_t chunks = (a.list_size[probes[q * a.nprobe + p]] + kFlaggedRows - 1) / kFlaggedRows;
+    if (c < chunks) break;
+    c -= chunks;
+  }
+  first_row = c * kFlaggedRows;
+  return p;
+}
+// A chunk's key parked in, and read back from, the query's values: the 64 bits as they are.
+__device__ __forceinline__ void park_key(const SeedValues& sv, int64_t at, unsigned long long key) {
+  sv.cost[at] = __uint_as_float(static_cast<uint32_t>(key >> 32));
+  sv.pos[at] = static_cast<int32_t>(key & 0xffffffffu);
+}
+__device__ __forceinline__ unsigned long long parked_key(const SeedValues& sv, int64_t at) {
+  return static_cast<unsigned long long>(__float_as_uint(sv.cost[at])) << 32 | static_cast<uint32_t>(sv.pos[at]);
+}
+
+// Every block reads every query's flag (kThreads at a time, a prefix sum of their chunk counts):
+// a few microseconds, where one block's share of the items takes tens. The grid is at least the
+// chunk bound, so a query gives a block at most one item a round.
 template <class T, class Cost>
 __global__ void seed_flagged_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes, int64_t seed, SeedValues sv,
                                     PruneState pr) {
+  using Scan = cub::BlockScan<int64_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
   __shared__ unsigned long long scratch[kThreads];
   __shared__ Cost cost;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int64_t q = blockIdx.x; q < nq; q += gridDim.x) {
-    if (sv.incomplete[q] == 0) continue;  // the same for the whole block
-    __syncthreads();  // the previous query is done with cost and scratch
-    cost.stage(a, q);
+  __shared__ int64_t item_q[kThreads], item_c[kThreads];
+  __shared__ int nitems;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int64_t grid = gridDim.x;
+  int64_t before = 0;  // items of the queries before this round's
+  for (int64_t q0 = 0; q0 < nq; q0 += kThreads) {
+    const int64_t q = q0 + tid;
+    const int64_t chunks = q < nq && sv.incomplete[q] != 0 ? flagged_chunks(a, probes, seed, q) : 0;
+    if (chunks > flagged_chunk_bound(sv.stride)) __trap();  // rows no slot holds: the bound's argument broke
+    int64_t first = 0, total = 0;
+    __syncthreads();  // the previous round is done with the items and the scan's storage
+    Scan(scan_storage).ExclusiveSum(chunks, first, total);
+    if (tid == 0) nitems = 0;
     __syncthreads();
-    WarpBest best;
-    for (int64_t p = 0; p < seed; ++p) {
-      const int64_t l = probes[q * a.nprobe + p], size = a.list_size[l];
-      const int64_t base = a.cand.offsets[q * (a.nprobe + 1) + p];
-      for (int64_t r0 = int64_t{warp} * 32; r0 < size; r0 += kThreads) {
-        const int64_t r = r0 + lane, slot = a.list_start[l] + r;
+    // This block's item of the query, if any: the first t >= before + first with t % grid == b.
+    const int64_t t0 = before + first, mine = t0 + ((blockIdx.x - t0 % grid) % grid + grid) % grid;
+    if (mine < t0 + chunks) {
+      const int at = atomicAdd(&nitems, 1);
+      item_q[at] = q;
+      item_c[at] = mine - t0;
+    }
+    before += total;
+    __syncthreads();
+    for (int i = 0; i < nitems; ++i) {
+      const int64_t fq = item_q[i];
+      int64_t r0 = 0;
+      const int64_t p = flagged_chunk(a, probes, seed, fq, item_c[i], r0);
+      __syncthreads();  // the previous item is done with cost and scratch
+      cost.stage(a, fq);
+      __syncthreads();
+      const int64_t l = probes[fq * a.nprobe + p], size = a.list_size[l];
+      const int64_t base = a.cand.offsets[fq * (a.nprobe + 1) + p];
+      const int64_t end = r0 + kFlaggedRows < size ? r0 + kFlaggedRows : size;
+      WarpBest best;
+      for (int64_t w0 = r0 + int64_t{warp} * 32; w0 < end; w0 += kThreads) {
+        const int64_t r = w0 + lane, slot = a.list_start[l] + r;
         unsigned long long key = ~0ull;
-        if (r < size &&
+        if (r < end &&
             (!a.check_rows || row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; })))
-          key = static_cast<unsigned long long>(to_ordered(cost.of(a, q, slot))) << 32 |
+          key = static_cast<unsigned long long>(to_ordered(cost.of(a, fq, slot))) << 32 |
                 static_cast<uint32_t>(base + r);
         best.offer(key, pr.k);
       }
+      // A warp list's entries past k are dropped first: they are not among its k best.
+      const unsigned long long top = block_merge_sorted32(lane < pr.k ? best.mine : ~0ull, scratch);
+      if (warp == 0 && lane < pr.k) park_key(sv, fq * sv.stride + item_c[i] * pr.k + lane, top);
     }
-    // A warp list's entries past k are dropped first: they are not among its k best.
-    const unsigned long long top = block_merge_sorted32(lane < pr.k ? best.mine : ~0ull, scratch);
-    if (warp == 0) seed_set_entries(pr, q, top, seed_top(top, pr.k), true, nullptr);
+  }
+}
+
+// A warp per flagged query: the k best of its chunks' keys (~0 where a chunk had fewer than k
+// rows), its exact top-k of the seed probes.
+template <class T>
+__global__ void __launch_bounds__(kThreads) seed_flagged_merge_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes,
+                                                                      int64_t seed, SeedValues sv, PruneState pr) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t q = global_warp(); q < nq; q += warp_stride()) {
+    if (sv.incomplete[q] == 0) continue;  // the same for the whole warp
+    const int64_t n = flagged_chunks(a, probes, seed, q) * pr.k;
+    WarpBest best;
+    for (int64_t i0 = 0; i0 < n; i0 += 32)
+      best.offer(i0 + lane < n ? parked_key(sv, q * sv.stride + i0 + lane) : ~0ull, pr.k);
+    seed_set_entries(pr, q, best.mine, seed_top(best.mine, pr.k), true, nullptr);
   }
 }
 
 template <class T, class Cost>
 void launch_seed_flagged(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args, int64_t nq,
                          const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
+  if (nq <= 0) return;
   const auto kernel = seed_flagged_kernel<T, Cost>;
-  const int64_t grid = std::min<int64_t>(nq, resident_grid(ctx, reinterpret_cast<const void*>(kernel), kThreads, 0));
-  kernel<<<static_cast<unsigned>(std::max<int64_t>(1, grid)), kThreads, 0, stream>>>(args, nq, probes, seed, values,
-                                                                                     prune);
+  const int64_t resident = resident_grid(ctx, reinterpret_cast<const void*>(kernel), kThreads, 0);
+  const int64_t grid = std::min<int64_t>(std::max(resident, flagged_chunk_bound(values.stride)), 1 << 30);
+  kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(args, nq, probes, seed, values, prune);
+  IVF_CUDA_CHECK_LAUNCH();
+  seed_flagged_merge_kernel<T><<<grid_for(nq * 32, kThreads), kThreads, 0, stream>>>(args, nq, probes, seed, values,
+                                                                                      prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
