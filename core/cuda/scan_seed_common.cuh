@@ -388,13 +388,16 @@ constexpr int64_t kFlaggedRows = kSeedUnitRows / 2;
 static_assert(2 * kSeedMaxK <= kSeedUnitValues, "a flagged query's chunks' keys fit its values");
 __host__ __device__ inline int64_t flagged_chunk_bound(int64_t stride) { return 2 * stride / kSeedUnitValues; }
 
-// How many chunks query q's seed probes make.
+// How many chunks probe p of query q makes, and all its seed probes.
+template <class T>
+__device__ __forceinline__ int64_t probe_chunks(const TileArgs<T>& a, const int32_t* probes, int64_t q, int64_t p) {
+  return (a.list_size[probes[q * a.nprobe + p]] + kFlaggedRows - 1) / kFlaggedRows;
+}
 template <class T>
 __device__ __forceinline__ int64_t flagged_chunks(const TileArgs<T>& a, const int32_t* probes, int64_t seed,
                                                   int64_t q) {
   int64_t chunks = 0;
-  for (int64_t p = 0; p < seed; ++p)
-    chunks += (a.list_size[probes[q * a.nprobe + p]] + kFlaggedRows - 1) / kFlaggedRows;
+  for (int64_t p = 0; p < seed; ++p) chunks += probe_chunks(a, probes, q, p);
   return chunks;
 }
 // Query q's chunk c of its seed probes (c below its count): the probe, and its first row there.
@@ -403,7 +406,7 @@ __device__ __forceinline__ int64_t flagged_chunk(const TileArgs<T>& a, const int
                                                  int64_t c, int64_t& first_row) {
   int64_t p = 0;
   for (; p + 1 < seed; ++p) {
-    const int64_t chunks = (a.list_size[probes[q * a.nprobe + p]] + kFlaggedRows - 1) / kFlaggedRows;
+    const int64_t chunks = probe_chunks(a, probes, q, p);
     if (c < chunks) break;
     c -= chunks;
   }
