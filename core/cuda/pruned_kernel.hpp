@@ -60,6 +60,7 @@ struct PrunedShape {
   bool fp32_rows = false;      // the rows are fp32
   bool tf32_ring = false;      // the device and build run list_tf32_ring_kernel (wgmma; tf32_ring_usable)
   bool wide = false;           // k past kPruneNarrowMaxK
+  int ring_tiles_pinned = 0;   // IVFGPU_RING_TILES=1 or 2: the tf32 ring's query tiles a unit (A/B, tests); 0: the rule
 };
 
 // From kTf32RingMinDim dimensions the narrow pass over fp32 rows takes the tf32 ring
@@ -87,11 +88,33 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
   return PrunedKernel::Bf16Staged;
 }
 
+// Whether the staged passes (PrunedKernel::Bf16Staged) run fp32 rows through the tf32 ring
+// (launch_tensor_scan takes it wherever tf32_ring_usable says the device and build can).
+constexpr bool staged_takes_tf32_ring(const PrunedShape& s) { return s.fp32_rows && s.vec4 && s.tf32_ring; }
+// The tf32 ring's units hold two 64-query tiles (list_tf32_ring_kernel<IP, 2>: four warpgroups,
+// 512 threads, one block an SM) where the pass's probed lists hold kTf32RingTwoTileQueries of its
+// queries or more on average, else one (two 256-thread blocks an SM). A 128 x 128 step copies a
+// query slab once for 128 rows and a row slab once for 128 queries: a third less traffic from L2
+// a product than 64 x 128, and half the copies and squared norms. ncu at d 960, nprobe 16 (H200,
+// session 57, bench/RESULTS.md): the one-tile ring's busiest unit was L2 (77% of peak), the
+// tensor pipe 37%; two tiles took L2 from 147 to 104 GB, and d 960 from 422-430K to 443K QPS at
+// nprobe 16, 170-174K to 190-192K at 64, d 512 +1% / +9%, d 256 within noise. With fewer queries a
+// list the second tile's warpgroups mostly idle: batches of 2,500 / 5,000 (36 / 73 queries a list)
+// were within -1% / +2% either way there, so the line sits between 73 and 146 (batch 10,000).
+constexpr int64_t kTf32RingTwoTileQueries = 96;
+constexpr int tf32_ring_query_tiles(const PrunedShape& s, int64_t mean_list_queries) {
+  if (s.ring_tiles_pinned == 1 || s.ring_tiles_pinned == 2) return s.ring_tiles_pinned;
+  return mean_list_queries >= kTf32RingTwoTileQueries ? 2 : 1;
+}
+
 // The query tiles a unit of the pass over the other probes holds (scan.cu tiles its units by it,
-// and the resident and int8 launches check it): two or four where the pass groups them, else one.
-constexpr int pruned_unit_query_tiles(PrunedKernel form, int64_t dim, bool exact) {
-  return form == PrunedKernel::Bf16Resident ? resident_query_tiles(dim, exact)
-         : form == PrunedKernel::Integer    ? integer_query_tiles(dim)
+// and the resident, int8 and ring launches check it): two or four where the pass groups them,
+// else one. mean_list_queries: the pass's (query, list) pairs over the index's lists.
+constexpr int pruned_unit_query_tiles(PrunedKernel form, const PrunedShape& s, bool exact,
+                                      int64_t mean_list_queries) {
+  return form == PrunedKernel::Bf16Resident ? resident_query_tiles(s.dim, exact)
+         : form == PrunedKernel::Integer    ? integer_query_tiles(s.dim)
+         : staged_takes_tf32_ring(s)        ? tf32_ring_query_tiles(s, mean_list_queries)
                                             : 1;
 }
 

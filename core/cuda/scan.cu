@@ -99,6 +99,13 @@ bool staged_pass_pinned() {
   const char* e = std::getenv("IVFGPU_PRUNED");
   return e != nullptr && std::strcmp(e, "staged") == 0;
 }
+// IVFGPU_RING_TILES=1 or 2: the tf32 ring's query tiles a unit, whatever its lists hold (A/B, and
+// the tests of the two-tile build on small batches).
+int ring_tiles_pinned() {
+  const char* e = std::getenv("IVFGPU_RING_TILES");
+  if (e == nullptr) return 0;
+  return std::strcmp(e, "1") == 0 ? 1 : std::strcmp(e, "2") == 0 ? 2 : 0;
+}
 
 // The length of each query's first `seed` segments (its first probes' lists).
 __global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t seed, int64_t* len) {
@@ -286,6 +293,7 @@ scan_detail::PrunedShape pruned_shape(const DeviceContext& ctx, const ScanProble
   s.integer = integer_arithmetic(p);
   s.bf16_pinned = bf16_operands_pinned();
   s.staged_pinned = staged_pass_pinned();
+  s.ring_tiles_pinned = ring_tiles_pinned();
   s.inner_product = p.metric != Metric::L2;
   s.centroids = p.centroids != nullptr;
   return s;
@@ -548,8 +556,11 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
     simt_seed(ctx, stream, p, seed, prune);
   if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p.probes, p.nq, p.nprobe, p.lists.nlist, seed, p.nprobe);
-  // The resident and int8 passes group their query tiles where a row tile's slices all stay staged.
-  const int unit_queries = scan_detail::kMmaTile * scan_detail::pruned_unit_query_tiles(form, p.lists.dim, out.exact);
+  // The resident and int8 passes group their query tiles where a row tile's slices all stay staged,
+  // the tf32 ring where its lists hold enough of the pass's queries.
+  const int64_t mean_list_queries = p.nq * (p.nprobe - seed) / std::max<int64_t>(1, p.lists.nlist);
+  const int unit_queries =
+      scan_detail::kMmaTile * scan_detail::pruned_unit_query_tiles(form, shape, out.exact, mean_list_queries);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, unit_queries, 0);
   if (form == scan_detail::PrunedKernel::Integer) {
     launch_integer_pass(ctx, stream, p, rest, tile_off.data(), unit_queries, prune, packed);

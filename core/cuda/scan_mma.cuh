@@ -387,12 +387,15 @@ __device__ __forceinline__ void zero_accumulators(A (&acc)[MI][NI][4]) {
 // The end of a pruned tile, after a barrier that told whether any thread counted a cost: a query
 // row with at least k costs below its bound (below[r]; written[r] marks their columns in
 // costs[r]) lowers it to their k-th (+inf for the columns not written), in global memory and in
-// qbound; below and written are cleared for the next tile.
+// qbound; below and written are cleared for the next tile. Warps warp0 .. + nwarps of the block
+// take the rows (every warp of a kThreads block unless a kernel splits its warps between tiles).
 __device__ __forceinline__ void lower_counted_bounds(const PruneState& pr, bool counted, int pcount, int* below,
                                                      unsigned long long* written, const float (*costs)[kMmaTile],
-                                                     const int64_t* q_row, uint32_t* qbound) {
+                                                     const int64_t* q_row, uint32_t* qbound,
+                                                     int warp0 = static_cast<int>(threadIdx.x / 32),
+                                                     int nwarps = kThreads / 32) {
   const int lane = threadIdx.x % 32;
-  for (int r = threadIdx.x / 32; counted && r < pcount; r += kThreads / 32) {
+  for (int r = warp0; counted && r < pcount; r += nwarps) {
     const int n = below[r];
     if (n >= pr.k) {
       const unsigned long long w = written[r];

@@ -43,13 +43,14 @@ constexpr int kPairCostBytes = kMmaTile * kMmaTile * 4;   // a sub-tile's counte
 constexpr std::size_t kPairStageBytes = std::max<std::size_t>(2 * (kPairQuerySlab + kPairRowSlab), 2 * kPairCostBytes);
 static_assert(kMmaUnitTiles % 2 == 0, "a unit's chunk is whole steps (a list's last may end half way)");
 
-// The last 128 threads mark each row of a 128-row step from position v0 of list l (vtotal of
-// them) kept unless past its end, removed, or left out by the filter (mark_kept_rows' rule).
-template <class T>
+// The last 128 threads of a THREADS block mark each row of a 128-row step from position v0 of
+// list l (vtotal of them) kept unless past its end, removed, or left out by the filter
+// (mark_kept_rows' rule).
+template <int THREADS = kThreads, class T>
 __device__ __forceinline__ void mark_step_rows(const TileArgs<T>& a, int64_t l, int64_t v0, int vtotal, bool* keep) {
   const int tid = threadIdx.x;
-  if (tid < kThreads - kPairRows) return;
-  const int v = tid - (kThreads - kPairRows);
+  if (tid < THREADS - kPairRows) return;
+  const int v = tid - (THREADS - kPairRows);
   const int64_t slot = a.list_start[l] + v0 + v;
   keep[v] = v < vtotal && row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; });
 }
@@ -60,35 +61,46 @@ __device__ __forceinline__ void mark_step_rows(const TileArgs<T>& a, int64_t l, 
 // each sub-tile's bound lowering (lower_counted_bounds), its counted costs at costs + s *
 // kPairCostBytes; sub: this warp's sub-tile, wq: its first query row. Shared by
 // list_pair_tile_kernel and list_tf32_ring_kernel (scan_staged_tf32.cuh).
-template <bool IP>
+//
+// QT: the unit's query tiles (the ring's two-tile build: kThreads x QT threads, qh the warp's
+// query tile). Tile h's sub-tile s counts into written[2 h + s] and costs + (2 h + s) *
+// kPairCostBytes, and warps 8 h .. 8 h + 7 lower tile h's bounds.
+template <bool IP, int QT = 1>
 __device__ __forceinline__ void settle_pair_step(const float (&acc)[1][8][4], const MarginTerms& mg,
                                                  const float* xmax_part, const float* qn2, const float* xhalf,
-                                                 PruneRows<kMmaTile> (&rows_pr)[2],
-                                                 unsigned long long (&written)[2][kMmaTile], unsigned char* costs,
+                                                 PruneRows<kMmaTile * QT> (&rows_pr)[2],
+                                                 unsigned long long (&written)[2 * QT][kMmaTile], unsigned char* costs,
                                                  const int64_t* q_row, const int64_t* out_base, uint32_t* qbound,
-                                                 const PruneState& pr, int64_t v0, int pcount, int sub, int wq) {
+                                                 const PruneState& pr, int64_t v0, int pcount, int sub, int wq,
+                                                 int qh = 0) {
+  constexpr int kQueries = kMmaTile * QT;
   const int tid = threadIdx.x;
   const auto costs_of = [&](int s) { return reinterpret_cast<float(*)[kMmaTile]>(costs + s * kPairCostBytes); };
-  if (tid < 2 * kMmaTile) {  // each sub-tile's copy of the query rows' thresholds
-    const int s = tid / kMmaTile, r = tid % kMmaTile;
+  if (tid < 2 * kQueries) {  // each sub-tile's copy of the query rows' thresholds
+    const int s = tid / kQueries, r = tid % kQueries;
     if (r < pcount) {
       float xmax = xmax_part[0];
 #pragma unroll
-      for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
+      for (int w = 1; w < kThreads * QT / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
       prune_row_thresholds<IP>(mg, qn2[r], sqrtf(xmax), qbound[r], rows_pr[s], r);
     } else {
       exclude_row_thresholds(rows_pr[s], r);
     }
   }
   __syncthreads();
+  const int r0 = qh * kMmaTile;
   const bool counted_here =
-      wq < pcount && bf16_tile_epilogue<IP>(acc, xhalf + sub * kMmaTile, rows_pr[sub], 0, qn2, q_row, out_base, pr,
-                                            v0 + sub * kMmaTile, wq, 0, pcount, costs_of(sub), written[sub]);
+      wq + r0 < pcount && bf16_tile_epilogue<IP>(acc, xhalf + sub * kMmaTile, rows_pr[sub], r0, qn2, q_row, out_base,
+                                                 pr, v0 + sub * kMmaTile, wq, 0, pcount - r0, costs_of(2 * qh + sub),
+                                                 written[2 * qh + sub]);
   // The next step writes no marks before two barriers more; each sub-tile lowers as a tile.
   const bool counted = __syncthreads_or(counted_here);
+  const int warp = tid / 32, h = QT > 1 ? warp / (kThreads / 32) : 0, h0 = h * kMmaTile;
+  const int hcount = pcount - h0 < kMmaTile ? pcount - h0 : kMmaTile;
 #pragma unroll
   for (int s = 0; s < 2; ++s)
-    lower_counted_bounds(pr, counted, pcount, rows_pr[s].below, written[s], costs_of(s), q_row, qbound);
+    lower_counted_bounds(pr, counted, hcount, rows_pr[s].below + h0, written[2 * h + s], costs_of(2 * h + s),
+                         q_row + h0, qbound + h0, warp % (kThreads / 32), kThreads / 32);
 }
 
 // Warpgroup w multiplies the 64 query rows (warp w % 4 holding rows 16 (w % 4) .. + 16) by rows
@@ -236,11 +248,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <class T>
 void launch_step_kernel(const DeviceContext& ctx, cudaStream_t stream,
                         void (*kernel)(TileArgs<T>, MarginTerms, PruneState), std::size_t smem,
-                        const TileArgs<T>& args, const MarginTerms& mg, const PruneState& prune) {
+                        const TileArgs<T>& args, const MarginTerms& mg, const PruneState& prune,
+                        int threads = kThreads) {
   ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), smem);
-  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, smem);
+  const int per_sm = ctx.blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
   const unsigned grid = static_cast<unsigned>(std::max(1, per_sm) * ctx.limits().sm_count);
-  kernel<<<grid, kThreads, smem, stream>>>(args, mg, prune);
+  kernel<<<grid, threads, smem, stream>>>(args, mg, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 

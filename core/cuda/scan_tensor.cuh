@@ -35,21 +35,21 @@ namespace ivfgpu::cuda::scan_detail {
 template <class T>
 void launch_tensor_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                         float* list_norm, const PruneState* prune) {
-  // list_mma_kernel's per-query arrays hold one query tile (the passes that group tiles check
-  // theirs likewise).
-  if (args.unit_queries != kMmaTile) fail(Errc::Internal, "list_mma_kernel's units were tiled for another pass");
   // Rows of two-byte elements (f16, bf16) take the 128-row steps where they can, fp32 rows the
   // tf32 ring (scan_staged_tf32.cuh); integer rows (with fp32 queries here) were not measured.
   // Only those builds are compiled.
-  if constexpr (sizeof(T) == 2) {
-    if (prune != nullptr && pair_tile_usable(ctx, ip, args.vec4, args.centroids != nullptr, args.dim)) {
-      launch_pair_tile_scan(ctx, stream, ip, args, margin_terms(!ip, args.dim, !ip, true), *prune);
+  if constexpr (std::is_same_v<T, float>) {
+    if (prune != nullptr && tf32_ring_usable(ctx, args.vec4)) {
+      launch_tf32_ring_scan(ctx, stream, ip, args, *prune);  // one or two query tiles a unit
       return;
     }
   }
-  if constexpr (std::is_same_v<T, float>) {
-    if (prune != nullptr && tf32_ring_usable(ctx, args.vec4)) {
-      launch_tf32_ring_scan(ctx, stream, ip, args, *prune);
+  // list_mma_kernel's and list_pair_tile_kernel's per-query arrays hold one query tile (the
+  // passes that group tiles check theirs likewise).
+  if (args.unit_queries != kMmaTile) fail(Errc::Internal, "list_mma_kernel's units were tiled for another pass");
+  if constexpr (sizeof(T) == 2) {
+    if (prune != nullptr && pair_tile_usable(ctx, ip, args.vec4, args.centroids != nullptr, args.dim)) {
+      launch_pair_tile_scan(ctx, stream, ip, args, margin_terms(!ip, args.dim, !ip, true), *prune);
       return;
     }
   }

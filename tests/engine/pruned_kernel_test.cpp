@@ -130,16 +130,46 @@ TEST(PrunedKernel, Int8UnitsGroupTheirQueryTilesUpTo256Dimensions) {
   for (int64_t dim : {272, 784, 1024}) EXPECT_EQ(integer_query_tiles(dim), 1) << dim;
 }
 // The tiling scan.cu gives the pass over the other probes follows the kernel: the staged bf16 pass
-// never groups.
+// never groups; the tf32 ring groups two tiles where its lists hold enough queries.
 TEST(PrunedKernel, UnitsGroupTheirQueryTilesOnlyWhereTheirKernelDoes) {
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 64, false), 2);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 128, false), 4);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 128, true), 1);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, 200, false), 1);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, 128, false), 2);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, 256, false), 4);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, 784, false), 1);
-  for (int64_t dim : {3, 128, 960}) EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, dim, false), 1) << dim;
+  const auto shape = [](int64_t dim) {
+    PrunedShape s;
+    s.dim = dim;
+    return s;
+  };
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(64), false, 1000), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(128), false, 1000), 4);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(128), true, 1000), 1);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(200), false, 1000), 1);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, shape(128), false, 1000), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, shape(256), false, 1000), 4);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, shape(784), false, 1000), 1);
+  for (int64_t dim : {3, 128, 960})
+    EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, shape(dim), false, 1000), 1) << dim;
+}
+// The ring's units: two query tiles from kTf32RingTwoTileQueries queries a list on average, one
+// below; the pin (IVFGPU_RING_TILES) overrides the rule either way; rows that do not take the
+// ring never group.
+TEST(PrunedKernel, Tf32RingUnitsHoldTwoQueryTilesWhereListsHoldEnoughQueries) {
+  PrunedShape s;
+  s.dim = 960;
+  s.fp32_rows = s.vec4 = s.tf32_ring = true;
+  ASSERT_TRUE(staged_takes_tf32_ring(s));
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, s, false, kTf32RingTwoTileQueries), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, s, false, 600), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, s, false, kTf32RingTwoTileQueries - 1), 1);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, s, false, 0), 1);
+  s.ring_tiles_pinned = 2;
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, s, false, 1), 2);
+  s.ring_tiles_pinned = 1;
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, s, false, 600), 1);
+  s.ring_tiles_pinned = 0;
+  for (bool* off : {&s.fp32_rows, &s.vec4, &s.tf32_ring}) {
+    *off = false;
+    EXPECT_FALSE(staged_takes_tf32_ring(s));
+    EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, s, false, 600), 1);
+    *off = true;
+  }
 }
 
 // The narrow pass's seed (narrow_seed_probes): one probe where it held on the bench's mixtures,

@@ -269,7 +269,9 @@ TEST(GpuTensorScan, EqualsTheSimtScanForEveryTypeAndOddDimensions) {
 // query tiles before its chunks, so each (query tile, chunk) unit must be reached once. Both
 // metrics, f32, f16 and bf16 rows, k 10 and 100 (each through the pruned and the keys pass:
 // compare pins both), then every third id removed and a filter denying every fifth; at 640
-// dimensions (whole slices) and 580 (a last slab of four dimensions).
+// dimensions (whole slices) and 580 (a last slab of four dimensions). The tf32 ring's units hold
+// two query tiles here (~670 queries a list: the last unit of a list one tile of ~30 queries, its
+// second tile empty); gpu_tensor_scan_ring1_test runs this with one-tile units.
 TEST(GpuTensorScan, StagedPassEqualsTheSimtScanOnLongListsWithManyQueryTiles) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 24000, nlist = 6, nq = 2000, nprobe = 2;
