@@ -25,8 +25,9 @@
 // pass 20.1 ms (list_mma_kernel 29.7), issue slots 47% busy, 149 GB through L2 (7.4 TB/s), 6.6 G
 // warp instructions; its first form (copies with per-row selects, no copies over the epilogue)
 // took 25.7 ms and 8.7 G, with one warp in four eligible a cycle. Session 57 (ncu, natural
-// clocks): L2 the busiest unit at 77% of peak; units of two query tiles took it to 54% (147 ->
-// 104 GB); d 960 422-430K -> 443K QPS at nprobe 16, 170-174K -> 190-192K at 64.
+// clocks): L2 the busiest unit at 77% of peak; units of two query tiles took it to 55% (147 ->
+// 104 GB) and descriptors stepped by one add the warp instructions from 6.7 G to 5.8 G, the pass
+// 16.8 -> 15.4 ms; d 960 438-440K -> 453-467K QPS at nprobe 16, 172-176K -> 196-198K at 64.
 #pragma once
 
 #include <algorithm>
@@ -105,6 +106,10 @@ __global__ void __launch_bounds__(kThreads * QT, QT == 1 ? 2 : 1)
   if ((ring % 1024) != 0) __trap();  // the swizzle would read other bytes than the copies wrote
   const int copy_row = tid / 8, copy_chunk = tid % 8;
   const uint32_t chunk_at = static_cast<uint32_t>(copy_row * kTf32RowBytes + ((copy_chunk ^ (copy_row % 8)) << 4));
+  // This warpgroup's operands' descriptors in stage 0 (wgmma_sw128_lo), stepped by stage and k step.
+  const uint32_t q_lo0 = wgmma_sw128_lo(ring + qh * kTf32QuerySlab);
+  const uint32_t x_lo0 = wgmma_sw128_lo(ring + kQuerySlab + sub * kMmaTile * kTf32RowBytes);
+  constexpr uint32_t kStageLo = kStageBytes / 16;
   for (int i = tid; i < kMmaTile; i += kBlockThreads)
 #pragma unroll
     for (int s = 0; s < 2 * QT; ++s) written[s][i] = 0;  // cleared by each reader
@@ -178,13 +183,12 @@ __global__ void __launch_bounds__(kThreads * QT, QT == 1 ? 2 : 1)
         wgmma_stores_visible();         // the copies' writes before the tensor cores' reads
         wgmma_wait<1>();                // slab g - 2's products are done: its stage is refilled below
         __syncthreads();
-        const uint32_t q_at = ring + st * kStageBytes, x_at = q_at + kQuerySlab;
         if (active) {
+          const uint32_t q_lo = q_lo0 + st * kStageLo, x_lo = x_lo0 + st * kStageLo;
           wgmma_fence();
 #pragma unroll
-          for (int s = 0; s < kTf32Slab / 8; ++s)
-            wgmma_m64n64k8_tf32(acc, wgmma_sw128_desc(q_at + qh * kTf32QuerySlab + 32 * s),
-                                wgmma_sw128_desc(x_at + sub * kMmaTile * kTf32RowBytes + 32 * s));
+          for (int s = 0; s < kTf32Slab / 8; ++s)  // k steps of 8 dimensions: 32 bytes, two descriptor units
+            wgmma_m64n64k8_tf32(acc, wgmma_sw128_of_lo(q_lo + 2 * s), wgmma_sw128_of_lo(x_lo + 2 * s));
           wgmma_commit();
         }
         if (g + kTf32Ahead < nslab) issue(g + kTf32Ahead);

@@ -45,6 +45,15 @@ __device__ __forceinline__ uint64_t wgmma_sw128_desc(uint32_t at) {
   constexpr uint64_t kStride = 1024 >> 4, kLeading = 1, kSwizzle128 = 1;
   return static_cast<uint64_t>((at & 0x3FFFF) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle128 << 62);
 }
+// The same descriptor from its low word, wgmma_sw128_lo(at): that of at + 16 j is lo + j, every
+// shared address being below 256 KiB (the start address field's 14 bits of at / 16), so a loop
+// over k steps and ring stages steps its descriptors with one add each instead of rebuilding
+// them (the tf32 ring's slab loop spent ~55 of its ~150 instructions a warp on that; ncu,
+// session 57).
+__device__ __forceinline__ uint32_t wgmma_sw128_lo(uint32_t at) { return static_cast<uint32_t>(wgmma_sw128_desc(at)); }
+__device__ __forceinline__ uint64_t wgmma_sw128_of_lo(uint32_t lo) {
+  return (wgmma_sw128_desc(0) & 0xFFFFFFFF00000000ull) | lo;
+}
 
 // Orders this thread's earlier shared-memory stores before later wgmma reads of them (the
 // tensor cores read through the async proxy); a barrier then orders them across threads.
