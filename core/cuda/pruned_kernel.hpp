@@ -63,6 +63,10 @@ struct PrunedShape {
   int ring_tiles_pinned = 0;   // IVFGPU_RING_TILES=1 or 2: the tf32 ring's query tiles a unit (A/B, tests); 0: the rule
 };
 
+// Whether the staged passes (PrunedKernel::Bf16Staged) run fp32 rows through the tf32 ring
+// (launch_tensor_scan takes it wherever tf32_ring_usable says the device and build can).
+constexpr bool staged_takes_tf32_ring(const PrunedShape& s) { return s.fp32_rows && s.vec4 && s.tf32_ring; }
+
 // From kTf32RingMinDim dimensions the narrow pass over fp32 rows takes the tf32 ring
 // (list_tf32_ring_kernel, scan_staged_tf32.cuh) instead of the resident bf16 pass: nothing is
 // converted or centred, and 128-row steps share each copied query slab. H200, 1M rows, k 10,
@@ -73,7 +77,7 @@ struct PrunedShape {
 // entries to 256 dimensions; the ring was not measured there).
 constexpr int64_t kTf32RingMinDim = 144;
 constexpr bool tf32_ring_serves(const PrunedShape& s) {
-  return s.fp32_rows && s.vec4 && s.tf32_ring && !s.wide && s.dim >= kTf32RingMinDim;
+  return staged_takes_tf32_ring(s) && !s.wide && s.dim >= kTf32RingMinDim;
 }
 
 // The int8 pass for integer queries on integer rows whose dimension fills its 16-element k
@@ -88,9 +92,6 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
   return PrunedKernel::Bf16Staged;
 }
 
-// Whether the staged passes (PrunedKernel::Bf16Staged) run fp32 rows through the tf32 ring
-// (launch_tensor_scan takes it wherever tf32_ring_usable says the device and build can).
-constexpr bool staged_takes_tf32_ring(const PrunedShape& s) { return s.fp32_rows && s.vec4 && s.tf32_ring; }
 // The tf32 ring's units hold two 64-query tiles (list_tf32_ring_kernel<IP, 2>: four warpgroups,
 // 512 threads, one block an SM) where the pass's probed lists hold kTf32RingTwoTileQueries of its
 // queries or more on average, else one (two 256-thread blocks an SM). A 128 x 128 step copies a

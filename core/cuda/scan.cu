@@ -81,6 +81,11 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
 // bf16 operands, also for integer queries on integer rows); =keys (the tensor pass that writes
 // every candidate's key). Unset, the dispatch below decides.
 enum class ScanKernel { Auto, Simt, Tensor, TensorKeys, TensorPruned };
+// Whether environment variable `name` is set to `value` (the pins below).
+bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e != nullptr && std::strcmp(e, value) == 0;
+}
 ScanKernel scan_kernel_override() {
   const char* e = std::getenv("IVFGPU_SCAN");
   if (e == nullptr) return ScanKernel::Auto;
@@ -89,22 +94,14 @@ ScanKernel scan_kernel_override() {
   if (std::strcmp(e, "keys") == 0) return ScanKernel::TensorKeys;
   return ScanKernel::Auto;
 }
-bool bf16_operands_pinned() {
-  const char* e = std::getenv("IVFGPU_SCAN");
-  return e != nullptr && std::strcmp(e, "bf16") == 0;
-}
+bool bf16_operands_pinned() { return env_is("IVFGPU_SCAN", "bf16"); }
 // IVFGPU_PRUNED=staged: the staged pruned pass (for fp32 rows the tf32 ring) where the resident
 // one would run, to compare the two at the resident pass's shapes.
-bool staged_pass_pinned() {
-  const char* e = std::getenv("IVFGPU_PRUNED");
-  return e != nullptr && std::strcmp(e, "staged") == 0;
-}
+bool staged_pass_pinned() { return env_is("IVFGPU_PRUNED", "staged"); }
 // IVFGPU_RING_TILES=1 or 2: the tf32 ring's query tiles a unit, whatever its lists hold (A/B, and
 // the tests of the two-tile build on small batches).
 int ring_tiles_pinned() {
-  const char* e = std::getenv("IVFGPU_RING_TILES");
-  if (e == nullptr) return 0;
-  return std::strcmp(e, "1") == 0 ? 1 : std::strcmp(e, "2") == 0 ? 2 : 0;
+  return env_is("IVFGPU_RING_TILES", "1") ? 1 : env_is("IVFGPU_RING_TILES", "2") ? 2 : 0;
 }
 
 // The length of each query's first `seed` segments (its first probes' lists).
@@ -161,10 +158,7 @@ ScanGroups group_scan_pairs(const DeviceContext& ctx, cudaStream_t stream, const
 
 bool scan_detail::wgmma_usable(const DeviceContext& ctx) {
 #ifdef IVFGPU_CUDA_SM90A
-  static const bool pinned_off = [] {
-    const char* e = std::getenv("IVFGPU_WGMMA");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
+  static const bool pinned_off = env_is("IVFGPU_WGMMA", "0");
   return !pinned_off && ctx.limits().major == 9 && ctx.limits().minor == 0;
 #else
   (void)ctx;
@@ -175,10 +169,7 @@ bool scan_detail::wgmma_usable(const DeviceContext& ctx) {
 namespace {
 // IVFGPU_STAGED_ROWS=64 keeps the staged pass on list_mma_kernel (A/B runs, tests).
 bool staged_rows_pinned_64() {
-  static const bool pinned = [] {
-    const char* e = std::getenv("IVFGPU_STAGED_ROWS");
-    return e != nullptr && std::strcmp(e, "64") == 0;
-  }();
+  static const bool pinned = env_is("IVFGPU_STAGED_ROWS", "64");
   return pinned;
 }
 }  // namespace
@@ -363,10 +354,7 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 
 // IVFGPU_SEED=simt pins the SIMT seed where the int8 or the f16 seed would run (A/B runs; read
 // at every scan, as IVFGPU_SCAN is).
-bool simt_seed_pinned() {
-  const char* e = std::getenv("IVFGPU_SEED");
-  return e != nullptr && std::strcmp(e, "simt") == 0;
-}
+bool simt_seed_pinned() { return env_is("IVFGPU_SEED", "simt"); }
 
 // Integer queries on integer rows take the int8 seed for k <= kSeedMaxK (int8_seed, below):
 // uint8 queries on 1M x 128 uint8 rows, k 10, nprobe 16 / 64, 5.00-5.11M / 2.14M QPS with the

@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kThreads * QT, QT == 1 ? 2 : 1)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   // The warpgroup, broadcast from lane 0 so that the compiler knows it is the same across the
-  // warp and keeps what derives from it (the wgmma descriptors) in uniform registers: 8 fewer
+  // warp and keeps what derives from it (the wgmma descriptors) in uniform registers: 4-8 fewer
   // registers, and d 960 471K -> 481-485K QPS at nprobe 16, 201-204K -> 209-211K at 64 (H200,
   // session 57; the descriptors had been moved to uniform registers before every wgmma).
   const int wg = __shfl_sync(kFullMask, warp / 4, 0);

@@ -26,6 +26,14 @@ PrunedShape shape(int64_t dim, bool integer, bool inner_product = false) {
   s.centroids = true;
   return s;
 }
+// fp32 rows (real-valued queries), on a device and build that run the tf32 ring or not.
+PrunedShape fp32_shape(int64_t dim, bool ring, bool wide = false, bool ip = false) {
+  PrunedShape s = shape(dim, false, ip);
+  s.fp32_rows = true;
+  s.tf32_ring = ring;
+  s.wide = wide;
+  return s;
+}
 
 }  // namespace
 
@@ -70,28 +78,21 @@ TEST(PrunedKernel, RealValuedQueriesTakeTheBf16Passes) {
 }
 
 TEST(PrunedKernel, Fp32RowsFrom144DimensionsTakeTheTf32RingWhereTheDeviceRunsIt) {
-  const auto fp32 = [](int64_t dim, bool ring, bool wide = false, bool ip = false) {
-    PrunedShape s = shape(dim, false, ip);
-    s.fp32_rows = true;
-    s.tf32_ring = ring;
-    s.wide = wide;
-    return s;
-  };
   // The ring is one of the staged passes (launch_tensor_scan picks it for fp32 rows).
   for (int64_t dim : {144, 160, 200, 256, 300, 384, 512})
     for (bool ip : {false, true})
-      EXPECT_EQ(pruned_kernel_for(fp32(dim, true, false, ip)), PrunedKernel::Bf16Staged) << dim;
+      EXPECT_EQ(pruned_kernel_for(fp32_shape(dim, true, false, ip)), PrunedKernel::Bf16Staged) << dim;
   // Below 144 dimensions the resident pass won (d 128: 5.35M against 4.32M QPS); without wgmma
   // (the ring's condition) or past k 128 (the wide form) the resident pass stays.
   for (int64_t dim : {64, 128, 140})
-    EXPECT_EQ(pruned_kernel_for(fp32(dim, true)), PrunedKernel::Bf16Resident) << dim;
-  EXPECT_EQ(pruned_kernel_for(fp32(256, false)), PrunedKernel::Bf16Resident);
-  EXPECT_EQ(pruned_kernel_for(fp32(256, true, true)), PrunedKernel::Bf16Resident);
+    EXPECT_EQ(pruned_kernel_for(fp32_shape(dim, true)), PrunedKernel::Bf16Resident) << dim;
+  EXPECT_EQ(pruned_kernel_for(fp32_shape(256, false)), PrunedKernel::Bf16Resident);
+  EXPECT_EQ(pruned_kernel_for(fp32_shape(256, true, true)), PrunedKernel::Bf16Resident);
   // Two-byte rows keep the resident pass; rows without four-element loads the staged one.
-  PrunedShape half = fp32(256, true);
+  PrunedShape half = fp32_shape(256, true);
   half.fp32_rows = false;
   EXPECT_EQ(pruned_kernel_for(half), PrunedKernel::Bf16Resident);
-  PrunedShape unaligned = fp32(256, true);
+  PrunedShape unaligned = fp32_shape(256, true);
   unaligned.vec4 = false;
   EXPECT_EQ(pruned_kernel_for(unaligned), PrunedKernel::Bf16Staged);
 }
@@ -132,28 +133,22 @@ TEST(PrunedKernel, Int8UnitsGroupTheirQueryTilesUpTo256Dimensions) {
 // The tiling scan.cu gives the pass over the other probes follows the kernel: the staged bf16 pass
 // never groups; the tf32 ring groups two tiles where its lists hold enough queries.
 TEST(PrunedKernel, UnitsGroupTheirQueryTilesOnlyWhereTheirKernelDoes) {
-  const auto shape = [](int64_t dim) {
-    PrunedShape s;
-    s.dim = dim;
-    return s;
-  };
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(64), false, 1000), 2);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(128), false, 1000), 4);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(128), true, 1000), 1);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(200), false, 1000), 1);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, shape(128), false, 1000), 2);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, shape(256), false, 1000), 4);
-  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, shape(784), false, 1000), 1);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(64, false), false, 1000), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(128, false), false, 1000), 4);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(128, false), true, 1000), 1);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Resident, shape(200, false), false, 1000), 1);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, shape(128, true), false, 1000), 2);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, shape(256, true), false, 1000), 4);
+  EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Integer, shape(784, true), false, 1000), 1);
+  // Two-byte rows on the staged passes (and rows without four-element loads) never group.
   for (int64_t dim : {3, 128, 960})
-    EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, shape(dim), false, 1000), 1) << dim;
+    EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, shape(dim, false), false, 1000), 1) << dim;
 }
 // The ring's units: two query tiles from kTf32RingTwoTileQueries queries a list on average, one
 // below; the pin (IVFGPU_RING_TILES) overrides the rule either way; rows that do not take the
 // ring never group.
 TEST(PrunedKernel, Tf32RingUnitsHoldTwoQueryTilesWhereListsHoldEnoughQueries) {
-  PrunedShape s;
-  s.dim = 960;
-  s.fp32_rows = s.vec4 = s.tf32_ring = true;
+  PrunedShape s = fp32_shape(960, true);
   ASSERT_TRUE(staged_takes_tf32_ring(s));
   EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, s, false, kTf32RingTwoTileQueries), 2);
   EXPECT_EQ(pruned_unit_query_tiles(PrunedKernel::Bf16Staged, s, false, 600), 2);
