@@ -203,8 +203,10 @@ __device__ __forceinline__ void wgmma_m64n32k32_int8(int (&acc)[1][4][4], uint64
 // before and commits after (a slice's slabs go as one batch).
 struct WgmmaBf16 {
   __device__ static __forceinline__ void slab(float (&acc)[1][4][4], uint32_t q, uint32_t x) {
+    const uint32_t q_lo = static_cast<uint32_t>(wgmma_slab_desc(q)), x_lo = static_cast<uint32_t>(wgmma_slab_desc(x));
+    const uint64_t hi = wgmma_slab_desc(0) & 0xFFFFFFFF00000000ull;
 #pragma unroll
-    for (int s = 0; s < 2; ++s) wgmma_m64n32k16_bf16(acc, wgmma_slab_desc(q + 32 * s), wgmma_slab_desc(x + 32 * s));
+    for (int s = 0; s < 2; ++s) wgmma_m64n32k16_bf16(acc, hi | (q_lo + 2 * s), hi | (x_lo + 2 * s));
   }
 };
 // The same for the int8 pass (scan_imma.cuh): a slab is 64 dimensions there, two k steps of 32.
@@ -212,7 +214,11 @@ template <class T>
 struct WgmmaInt8 {
   __device__ static __forceinline__ void slab(int (&acc)[1][4][4], uint32_t q, uint32_t x) {
 #pragma unroll
-    for (int s = 0; s < 2; ++s) wgmma_m64n32k32_int8<T>(acc, wgmma_slab_desc(q + 32 * s), wgmma_slab_desc(x + 32 * s));
+    for (int s = 0; s < 2; ++s) {
+      const uint64_t hi = wgmma_slab_desc(0) & 0xFFFFFFFF00000000ull;
+      wgmma_m64n32k32_int8<T>(acc, hi | (static_cast<uint32_t>(wgmma_slab_desc(q)) + 2 * s),
+                              hi | (static_cast<uint32_t>(wgmma_slab_desc(x)) + 2 * s));
+    }
   }
 };
 
