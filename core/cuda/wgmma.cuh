@@ -28,32 +28,37 @@ namespace ivfgpu::cuda::scan_detail {
 #define IVFGPU_DEVICE_WGMMA 1
 #endif
 
-// The shared-memory descriptor of a K-major bf16 operand in the slab layout whose first row
-// (of a group of eight) starts at shared address `at`: 64-byte swizzling (mode 2), eight rows
-// of 64 bytes (512) between groups of eight rows; the leading offset is unused by swizzled
-// K-major operands.
-__device__ __forceinline__ uint64_t wgmma_slab_desc(uint32_t at) {
-  constexpr uint64_t kStride = 512 >> 4, kLeading = 1, kSwizzle64 = 2;
-  return static_cast<uint64_t>((at & 0x3FFFF) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle64 << 62);
+// The shared-memory descriptor of a K-major operand whose first row (of a group of eight)
+// starts at shared address `at`: STRIDE bytes between groups of eight rows, SWIZZLE the mode (1:
+// 128-byte, 2: 64-byte); the leading offset is unused by swizzled K-major operands.
+template <uint64_t STRIDE, uint64_t SWIZZLE>
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t at) {
+  constexpr uint64_t kLeading = 1;
+  return static_cast<uint64_t>((at & 0x3FFFF) >> 4) | (kLeading << 16) | ((STRIDE >> 4) << 32) | (SWIZZLE << 62);
+}
+// The same descriptor from its low word (static_cast<uint32_t>(wgmma_desc(at))): that of
+// at + 16 j is lo + j, every shared address being below 256 KiB (the start address field's 14
+// bits of at / 16), so a loop over k steps and ring stages steps its descriptors with one add
+// each instead of rebuilding them (the tf32 ring's slab loop spent ~55 of its ~150 instructions
+// a warp on that; ncu, session 57).
+template <uint64_t STRIDE, uint64_t SWIZZLE>
+__device__ __forceinline__ uint64_t wgmma_desc_of_lo(uint32_t lo) {
+  return (wgmma_desc<STRIDE, SWIZZLE>(0) & 0xFFFFFFFF00000000ull) | lo;
 }
 
-// The same for a K-major operand of 128-byte rows (32 fp32) with 128-byte swizzling (mode 1):
-// 16-byte chunk c of row r at chunk c ^ (r % 8), the hardware's XOR of address bits 4-6 with bits
-// 7-9 once the operand starts on a 1,024-byte boundary; 1,024 bytes between groups of eight rows
-// (the fp32 pass, scan_staged_tf32.cuh). A k step of 8 tf32 is 32 bytes into the rows.
-__device__ __forceinline__ uint64_t wgmma_sw128_desc(uint32_t at) {
-  constexpr uint64_t kStride = 1024 >> 4, kLeading = 1, kSwizzle128 = 1;
-  return static_cast<uint64_t>((at & 0x3FFFF) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle128 << 62);
-}
-// The same descriptor from its low word, wgmma_sw128_lo(at): that of at + 16 j is lo + j, every
-// shared address being below 256 KiB (the start address field's 14 bits of at / 16), so a loop
-// over k steps and ring stages steps its descriptors with one add each instead of rebuilding
-// them (the tf32 ring's slab loop spent ~55 of its ~150 instructions a warp on that; ncu,
-// session 57).
+// A bf16 (or int8) operand in the slab layout: 64-byte rows, 64-byte swizzling, eight rows of 64
+// bytes (512) between groups of eight rows.
+__device__ __forceinline__ uint64_t wgmma_slab_desc(uint32_t at) { return wgmma_desc<512, 2>(at); }
+__device__ __forceinline__ uint32_t wgmma_slab_lo(uint32_t at) { return static_cast<uint32_t>(wgmma_slab_desc(at)); }
+__device__ __forceinline__ uint64_t wgmma_slab_of_lo(uint32_t lo) { return wgmma_desc_of_lo<512, 2>(lo); }
+
+// A K-major operand of 128-byte rows (32 fp32) with 128-byte swizzling: 16-byte chunk c of row r
+// at chunk c ^ (r % 8), the hardware's XOR of address bits 4-6 with bits 7-9 once the operand
+// starts on a 1,024-byte boundary; 1,024 bytes between groups of eight rows (the fp32 pass,
+// scan_staged_tf32.cuh). A k step of 8 tf32 is 32 bytes into the rows.
+__device__ __forceinline__ uint64_t wgmma_sw128_desc(uint32_t at) { return wgmma_desc<1024, 1>(at); }
 __device__ __forceinline__ uint32_t wgmma_sw128_lo(uint32_t at) { return static_cast<uint32_t>(wgmma_sw128_desc(at)); }
-__device__ __forceinline__ uint64_t wgmma_sw128_of_lo(uint32_t lo) {
-  return (wgmma_sw128_desc(0) & 0xFFFFFFFF00000000ull) | lo;
-}
+__device__ __forceinline__ uint64_t wgmma_sw128_of_lo(uint32_t lo) { return wgmma_desc_of_lo<1024, 1>(lo); }
 
 // Orders this thread's earlier shared-memory stores before later wgmma reads of them (the
 // tensor cores read through the async proxy); a barrier then orders them across threads.
@@ -203,22 +208,20 @@ __device__ __forceinline__ void wgmma_m64n32k32_int8(int (&acc)[1][4][4], uint64
 // before and commits after (a slice's slabs go as one batch).
 struct WgmmaBf16 {
   __device__ static __forceinline__ void slab(float (&acc)[1][4][4], uint32_t q, uint32_t x) {
-    const uint32_t q_lo = static_cast<uint32_t>(wgmma_slab_desc(q)), x_lo = static_cast<uint32_t>(wgmma_slab_desc(x));
-    const uint64_t hi = wgmma_slab_desc(0) & 0xFFFFFFFF00000000ull;
+    const uint32_t q_lo = wgmma_slab_lo(q), x_lo = wgmma_slab_lo(x);
 #pragma unroll
-    for (int s = 0; s < 2; ++s) wgmma_m64n32k16_bf16(acc, hi | (q_lo + 2 * s), hi | (x_lo + 2 * s));
+    for (int s = 0; s < 2; ++s)
+      wgmma_m64n32k16_bf16(acc, wgmma_slab_of_lo(q_lo + 2 * s), wgmma_slab_of_lo(x_lo + 2 * s));
   }
 };
 // The same for the int8 pass (scan_imma.cuh): a slab is 64 dimensions there, two k steps of 32.
 template <class T>
 struct WgmmaInt8 {
   __device__ static __forceinline__ void slab(int (&acc)[1][4][4], uint32_t q, uint32_t x) {
+    const uint32_t q_lo = wgmma_slab_lo(q), x_lo = wgmma_slab_lo(x);
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const uint64_t hi = wgmma_slab_desc(0) & 0xFFFFFFFF00000000ull;
-      wgmma_m64n32k32_int8<T>(acc, hi | (static_cast<uint32_t>(wgmma_slab_desc(q)) + 2 * s),
-                              hi | (static_cast<uint32_t>(wgmma_slab_desc(x)) + 2 * s));
-    }
+    for (int s = 0; s < 2; ++s)
+      wgmma_m64n32k32_int8<T>(acc, wgmma_slab_of_lo(q_lo + 2 * s), wgmma_slab_of_lo(x_lo + 2 * s));
   }
 };
 
