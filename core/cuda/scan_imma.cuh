@@ -133,9 +133,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
 
   if (wgmma_build_missing<WG>()) return;  // code without wgmma never launches this build
   constexpr int kMul = IP ? -1 : -2;  // cost = qsq + xterm + kMul * dot
-  // The warp broadcast from lane 0: warp-uniform to the compiler, so that the wgmma descriptors
-  // derived from it stay in uniform registers (the tf32 ring gained 2-4% so, session 57).
-  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
+  const int tid = threadIdx.x, warp = uniform_warp_index(), lane = tid % 32;
   const int g = lane / 4;
   const int wq = WG ? (warp % 4) * 16 : (warp / 4) * 32, wv = WG ? (warp / 4) * 32 : (warp % 4) * 16;
   constexpr int kMI = WG ? 1 : 2, kNI = WG ? 4 : 2;

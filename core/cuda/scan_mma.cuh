@@ -729,9 +729,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr bool kBf16 = PRUNE;
   constexpr int kSlice = kMmaSlice<kBf16>;
   static_assert(kMmaMaxCentredDim % kSlice == 0, "the staged centroid pads to whole slices");
-  // The warp broadcast from lane 0: warp-uniform to the compiler, so that the wgmma descriptors
-  // derived from it stay in uniform registers (the tf32 ring gained 2-4% so, session 57).
-  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
+  const int tid = threadIdx.x, warp = uniform_warp_index(), lane = tid % 32;
   const int g = lane / 4, t4 = (lane % 4) * 4;
   const int wq = WG ? (warp % 4) * 16 : (warp / 4) * 32, wv = WG ? (warp / 4) * 32 : (warp % 4) * 16;
   constexpr int kMI = WG ? 1 : 2, kNI = WG ? 4 : 2;  // the warp's mma tiles: 16 query rows, 8 tile rows

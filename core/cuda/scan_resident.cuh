@@ -93,9 +93,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   __shared__ bool keep[kMmaTile];
 
   if (wgmma_build_missing<WG>()) return;  // code without wgmma never launches this build
-  // The warp broadcast from lane 0: warp-uniform to the compiler, so that the wgmma descriptors
-  // derived from it stay in uniform registers (the tf32 ring gained 2-4% so, session 57).
-  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
+  const int tid = threadIdx.x, warp = uniform_warp_index(), lane = tid % 32;
   // WG (wgmma.cuh): warpgroup w multiplies all 64 query rows by tile rows 32 w .. + 32, warp
   // w % 4 of it holding query rows 16 (w % 4) .. + 16; b_off is then the warpgroup's rows' offset
   // in a slab. Otherwise warps of 32 query rows by 16 tile rows on mma.sync.

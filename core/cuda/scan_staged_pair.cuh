@@ -122,9 +122,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(16) float centre_s[IP ? 4 : kMmaMaxCentredDim];
   if (wgmma_build_missing<true>()) return;  // code without wgmma never launches this kernel
 
-  // The warp broadcast from lane 0: warp-uniform to the compiler, so that the wgmma descriptors
-  // derived from it stay in uniform registers (the tf32 ring gained 2-4% so, session 57).
-  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
+  const int tid = threadIdx.x, warp = uniform_warp_index(), lane = tid % 32;
   const int sub = warp / 4, wq = (warp % 4) * 16;
   const int dim = static_cast<int>(a.dim);
   constexpr int kSlab = 32;  // dimensions staged a barrier

@@ -60,6 +60,13 @@ __device__ __forceinline__ uint64_t wgmma_sw128_desc(uint32_t at) { return wgmma
 __device__ __forceinline__ uint32_t wgmma_sw128_lo(uint32_t at) { return static_cast<uint32_t>(wgmma_sw128_desc(at)); }
 __device__ __forceinline__ uint64_t wgmma_sw128_of_lo(uint32_t lo) { return wgmma_desc_of_lo<1024, 1>(lo); }
 
+// The thread's warp in its block, broadcast from lane 0: warp-uniform to the compiler, so that
+// the wgmma descriptors derived from it stay in uniform registers instead of being moved there
+// before every wgmma (the tf32 ring gained 2-4% so, session 57; CUTLASS does the same).
+__device__ __forceinline__ int uniform_warp_index() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
+}
+
 // Orders this thread's earlier shared-memory stores before later wgmma reads of them (the
 // tensor cores read through the async proxy); a barrier then orders them across threads.
 __device__ __forceinline__ void wgmma_stores_visible() {
