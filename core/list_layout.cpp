@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 
 namespace ivfgpu {
 
@@ -53,6 +54,13 @@ std::vector<int64_t> largest_lists_prefix(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> prefix(sorted.size() + 1, 0);
   for (std::size_t i = 0; i < sorted.size(); ++i) prefix[i + 1] = prefix[i] + sorted[i];
   return prefix;
+}
+
+std::vector<int32_t> lists_by_size(const std::vector<int64_t>& sizes) {
+  std::vector<int32_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sizes[a] > sizes[b]; });
+  return order;
 }
 
 }  // namespace ivfgpu

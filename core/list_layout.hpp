@@ -31,4 +31,8 @@ ListLayout grown(const ListLayout& layout, const std::vector<int64_t>& sizes, co
 // query probing p lists can have.
 std::vector<int64_t> largest_lists_prefix(const std::vector<int64_t>& sizes);
 
+// The list ids by size, largest first, equal sizes by id: the order in which the tensor seeds hand
+// out their work units, so that the longest units start first and the last to finish are short.
+std::vector<int32_t> lists_by_size(const std::vector<int64_t>& sizes);
+
 }  // namespace ivfgpu

@@ -39,6 +39,7 @@ struct ListView {
   const int64_t* ids = nullptr;    // one per row
   const int64_t* start = nullptr;  // nlist: first row of each list
   const int64_t* size = nullptr;   // nlist: used rows of each list (removed ones included)
+  const int32_t* by_size = nullptr;  // nlist: list ids, largest first (lists_by_size), or null
   const uint64_t* removed = nullptr;  // bit per storage slot, or null when no row is removed
   int64_t removed_count = 0;
   // Host mirrors, for planning (chunk sizes, dispatch).

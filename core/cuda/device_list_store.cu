@@ -122,9 +122,10 @@ unsigned list_chunks(int64_t largest) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(64, (largest + kDefaultThreads - 1) / kDefaultThreads)));
 }
 
-void upload(cudaStream_t stream, int64_t* dst, const std::vector<int64_t>& src) {
+template <class V>
+void upload(cudaStream_t stream, V* dst, const std::vector<V>& src) {
   if (src.empty()) return;
-  IVF_CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
+  IVF_CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(V), cudaMemcpyHostToDevice, stream));
 }
 
 std::shared_ptr<DeviceListStorage> make_storage(const DeviceContext& ctx, cudaStream_t stream, ListLayout layout,
@@ -147,10 +148,12 @@ DeviceListStore::DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, 
     : ctx_(&ctx), dim_(dim), type_(type), row_bytes_(static_cast<std::size_t>(dim) * element_size(type)),
       storage_(std::move(storage)), sizes_(std::move(sizes)),
       largest_prefix_(largest_lists_prefix(sizes_)), d_sizes_(ctx, sizes_.size(), stream, MemoryUse::State),
-      removed_(std::move(removed)),
+      d_by_size_(ctx, sizes_.size(), stream, MemoryUse::State), removed_(std::move(removed)),
       ntotal_(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0}) - (removed_ ? removed_->host.count : 0)) {
   upload(stream, d_sizes_.data(), sizes_);
-  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<int32_t> by_size = lists_by_size(sizes_);
+  upload(stream, d_by_size_.data(), by_size);
+  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the copies read host vectors
 }
 
 std::shared_ptr<const DeviceListStore> DeviceListStore::empty(const DeviceContext& ctx, cudaStream_t stream,
@@ -359,6 +362,7 @@ ListView DeviceListStore::view() const {
   v.ids = storage_->ids.data();
   v.start = storage_->start.data();
   v.size = d_sizes_.data();
+  v.by_size = d_by_size_.data();
   v.host_start = storage_->layout.start.data();
   v.host_size = sizes_.data();
   v.removed = removed_ ? removed_->bits.data() : nullptr;
@@ -370,7 +374,7 @@ ListView DeviceListStore::view() const {
 
 std::size_t DeviceListStore::bytes() const {
   return storage_->vectors.bytes() + storage_->ids.bytes() + storage_->start.bytes() + d_sizes_.bytes() +
-         (removed_ ? removed_->bits.bytes() : 0);
+         d_by_size_.bytes() + (removed_ ? removed_->bits.bytes() : 0);
 }
 
 void DeviceListStore::export_lists(HostModel& model) const {

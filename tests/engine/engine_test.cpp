@@ -14,10 +14,20 @@
 #include "core/cpu/kmeans.hpp"
 #include "core/element_codec.hpp"
 #include "core/element_convert.hpp"
+#include "core/list_layout.hpp"
 #include "core/cpu/topk.hpp"
 #include "core/vector_ops.hpp"
 
 using namespace ivfgpu;
+
+// The seeds' unit order (lists_by_size) and the plan's longest rows (largest_lists_prefix) both
+// rank lists by size: largest first, equal sizes in id order, empty lists last.
+TEST(ListLayout, ListsBySizeLargestFirstTiesById) {
+  const std::vector<int64_t> sizes{5, 0, 9, 5, 12, 0, 9};
+  EXPECT_EQ(lists_by_size(sizes), (std::vector<int32_t>{4, 2, 6, 0, 3, 1, 5}));
+  EXPECT_EQ(largest_lists_prefix(sizes), (std::vector<int64_t>{0, 12, 21, 30, 35, 40, 40, 40}));
+  EXPECT_TRUE(lists_by_size({}).empty());
+}
 
 TEST(TopK, KeepsTheBestSortedAndBreaksTiesBySmallerId) {
   TopK top(3, false);
