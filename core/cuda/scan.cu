@@ -59,19 +59,21 @@ __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int6
 // Work units per list: tile_q queries x unit_rows rows (the SIMT scan's: kUnitTiles vector
 // tiles; the int8 seed's: kSeedUnitRows), or with unit_rows 0 the tensor-core pass's (tile_q
 // queries x kMmaUnitTiles row tiles: tensor_tiles).
-__global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* list_size, int64_t nlist, int tile_q,
-                                      int64_t unit_rows, int64_t* tiles) {
-  for (int64_t l = global_thread(); l <= nlist; l += thread_stride()) {
-    if (l == nlist) {
-      tiles[l] = 0;
+// Entry i counts the units of list order[i] (order null: list i).
+__global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* list_size, const int32_t* order,
+                                      int64_t nlist, int tile_q, int64_t unit_rows, int64_t* tiles) {
+  for (int64_t i = global_thread(); i <= nlist; i += thread_stride()) {
+    if (i == nlist) {
+      tiles[i] = 0;
       continue;
     }
+    const int64_t l = order != nullptr ? order[i] : i;
     if (unit_rows == 0) {
-      tiles[l] = scan_detail::tensor_tiles(pair_count[l], list_size[l], tile_q);
+      tiles[i] = scan_detail::tensor_tiles(pair_count[l], list_size[l], tile_q);
       continue;
     }
     const int64_t qt = (pair_count[l] + tile_q - 1) / tile_q;
-    tiles[l] = qt * ((list_size[l] + unit_rows - 1) / unit_rows);
+    tiles[i] = qt * ((list_size[l] + unit_rows - 1) / unit_rows);
   }
 }
 
@@ -303,21 +305,54 @@ namespace {
 constexpr int64_t kSimtUnitRows = int64_t{kTileV} * kUnitTiles;
 // Exclusive prefix (nlist + 1 entries) of the work units per list of groups g: tile_q queries x
 // unit_rows rows (the SIMT scan's: g.tile_q x kSimtUnitRows), or with unit_rows 0 the tensor
-// pass's units of tile_q queries.
+// pass's units of tile_q queries. order (nlist, optional): the lists in the order their units
+// are numbered (entry i of the prefix is then list order[i]'s).
 DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p,
-                                   const ScanGroups& g, int tile_q, int64_t unit_rows) {
+                                   const ScanGroups& g, int tile_q, int64_t unit_rows,
+                                   const int32_t* order = nullptr) {
   const int64_t nlist = p.lists.nlist;
   DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
   std::size_t bytes = 0;
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));
   DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
-  tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(g.pair_count.data(), p.lists.size, nlist,
-                                                                      tile_q, unit_rows, tiles.data());
+  tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(g.pair_count.data(), p.lists.size, order,
+                                                                      nlist, tile_q, unit_rows, tiles.data());
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));
   return tile_off;
+}
+
+// IVFGPU_UNITS=static: the tensor kernels' blocks take every gridDim-th work unit in list order, as
+// before their queue (TensorUnits), to compare the two in one process (read at every scan).
+bool static_units_pinned() { return env_is("IVFGPU_UNITS", "static"); }
+
+// A tensor kernel's work units over the pairs of groups g (unit_offsets'), numbered largest list
+// first (the store's by_size) with a cleared counter the blocks claim them from
+// (next_block_unit); under IVFGPU_UNITS=static, or where the store has no order, in list order
+// with no counter. One launch consumes a counter.
+struct TensorUnits {
+  DeviceBuffer<int64_t> tile_off;
+  DeviceBuffer<unsigned long long> next;  // empty: no queue
+  const int32_t* order = nullptr;
+  template <class T>
+  void into(scan_detail::TileArgs<T>& args) const {
+    args.tile_off = tile_off.data();
+    args.unit_list = order;
+    args.next_unit = next.data();
+  }
+};
+TensorUnits tensor_units(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
+                         int tile_q, int64_t unit_rows) {
+  TensorUnits u;
+  if (!static_units_pinned() && p.lists.by_size != nullptr) {
+    u.order = p.lists.by_size;
+    u.next = DeviceBuffer<unsigned long long>(ctx, 1, stream);
+    IVF_CUDA_CHECK(cudaMemsetAsync(u.next.data(), 0, u.next.bytes(), stream));
+  }
+  u.tile_off = unit_offsets(ctx, stream, p, g, tile_q, unit_rows, u.order);
+  return u;
 }
 
 // The SIMT seed: the query's first `seed` probes scanned exactly by the SIMT kernel into a
@@ -413,14 +448,14 @@ IntegerQueries pack_integer_queries(const DeviceContext& ctx, cudaStream_t strea
   return q;
 }
 
-// The int8 pass over the pairs of groups g.
-// tile_off: units of unit_queries queries.
+// The int8 pass over the pairs of groups g: units of unit_queries queries.
 void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
-                         const int64_t* tile_off, int unit_queries, const scan_detail::PruneState& prune,
+                         const TensorUnits& units, int unit_queries, const scan_detail::PruneState& prune,
                          const IntegerQueries& packed) {
   with_integer_rows(p, "the int8 pass", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scan_detail::TileArgs<T> args = tile_args<T>(p, g, nullptr, 0, tile_off);
+    scan_detail::TileArgs<T> args = tile_args<T>(p, g, nullptr, 0, nullptr);
+    units.into(args);
     args.unit_queries = unit_queries;
     packed.into(args);
     scan_detail::launch_integer_scan<T>(ctx, stream, p.metric != Metric::L2, args, prune);
@@ -442,9 +477,10 @@ int64_t tensor_seed_words(const int64_t* largest_prefix, int64_t seed) {
 
 // A seed on tensor cores (scan_seed.cuh, scan_seed_f16.cuh): 16-query tiles of the seed's probes,
 // each lane keeping its best few costs; a warp per query takes its k best of them, and the queries
-// it could not settle have their seed probes scanned exactly, in chunks spread over the device. launch(values, first,
-// tile_off) runs the kernels on the first probes' pairs (first: grouped by list; tile_off: their
-// units); norms: the values carry the query's and the rows' largest norms (the f16 seed's).
+// it could not settle have their seed probes scanned exactly, in chunks spread over the device.
+// launch(values, first, units) runs the kernels on the first probes' pairs (first: grouped by
+// list; units: their TensorUnits); norms: the values carry the query's and the rows' largest
+// norms (the f16 seed's).
 template <class Launch>
 void tensor_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed, bool norms,
                  Launch&& launch) {
@@ -472,19 +508,19 @@ void tensor_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
     sv.xmax = xmax.data();
   }
   const ScanGroups first = group_probe_range(ctx, stream, p.probes, p.nq, p.nprobe, p.lists.nlist, 0, seed);
-  const DeviceBuffer<int64_t> tile_off =
-      unit_offsets(ctx, stream, p, first, scan_detail::kSeedQueries, scan_detail::kSeedUnitRows);
-  launch(sv, first, tile_off.data());
+  const TensorUnits units = tensor_units(ctx, stream, p, first, scan_detail::kSeedQueries, scan_detail::kSeedUnitRows);
+  launch(sv, first, units);
 }
 
 // The int8 seed: exact integer costs on int8 tensor cores (integer_seeded).
 void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
                const scan_detail::PruneState& prune, const IntegerQueries& packed) {
   tensor_seed(ctx, stream, p, seed, false,
-              [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const int64_t* off) {
+              [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const TensorUnits& units) {
     with_integer_rows(p, "the int8 seed", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      scan_detail::TileArgs<T> args = tile_args<T>(p, first, nullptr, 0, off);
+      scan_detail::TileArgs<T> args = tile_args<T>(p, first, nullptr, 0, nullptr);
+      units.into(args);
       packed.into(args);
       scan_detail::launch_int8_seed<T>(ctx, stream, p.metric != Metric::L2, args, p.nq, p.probes, seed, sv, prune);
     });
@@ -496,11 +532,12 @@ void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 void f16_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
               const scan_detail::PruneState& prune) {
   tensor_seed(ctx, stream, p, seed, true,
-              [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const int64_t* off) {
+              [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const TensorUnits& units) {
     dispatch_element_type(p.lists.type, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      scan_detail::launch_f16_seed<T>(ctx, stream, p.metric != Metric::L2, tile_args<T>(p, first, nullptr, 0, off),
-                                      p.nq, p.probes, seed, sv, prune);
+      scan_detail::TileArgs<T> args = tile_args<T>(p, first, nullptr, 0, nullptr);
+      units.into(args);
+      scan_detail::launch_f16_seed<T>(ctx, stream, p.metric != Metric::L2, args, p.nq, p.probes, seed, sv, prune);
     });
   });
 }
@@ -549,14 +586,15 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   const int64_t mean_list_queries = p.nq * (p.nprobe - seed) / std::max<int64_t>(1, p.lists.nlist);
   const int unit_queries =
       scan_detail::kMmaTile * scan_detail::pruned_unit_query_tiles(form, shape, out.exact, mean_list_queries);
-  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, p, rest, unit_queries, 0);
+  const TensorUnits units = tensor_units(ctx, stream, p, rest, unit_queries, 0);
   if (form == scan_detail::PrunedKernel::Integer) {
-    launch_integer_pass(ctx, stream, p, rest, tile_off.data(), unit_queries, prune, packed);
+    launch_integer_pass(ctx, stream, p, rest, units, unit_queries, prune, packed);
     return;
   }
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scan_detail::TileArgs<T> args = tile_args<T>(p, rest, nullptr, 0, tile_off.data());
+    scan_detail::TileArgs<T> args = tile_args<T>(p, rest, nullptr, 0, nullptr);
+    units.into(args);
     args.unit_queries = unit_queries;
     if (form == scan_detail::PrunedKernel::Bf16Resident) {
       scan_detail::launch_resident_scan<T>(ctx, stream, larger, args, prune);

@@ -153,7 +153,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_imma_kernel(TileArgs<T>
   const uint32_t tile_bytes = static_cast<uint32_t>(nslab * kImmaSlabBytes);  // a query tile's
 
   const int64_t total = a.tile_off[a.nlist];
-  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+  __shared__ int64_t claimed;  // next_block_unit's
+  for (int64_t t = blockIdx.x; t < total; t = next_block_unit(a, t, &claimed)) {
     const MmaUnit<T> u = mma_unit(a, t);
     const int64_t l = u.list, vt_begin = u.vt_begin, vt_end = u.vt_end;
     const int pcount = u.pcount;

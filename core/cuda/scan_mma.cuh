@@ -350,12 +350,13 @@ struct MmaUnit {
 template <class T>
 __device__ __forceinline__ MmaUnit<T> mma_unit(const TileArgs<T>& a, int64_t t, bool tiles_fastest = false) {
   MmaUnit<T> u;
-  u.list = block_unit_of(a.tile_off, a.nlist, t);
+  const int64_t at = block_unit_of(a.tile_off, a.nlist, t);  // the list's place in tile_off
+  u.list = unit_list_at(a, at);
   u.size = a.list_size[u.list];
   const int64_t nvt = (u.size + kMmaTile - 1) / kMmaTile;
   const int64_t nchunks = (nvt + kMmaUnitTiles - 1) / kMmaUnitTiles;
-  const int64_t first = a.tile_off[u.list], local = t - first;
-  const int64_t nqt = (a.tile_off[u.list + 1] - first) / nchunks;  // the list's query tiles
+  const int64_t first = a.tile_off[at], local = t - first;
+  const int64_t nqt = (a.tile_off[at + 1] - first) / nchunks;  // the list's query tiles
   const int64_t chunk = tiles_fastest ? local / nqt : local % nchunks;
   u.qt = tiles_fastest ? local % nqt : local / nchunks;
   u.vt_begin = chunk * kMmaUnitTiles;
@@ -756,7 +757,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       xn2[i] = 0.0f;   // element-wise bf16 staging adds to it; cleared again by the epilogue
     }
   const int64_t total = a.tile_off[a.nlist];
-  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+  __shared__ int64_t claimed;  // next_block_unit's
+  for (int64_t t = blockIdx.x; t < total; t = next_block_unit(a, t, &claimed)) {
     const MmaUnit<T> u = mma_unit(a, t, true);
     const int64_t l = u.list, size = u.size, qt = u.qt, vt_begin = u.vt_begin, vt_end = u.vt_end;
     const int pcount = u.pcount;

@@ -121,7 +121,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   float* const qtile = reinterpret_cast<float*>(resident_query_tile + tile_bytes);
 
   const int64_t total = a.tile_off[a.nlist];
-  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+  __shared__ int64_t claimed;  // next_block_unit's
+  for (int64_t t = blockIdx.x; t < total; t = next_block_unit(a, t, &claimed)) {
     const MmaUnit<T> u = mma_unit(a, t);
     const int64_t l = u.list;
     const int pcount = u.pcount;

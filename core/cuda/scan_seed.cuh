@@ -53,7 +53,8 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4;
   const int steps = static_cast<int>(seed_steps(a.dim));
   const int64_t total = a.tile_off[a.nlist];
-  for (int64_t u = blockIdx.x; u < total; u += gridDim.x) {
+  __shared__ int64_t claimed;  // next_block_unit's
+  for (int64_t u = blockIdx.x; u < total; u = next_block_unit(a, u, &claimed)) {
     const SeedUnit su = seed_unit(a, u);
     const int64_t l = su.list, r0 = su.first_row;
     const int pcount = su.queries, rcount = su.rows;

@@ -67,9 +67,10 @@ struct SeedUnit {
 template <class T>
 __device__ __forceinline__ SeedUnit seed_unit(const TileArgs<T>& a, int64_t u) {
   SeedUnit s;
-  s.list = block_unit_of(a.tile_off, a.nlist, u);
+  const int64_t at = block_unit_of(a.tile_off, a.nlist, u);  // the list's place in tile_off
+  s.list = unit_list_at(a, at);
   const int64_t size = a.list_size[s.list];
-  const int64_t tiles = (a.pair_count[s.list] + kSeedQueries - 1) / kSeedQueries, local = u - a.tile_off[s.list];
+  const int64_t tiles = (a.pair_count[s.list] + kSeedQueries - 1) / kSeedQueries, local = u - a.tile_off[at];
   s.tile = local % tiles;
   s.first_row = (local / tiles) * kSeedUnitRows;
   const int64_t prem = a.pair_count[s.list] - s.tile * kSeedQueries;

@@ -138,7 +138,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int i = tid; i < kMmaTile; i += kThreads) written[0][i] = written[1][i] = 0;  // cleared by each reader
 
   const int64_t total = a.tile_off[a.nlist];
-  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+  __shared__ int64_t claimed;  // next_block_unit's
+  for (int64_t t = blockIdx.x; t < total; t = next_block_unit(a, t, &claimed)) {
     const MmaUnit<T> u = mma_unit(a, t, true);  // a list's query tiles first (scan_mma.cuh)
     const int pcount = u.pcount;
     __syncthreads();  // the previous unit is done with the per-query arrays and the centroid

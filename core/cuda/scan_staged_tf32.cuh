@@ -120,7 +120,8 @@ __global__ void __launch_bounds__(kThreads * QT, QT == 1 ? 2 : 1)
     for (int s = 0; s < 2 * QT; ++s) written[s][i] = 0;  // cleared by each reader
 
   const int64_t total = a.tile_off[a.nlist];
-  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+  __shared__ int64_t claimed;  // next_block_unit's
+  for (int64_t t = blockIdx.x; t < total; t = next_block_unit(a, t, &claimed)) {
     const MmaUnit<float> u = mma_unit(a, t, true);  // a list's query tiles first (scan_mma.cuh)
     const int pcount = u.pcount;
     // Whether this warp's query tile holds queries, and (QT 2) whether the second tile does.

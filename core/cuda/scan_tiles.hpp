@@ -52,6 +52,12 @@ struct TileArgs {
   // tiles from. Null for every other scan.
   const uint8_t* query_bytes = nullptr;
   const int32_t* query_sq = nullptr;
+  // The tensor kernels' work units (seed_unit, mma_unit, next_block_unit): unit_list[i] is the
+  // list whose units come i-th in tile_off (null: list i), and next_unit counts the units
+  // claimed past the first wave (zeroed before the launch; null: a block takes every
+  // gridDim-th unit). Both are set together (ordered_units, scan.cu) or not at all.
+  const int32_t* unit_list = nullptr;
+  unsigned long long* next_unit = nullptr;
 };
 
 // tile_q: 16 (list_rows_kernel: a thread per row) or 64 (list_tile_kernel: a register tile of

@@ -339,6 +339,46 @@ TEST(GpuTensorScan, F16SeedEqualsTheSimtScan) {
   }
 }
 
+// The tensor kernels' blocks take their work units from a queue, largest list first
+// (next_block_unit); IVFGPU_UNITS=static gives each block every gridDim-th unit in list order. Either
+// way each seed and pass must equal the SIMT scan: the f16 seed and the resident pass (f32 d 128),
+// the tf32 ring (f32 d 960), the pair-tile pass (f16 rows d 640), the int8 seed and pass (uint8
+// rows and queries), and the wide pass (k 300), on clustered lists of unequal sizes.
+TEST(GpuTensorScan, EitherWorkUnitOrderEqualsTheSimtScan) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t n = 20000, nlist = 32, nq = 1500;
+  struct Shape {
+    int64_t dim;
+    ivf_dtype type;
+  };
+  for (const char* units : {"static", "queue"}) {
+    if (std::string(units) == "static") setenv("IVFGPU_UNITS", "static", 1);
+    for (const Shape& sh : {Shape{128, IVF_DTYPE_F32}, Shape{960, IVF_DTYPE_F32}, Shape{640, IVF_DTYPE_F16},
+                            Shape{128, IVF_DTYPE_U8}}) {
+      std::vector<float> x = clustered_vectors(n, sh.dim, 64, 80 + sh.dim), q = clustered_vectors(nq, sh.dim, 64, 81);
+      const bool integer = sh.type == IVF_DTYPE_U8;
+      if (integer)
+        for (auto* v : {&x, &q})
+          for (float& e : *v) e = std::min(255.0f, std::max(0.0f, std::nearbyint(e * 40.0f + 128.0f)));
+      std::vector<uint8_t> qb(q.begin(), q.end());
+      for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+        IndexPtr idx = cuda_index_of(sh.dim, nlist, metric, sh.type, x);
+        ASSERT_TRUE(idx);
+        for (int64_t k : {int64_t{10}, int64_t{300}}) {
+          const std::string where = std::string(units) + " units, dim " + std::to_string(sh.dim) + " type " +
+                                    std::to_string(sh.type) + " metric " + std::to_string(metric) + " k " +
+                                    std::to_string(k);
+          if (integer)
+            EXPECT_EQ(compare_integer(idx.get(), qb.data(), IVF_DTYPE_U8, nq, sh.dim, k, 16), "") << where;
+          else
+            EXPECT_EQ(compare(idx.get(), q, nq, sh.dim, k, 16, nullptr, true), "") << where;
+        }
+      }
+    }
+    unsetenv("IVFGPU_UNITS");
+  }
+}
+
 // Rows excluded inside the scan (removed ones, a filter's), cosine, and integer queries on
 // integer rows (exact integer re-scoring) take the same path through the refinement.
 TEST(GpuTensorScan, EqualsTheSimtScanWithRemovalsFiltersCosineAndIntegerQueries) {
