@@ -34,6 +34,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "element_traits.cuh"
 #include "launch.cuh"
@@ -245,7 +247,8 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
 // a few.
 template <class T, bool IP>
 __global__ void __launch_bounds__(kThreads) seed_rescore_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes,
-                                                                F16Margin mg, SeedValues sv, PruneState pr) {
+                                                                F16Margin mg, SeedValues sv, PruneState pr,
+                                                                bool best_first) {
   __shared__ int32_t waiting[kThreads / 32][64];
   const int lane = threadIdx.x % 32;
   int32_t* mine = waiting[threadIdx.x / 32];
@@ -276,27 +279,46 @@ __global__ void __launch_bounds__(kThreads) seed_rescore_kernel(TileArgs<T> a, i
       }
       exact.offer(key, pr.k);
     };
-    int held = 0;  // rows waiting in `mine` (at most 31 between batches)
-    for (int i0 = 0; i0 < n; i0 += 32) {
-      const int i = i0 + lane;
-      const float c = i < n ? cost[i] : inf;
-      const bool take = c < inf && c <= limit;
-      const unsigned ballot = __ballot_sync(kFullMask, take);
-      if (take) mine[held + __popc(ballot & ((1u << lane) - 1))] = pos[i];
-      held += __popc(ballot);
-      __syncwarp();
-      if (held < 32) continue;
-      rescore(32);
-      const int rest = held - 32;
-      __syncwarp();
-      const int32_t moved = lane < rest ? mine[32 + lane] : 0;
-      __syncwarp();
-      if (lane < rest) mine[lane] = moved;
-      held = rest;
-      __syncwarp();
+    // The exact k-th so far (+inf with fewer than k): a kept row whose optimistic cost is past it
+    // cannot be among the k best either, and it falls below B as soon as k rows are re-scored.
+    const auto exact_kth = [&] {
+      return exact.kth == ~0ull ? inf : from_ordered(static_cast<uint32_t>(exact.kth >> 32));
+    };
+    // The kept rows whose optimistic cost c has lo < c <= hi() wait in `mine` and are re-scored
+    // 32 at a time, the rest at the end. hi() is warp-uniform.
+    const auto rescore_kept = [&](float lo, auto&& hi) {
+      int held = 0;  // rows waiting in `mine` (at most 31 between batches)
+      for (int i0 = 0; i0 < n; i0 += 32) {
+        const int i = i0 + lane;
+        const float c = i < n ? cost[i] : inf;
+        const bool take = c < inf && c > lo && c <= hi();
+        const unsigned ballot = __ballot_sync(kFullMask, take);
+        if (take) mine[held + __popc(ballot & ((1u << lane) - 1))] = pos[i];
+        held += __popc(ballot);
+        __syncwarp();
+        if (held < 32) continue;
+        rescore(32);
+        const int rest = held - 32;
+        __syncwarp();
+        const int32_t moved = lane < rest ? mine[32 + lane] : 0;
+        __syncwarp();
+        if (lane < rest) mine[lane] = moved;
+        held = rest;
+        __syncwarp();
+      }
+      if (held > 0) rescore(held);
+      __syncwarp();  // `mine` read before it is written again
+    };
+    // First the rows up to b (the k best optimistic costs, more at ties), then those past it up to
+    // B and the exact k-th. Each row's exact cost lies between its optimistic cost and that plus
+    // its two margins, and most are near the middle, so the exact k-th of the first k lands about
+    // one margin past b, about half-way to B (at 1M x 960 fp32, k 10, ~21 rows a query up to B).
+    if (best_first) {
+      rescore_kept(-inf, [&] { return b; });
+      if (b < inf) rescore_kept(b, [&] { return fminf(limit, exact_kth()); });
+    } else {
+      rescore_kept(-inf, [&] { return limit; });
     }
-    if (held > 0) rescore(held);
-    __syncwarp();  // `mine` read before the next query writes it
     seed_finish_entries(sv, pr, q, exact.mine);
   }
 }
@@ -322,7 +344,12 @@ void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const
   kernel<<<resident_grid(ctx, reinterpret_cast<const void*>(kernel), kSeedThreads, dynamic), kSeedThreads, dynamic,
            stream>>>(args, mg, values);
   IVF_CUDA_CHECK_LAUNCH();
-  seed_rescore_kernel<T, IP><<<grid_for(nq * 32, kThreads), kThreads, 0, stream>>>(args, nq, probes, mg, values, prune);
+  // IVFGPU_SEED_RESCORE=once: every kept row up to B in one run, as before the best-first order
+  // (A/B runs; read at every search).
+  const char* once = std::getenv("IVFGPU_SEED_RESCORE");
+  const bool best_first = once == nullptr || std::strcmp(once, "once") != 0;
+  seed_rescore_kernel<T, IP>
+      <<<grid_for(nq * 32, kThreads), kThreads, 0, stream>>>(args, nq, probes, mg, values, prune, best_first);
   IVF_CUDA_CHECK_LAUNCH();
   launch_seed_flagged<T, FloatRowCost<T, IP>>(ctx, stream, args, nq, probes, seed, values, prune);
 }
