@@ -30,6 +30,8 @@ ListLayout grown(const ListLayout& layout, const std::vector<int64_t>& sizes, co
 // prefix[p] = rows of the p largest lists together (p = 0..nlist): the longest candidate row a
 // query probing p lists can have.
 std::vector<int64_t> largest_lists_prefix(const std::vector<int64_t>& sizes);
+// The same from the lists' order by size (lists_by_size(sizes)), when the caller has it.
+std::vector<int64_t> largest_lists_prefix(const std::vector<int64_t>& sizes, const std::vector<int32_t>& by_size);
 
 // The list ids by size, largest first, equal sizes by id: the order in which the tensor seeds hand
 // out their work units, so that the longest units start first and the last to finish are short.

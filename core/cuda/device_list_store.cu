@@ -147,13 +147,13 @@ DeviceListStore::DeviceListStore(const DeviceContext& ctx, cudaStream_t stream, 
                                  std::shared_ptr<const DeviceRemovedRows> removed)
     : ctx_(&ctx), dim_(dim), type_(type), row_bytes_(static_cast<std::size_t>(dim) * element_size(type)),
       storage_(std::move(storage)), sizes_(std::move(sizes)),
-      largest_prefix_(largest_lists_prefix(sizes_)), d_sizes_(ctx, sizes_.size(), stream, MemoryUse::State),
+      by_size_(lists_by_size(sizes_)), largest_prefix_(largest_lists_prefix(sizes_, by_size_)),
+      d_sizes_(ctx, sizes_.size(), stream, MemoryUse::State),
       d_by_size_(ctx, sizes_.size(), stream, MemoryUse::State), removed_(std::move(removed)),
       ntotal_(std::accumulate(sizes_.begin(), sizes_.end(), int64_t{0}) - (removed_ ? removed_->host.count : 0)) {
   upload(stream, d_sizes_.data(), sizes_);
-  const std::vector<int32_t> by_size = lists_by_size(sizes_);
-  upload(stream, d_by_size_.data(), by_size);
-  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the copies read host vectors
+  upload(stream, d_by_size_.data(), by_size_);
+  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 std::shared_ptr<const DeviceListStore> DeviceListStore::empty(const DeviceContext& ctx, cudaStream_t stream,

@@ -79,9 +79,10 @@ class DeviceListStore final : public ListStore {
   std::size_t row_bytes_;
   std::shared_ptr<DeviceListStorage> storage_;  // the mutator may write past sizes_
   std::vector<int64_t> sizes_;
+  std::vector<int32_t> by_size_;  // lists_by_size(sizes_)
   std::vector<int64_t> largest_prefix_;
   DeviceBuffer<int64_t> d_sizes_;
-  DeviceBuffer<int32_t> d_by_size_;  // lists_by_size(sizes_)
+  DeviceBuffer<int32_t> d_by_size_;
   std::shared_ptr<const DeviceRemovedRows> removed_;  // null: none
   int64_t ntotal_ = 0;                               // live rows
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -27,6 +28,24 @@ TEST(ListLayout, ListsBySizeLargestFirstTiesById) {
   EXPECT_EQ(lists_by_size(sizes), (std::vector<int32_t>{4, 2, 6, 0, 3, 1, 5}));
   EXPECT_EQ(largest_lists_prefix(sizes), (std::vector<int64_t>{0, 12, 21, 30, 35, 40, 40, 40}));
   EXPECT_TRUE(lists_by_size({}).empty());
+  EXPECT_EQ(lists_by_size({0, 0, 0}), (std::vector<int32_t>{0, 1, 2}));
+  // Random sizes over every radix pass (past 2^16, 2^32 and 2^48) and many ties, against a
+  // comparison sort; the prefix against the sorted sizes' running sum.
+  std::mt19937_64 rng(7);
+  for (int64_t top : {int64_t{40}, int64_t{1} << 20, int64_t{1} << 40, int64_t{1} << 52}) {
+    std::vector<int64_t> many(3000);
+    for (int64_t& v : many) v = static_cast<int64_t>(rng() % static_cast<uint64_t>(top));
+    for (std::size_t i = 0; i < many.size(); i += 7) many[i] = many[i / 2];  // ties
+    std::vector<int32_t> expect(many.size());
+    std::iota(expect.begin(), expect.end(), 0);
+    std::stable_sort(expect.begin(), expect.end(), [&](int32_t a, int32_t b) { return many[a] > many[b]; });
+    EXPECT_EQ(lists_by_size(many), expect) << "sizes below " << top;
+    std::vector<int64_t> sorted(many);
+    std::sort(sorted.rbegin(), sorted.rend());
+    std::vector<int64_t> prefix(1, 0);
+    for (int64_t v : sorted) prefix.push_back(prefix.back() + v);
+    EXPECT_EQ(largest_lists_prefix(many), prefix) << "sizes below " << top;
+  }
 }
 
 TEST(TopK, KeepsTheBestSortedAndBreaksTiesBySmallerId) {
