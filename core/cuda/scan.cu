@@ -390,6 +390,9 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // IVFGPU_SEED=simt pins the SIMT seed where the int8 or the f16 seed would run (A/B runs; read
 // at every scan, as IVFGPU_SCAN is).
 bool simt_seed_pinned() { return env_is("IVFGPU_SEED", "simt"); }
+// IVFGPU_SEED_RESCORE=once: the f16 seed re-scores every kept row that can count in one run, as
+// before its best-first order (launch_f16_seed; A/B runs).
+bool one_run_rescore_pinned() { return env_is("IVFGPU_SEED_RESCORE", "once"); }
 
 // Integer queries on integer rows take the int8 seed for k <= kSeedMaxK (int8_seed, below):
 // uint8 queries on 1M x 128 uint8 rows, k 10, nprobe 16 / 64, 5.00-5.11M / 2.14M QPS with the
@@ -537,7 +540,8 @@ void f16_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& 
       using T = typename decltype(tag)::type;
       scan_detail::TileArgs<T> args = tile_args<T>(p, first, nullptr, 0, nullptr);
       units.into(args);
-      scan_detail::launch_f16_seed<T>(ctx, stream, p.metric != Metric::L2, args, p.nq, p.probes, seed, sv, prune);
+      scan_detail::launch_f16_seed<T>(ctx, stream, p.metric != Metric::L2, args, p.nq, p.probes, seed, sv, prune,
+                                      !one_run_rescore_pinned());
     });
   });
 }

@@ -34,8 +34,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "element_traits.cuh"
 #include "launch.cuh"
@@ -336,7 +334,8 @@ struct FloatRowCost {
 
 template <class T, bool IP>
 void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args, int64_t nq,
-                            const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
+                            const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune,
+                            bool best_first) {
   const F16Margin mg = margin_terms_f16(!IP, args.dim, !IP);
   const std::size_t dynamic = f16_seed_smem_bytes<T>(args.dim);
   const auto kernel = seed_f16_kernel<T, IP>;
@@ -344,10 +343,6 @@ void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const
   kernel<<<resident_grid(ctx, reinterpret_cast<const void*>(kernel), kSeedThreads, dynamic), kSeedThreads, dynamic,
            stream>>>(args, mg, values);
   IVF_CUDA_CHECK_LAUNCH();
-  // IVFGPU_SEED_RESCORE=once: every kept row up to B in one run, as before the best-first order
-  // (A/B runs; read at every search).
-  const char* once = std::getenv("IVFGPU_SEED_RESCORE");
-  const bool best_first = once == nullptr || std::strcmp(once, "once") != 0;
   seed_rescore_kernel<T, IP>
       <<<grid_for(nq * 32, kThreads), kThreads, 0, stream>>>(args, nq, probes, mg, values, prune, best_first);
   IVF_CUDA_CHECK_LAUNCH();
@@ -356,11 +351,12 @@ void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const
 
 template <class T>
 void launch_f16_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
-                     const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune) {
+                     const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune,
+                     bool best_first) {
   if (ip)
-    launch_f16_seed_metric<T, true>(ctx, stream, args, nq, probes, seed, values, prune);
+    launch_f16_seed_metric<T, true>(ctx, stream, args, nq, probes, seed, values, prune, best_first);
   else
-    launch_f16_seed_metric<T, false>(ctx, stream, args, nq, probes, seed, values, prune);
+    launch_f16_seed_metric<T, false>(ctx, stream, args, nq, probes, seed, values, prune, best_first);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

@@ -237,9 +237,12 @@ constexpr int64_t kF16SeedMaxDim = 2048;  // shared memory: 36 bytes a dimension
 // k 16 +7% / +3% and at k 24 +2%).
 constexpr int kF16SeedMaxK = 16;
 static_assert(kF16SeedMaxK <= kSeedMaxK, "the f16 seed's k best fit a warp's list");
+// best_first: the re-scoring takes the k best kept costs first (seed_rescore_kernel); false: every
+// kept row that can count in one run (IVFGPU_SEED_RESCORE=once, scan.cu).
 template <class T>
 void launch_f16_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
-                     const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune);
+                     const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune,
+                     bool best_first);
 
 // Integer-valued f32 queries (nq * dim, dim % 16 == 0, 16-byte aligned) as T's bytes (bytes:
 // nq * dim, 16-byte aligned) and their exact squared norms (sq: nq, zeroed by the caller), once a

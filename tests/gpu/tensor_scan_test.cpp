@@ -42,6 +42,15 @@ struct SeedProbesPin {
   ~SeedProbesPin() { unsetenv("IVFGPU_SEED_PROBES"); }
 };
 
+// IVFGPU_UNITS=static (the tensor kernels' old walk over their work units) while it lives, when
+// `on`; unset again on the way out, also when an assertion leaves the test early.
+struct StaticUnitsPin {
+  explicit StaticUnitsPin(bool on) {
+    if (on) setenv("IVFGPU_UNITS", "static", 1);
+  }
+  ~StaticUnitsPin() { unsetenv("IVFGPU_UNITS"); }
+};
+
 Searched search_with(const char* kernel, const ivf_index* idx, const void* q, ivf_dtype qtype, int64_t nq,
                      int64_t dim, int64_t k, int64_t nprobe, const ivf_filter* filter = nullptr) {
   KernelPin pin(kernel);
@@ -352,7 +361,7 @@ TEST(GpuTensorScan, EitherWorkUnitOrderEqualsTheSimtScan) {
     ivf_dtype type;
   };
   for (const char* units : {"static", "queue"}) {
-    if (std::string(units) == "static") setenv("IVFGPU_UNITS", "static", 1);
+    const StaticUnitsPin pin(std::string(units) == "static");
     for (const Shape& sh : {Shape{128, IVF_DTYPE_F32}, Shape{960, IVF_DTYPE_F32}, Shape{640, IVF_DTYPE_F16},
                             Shape{128, IVF_DTYPE_U8}}) {
       std::vector<float> x = clustered_vectors(n, sh.dim, 64, 80 + sh.dim), q = clustered_vectors(nq, sh.dim, 64, 81);
@@ -375,7 +384,6 @@ TEST(GpuTensorScan, EitherWorkUnitOrderEqualsTheSimtScan) {
         }
       }
     }
-    unsetenv("IVFGPU_UNITS");
   }
 }
 
