@@ -584,6 +584,17 @@ __device__ __forceinline__ void mma_slab_offsets(int wq, int wv, uint32_t (&a_of
     a_off[s] = static_cast<uint32_t>((wq + (lane & 7) + (lane & 8)) * 64 + (((2 * s + (lane >> 4)) ^ sw) * 16));
   b_off = static_cast<uint32_t>((wv + (lane & 7)) * 64 + (((lane >> 3) ^ sw) * 16));
 }
+// ORs bits into a 64-bit word in shared memory as 32-bit atomics on the halves that have any (the
+// device is little-endian: the low half comes first). A 64-bit atomicOr on shared memory compiles
+// to a compare-and-swap loop on sm_90 (ATOMS.CAST.SPIN.64), which the lanes marking one tile row
+// retry against each other. In the wide pass's marks (bf16_tile_epilogue) that cost 4% of the QPS
+// at k 1000 (H100, 1M x 128, nprobe 16, bench/RESULTS.md).
+__device__ __forceinline__ void shared_or64(unsigned long long* word, unsigned long long bits) {
+  unsigned int* const half = reinterpret_cast<unsigned int*>(word);
+  const auto lo = static_cast<unsigned int>(bits), hi = static_cast<unsigned int>(bits >> 32);
+  if (lo != 0) atomicOr(half, lo);
+  if (hi != 0) atomicOr(half + 1, hi);
+}
 // One query row's counted costs among a lane's columns of a tile (both pruned epilogues): written
 // to costs as they come, then published once to the row's count and marks, which
 // lower_counted_bounds reads.
@@ -598,7 +609,7 @@ struct CountedCosts {
   // Called only when there are some (n > 0).
   __device__ __forceinline__ void publish(int* below, unsigned long long* written, int r) const {
     atomicAdd(&below[r], n);
-    atomicOr(&written[r], bits);
+    shared_or64(&written[r], bits);
   }
 };
 
@@ -659,7 +670,7 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[MI][NI][4]
         if (tv >= th.x) {
           const int c = c0 + 8 * ni + e;
           if (pair_rows != nullptr) {
-            atomicOr(&pair_rows[c], 1ull << r);
+            shared_or64(&pair_rows[c], 1ull << r);
           } else {
             append_row(pr, q, pos0 + c, __fsub_rd(base, m));
           }
