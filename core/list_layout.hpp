@@ -33,8 +33,8 @@ std::vector<int64_t> largest_lists_prefix(const std::vector<int64_t>& sizes);
 // The same from the lists' order by size (lists_by_size(sizes)), when the caller has it.
 std::vector<int64_t> largest_lists_prefix(const std::vector<int64_t>& sizes, const std::vector<int32_t>& by_size);
 
-// The list ids by size, largest first, equal sizes by id: the order in which the tensor seeds hand
-// out their work units, so that the longest units start first and the last to finish are short.
+// The list ids by size, largest first, equal sizes by id: the order in which the tensor seeds and
+// pruned passes hand out their work units, so that the longest start first and the last are short.
 std::vector<int32_t> lists_by_size(const std::vector<int64_t>& sizes);
 
 }  // namespace ivfgpu

@@ -55,7 +55,7 @@ struct TileArgs {
   // The tensor kernels' work units (seed_unit, mma_unit, next_block_unit): unit_list[i] is the
   // list whose units come i-th in tile_off (null: list i), and next_unit counts the units
   // claimed past the first wave (zeroed before the launch; null: a block takes every
-  // gridDim-th unit). Both are set together (ordered_units, scan.cu) or not at all.
+  // gridDim-th unit). Both are set together (tensor_units, scan.cu) or not at all.
   const int32_t* unit_list = nullptr;
   unsigned long long* next_unit = nullptr;
 };
