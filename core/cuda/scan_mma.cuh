@@ -304,6 +304,16 @@ __device__ __forceinline__ void coalesced_store_bf16(unsigned char* slice, const
     coalesced_store_slab_bf16(slice + s * kBf16SlabBytes, w, sums, norm);
   }
 }
+// Slice v (d0 on) as it was loaded, in fp32 rows of `stride` floats from `rows` (the wide pass's
+// copy of its row tile): its values below dim (a multiple of four).
+__device__ __forceinline__ void coalesced_store_fp32(float* rows, int stride, const float4 (&v)[kMmaVecs<true>],
+                                                     int d0, int dim) {
+#pragma unroll
+  for (int i = 0; i < kMmaVecs<true>; ++i) {
+    const int j = d0 + 32 * (i % 2) + coalesced_col();
+    if (j < dim) *reinterpret_cast<float4*>(rows + coalesced_row(i / 2) * stride + j) = v[i];
+  }
+}
 // The eight lanes of each row hold its parts: afterwards each of them holds the row's sum.
 __device__ __forceinline__ void coalesced_row_sums(float (&sums)[kCoalescedRows]) {
 #pragma unroll

@@ -199,11 +199,13 @@ __device__ __forceinline__ void append_row(const PruneState& pr, int64_t q, int6
 // (exact_row_distance_ahead: the same bits): a tile's few pairs are each a dependent chain of
 // dim sums that the block's barrier waits on (ncu at k 1000: 42% of the stalls at barriers).
 // With the marks' 32-bit atomics (shared_or64) the kernel went from 4.75 to 4.03 ms there.
-template <class T, bool IP>
-__device__ __forceinline__ void append_exact_pairs(const PruneState& pr, const float* qtile, int qstride, int64_t dim,
-                                                   const T* tile_rows, int64_t v0, unsigned long long* pair_rows,
-                                                   unsigned short* pairs, int* npairs, const int64_t* q_row,
-                                                   const int64_t* out_base, const uint32_t* qbound) {
+// distance(r, c): the exact distance (the SIMT scan's bits) between the tile's query row r and
+// tile row c.
+template <bool IP, class Distance>
+__device__ __forceinline__ void append_exact_pairs(const PruneState& pr, Distance&& distance, int64_t v0,
+                                                   unsigned long long* pair_rows, unsigned short* pairs, int* npairs,
+                                                   const int64_t* q_row, const int64_t* out_base,
+                                                   const uint32_t* qbound) {
   const int lane = threadIdx.x % 32;
   if (threadIdx.x < 32) {  // lane l lists tile rows 2l and 2l + 1
     const unsigned long long m0 = pair_rows[2 * lane], m1 = pair_rows[2 * lane + 1];
@@ -231,7 +233,7 @@ __device__ __forceinline__ void append_exact_pairs(const PruneState& pr, const f
     if (i < n) {
       const int r = pairs[i] / kMmaTile, c = pairs[i] % kMmaTile;
       q = q_row[r];
-      const float d = exact_row_distance_ahead<T, IP>(qtile + r * qstride, tile_rows + c * dim, dim);
+      const float d = distance(r, c);
       cost = IP ? -d : d;
       const uint32_t u = qbound[r];
       take = u == kNoBound || !(cost > from_ordered(u));

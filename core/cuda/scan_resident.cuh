@@ -54,6 +54,16 @@ __host__ __device__ constexpr int wide_query_stride(int64_t dim) { return static
 __host__ __device__ constexpr std::size_t wide_query_bytes(int64_t dim) {
   return static_cast<std::size_t>(kMmaTile) * static_cast<std::size_t>(wide_query_stride(dim)) * sizeof(float);
 }
+// Up to kWideRawMaxDim dimensions the wide pass also keeps the row tile's values in fp32 (after
+// the query rows, the same stride), as its staging loads them: a mark is re-scored from shared
+// memory instead of reading its row again through L2 (~1,100 marks a query at k 1000: ~5.6 GB of
+// rows a batch of 10,000). H100, 1M x 128, nprobe 16, k 1000 (session 61): the pass 4.14 -> 3.88
+// ms at base clocks, 1,013K -> 1,046K QPS. Past 128 dimensions two blocks an SM would not hold it.
+constexpr int64_t kWideRawMaxDim = 128;
+__host__ __device__ constexpr bool wide_rows_in_shared(int64_t dim) { return dim <= kWideRawMaxDim; }
+__host__ __device__ constexpr std::size_t wide_shared_bytes(int64_t dim) {
+  return wide_query_bytes(dim) * (wide_rows_in_shared(dim) ? 2 : 1);
+}
 
 // BLOCKS: the blocks an SM its register budget allows (launch_resident_budget picks the build).
 // QTILES: the query tiles a unit holds at most (a.unit_queries / kMmaTile: 1, or up to
@@ -61,33 +71,38 @@ __host__ __device__ constexpr std::size_t wide_query_bytes(int64_t dim) {
 // builds of their own: in the three-block build the second tile's products and per-query arrays
 // took the spills from 24 to 52 bytes, which cost the one-tile shapes (d 256) 2-5%.
 // WIDE: the wide pass that re-scores in place (pr.exact, k past kPruneNarrowMaxK, dim up to
-// kWideExactMaxDim): the unit's query rows are also kept in fp32, a tile marks the pairs that
-// reach their bounds, and append_exact_pairs appends them with exact costs. A build of its own:
-// in the three-block build its registers (live across the epilogue with the next tile's first
-// slice) took the k <= 128 pass's spills from 24 to 52-76 bytes.
+// kWideExactMaxDim): the unit's query rows are also kept in fp32 (and up to kWideRawMaxDim the row
+// tile's), a tile marks the pairs that reach their bounds, and append_exact_pairs appends them
+// with exact costs. A build of its own: in the three-block build its registers (live across the
+// epilogue with the next tile's first slice) took the k <= 128 pass's spills from 24 to 52-76
+// bytes.
 template <class T, bool IP, int BLOCKS, bool WIDE = false, int QTILES = 1, bool WG = false>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
-  // A tile's whole slices of bf16 for each of the unit's query tiles (WIDE: one, then fp32 rows).
+  // A tile's whole slices of bf16 for each of the unit's query tiles (WIDE: one, then fp32 query
+  // rows and, wide_rows_in_shared, fp32 tile rows).
   // 1,024-byte aligned, as the row slices: wgmma's swizzle assumes slabs on 512-byte boundaries.
   extern __shared__ __align__(1024) unsigned char resident_query_tile[];
   static_assert(!(WIDE && QTILES > 1), "the wide pass keeps one query tile's fp32 rows");
   constexpr int kQueries = QTILES * kMmaTile;  // the unit's queries at most
   static_assert(kQueries <= kThreads, "a thread per query of the unit reads its bound and sets its thresholds");
   __shared__ __align__(1024) unsigned char xs[2][2 * kBf16SlabBytes];  // row slices, double-buffered
-  // Counted rows' pessimistic costs, where written[r] says; in the wide pass nothing counts, and
-  // the memory lists a tile's pairs for append_exact_pairs.
-  __shared__ float costs[kMmaTile][kMmaTile];
+  // Counted rows' pessimistic costs, where written[r] says. In the wide pass nothing counts (a
+  // row's worth stands in), and pairs lists a tile's marks for append_exact_pairs: 8 KiB instead
+  // of 16, which lets its fp32 row tile fit two blocks an SM.
+  __shared__ float costs[WIDE ? 1 : kMmaTile][kMmaTile];
   __shared__ unsigned long long written[kMmaTile];
   __shared__ unsigned long long pair_rows[WIDE ? kMmaTile : 1];  // the wide pass's marks, by tile row
+  __shared__ unsigned short pairs[WIDE ? kMmaTile * kMmaTile : 1];
   __shared__ int npairs;
-  static_assert(sizeof(costs) >= kMmaTile * kMmaTile * sizeof(unsigned short), "a tile's pairs fit");
-  unsigned short* const pairs = reinterpret_cast<unsigned short*>(&costs[0][0]);
   __shared__ PruneRows<kQueries> rows_pr;
   __shared__ float qn2[kQueries];    // the centred queries' squared norms (fp32, before rounding)
   __shared__ float xhalf[kMmaTile];  // half each row's squared norm (L2; 0 for IP), +inf if excluded
   __shared__ float xmax_part[kThreads / 32];
   // Zero past dim; the grouped builds size it for their own dimensions.
-  __shared__ __align__(16) float centre_s[IP ? 4 : QTILES > 1 ? kResidentGroupedMaxDim : kResidentMaxDim];
+  __shared__ __align__(16) float centre_s[IP     ? 4
+                                         : QTILES > 1 ? kResidentGroupedMaxDim
+                                         : WIDE       ? kWideExactMaxDim
+                                                      : kResidentMaxDim];
   __shared__ uint32_t qbound[kQueries];
   __shared__ int64_t q_row[kQueries], out_base[kQueries];
   __shared__ bool keep[kMmaTile];
@@ -119,6 +134,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   const int qstride = wide_query_stride(dim);
   const uint32_t tile_bytes = static_cast<uint32_t>(resident_tile_bytes(dim));  // a query tile's
   float* const qtile = reinterpret_cast<float*>(resident_query_tile + tile_bytes);
+  float* const xraw = WIDE && wide_rows_in_shared(dim) ? qtile + kMmaTile * qstride : nullptr;  // the row tile
 
   const int64_t total = a.tile_off[a.nlist];
   __shared__ int64_t claimed;  // next_block_unit's
@@ -178,7 +194,9 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       float xnorm[kCoalescedRows] = {};  // the thread's parts of its two rows' squared norms
       for (int d0 = 0; d0 < dim; d0 += kSlice, buf ^= 1) {
         const bool last = d0 + kSlice >= dim;
-        // Buffer buf was last read two slices ago, before the previous slice's barrier.
+        // Buffer buf was last read two slices ago, before the previous slice's barrier; xraw, by
+        // the previous tile's re-scoring, before its last barrier.
+        if (WIDE && xraw != nullptr) coalesced_store_fp32(xraw, qstride, xv, d0, dim);
         if constexpr (!IP) coalesced_centre(xv, centre, d0);
         coalesced_store_bf16(xs[buf], xv, xnorm, true);
         // WG: this slice's stores, and on a unit's first slice its query tiles', before the barrier
@@ -237,9 +255,16 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
                                         q_at + tile_bytes, tile_bytes, x_at, nslab, buf0, a_off, b_off);
       // The marks are complete (the barrier above). The next tile marks, and lists into pairs
       // and npairs, only after its slices' barriers.
-      if constexpr (WIDE)
-        append_exact_pairs<T, IP>(pr, qtile, qstride, a.dim, u.rows + v0 * a.dim, v0, pair_rows, pairs, &npairs, q_row,
-                                  out_base, qbound);
+      if constexpr (WIDE) {
+        const T* const tile_rows = u.rows + v0 * a.dim;
+        const auto distance = [&](int r, int c) {  // the same bits from either copy of the row
+          const float* const q = qtile + r * qstride;
+          return xraw != nullptr ? exact_row_distance_ahead<float, IP>(q, xraw + c * qstride, a.dim)
+                                 : exact_row_distance_ahead<T, IP>(q, tile_rows + c * a.dim, a.dim);
+        };
+        append_exact_pairs<IP>(pr, distance, v0, pair_rows, pairs, &npairs, q_row, out_base, qbound);
+        if (xraw != nullptr) __syncthreads();  // the next tile's first slice overwrites xraw
+      }
     }
   }
 }
@@ -266,8 +291,11 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
   if (prune.exact) {  // the wide pass: one build, two blocks an SM (128 registers), its fp32 queries too
     const auto wide = ip ? resident_kernel<T, true, kResidentFallbackBlocks, true>(wg)
                          : resident_kernel<T, false, kResidentFallbackBlocks, true>(wg);
-    launch_resident_budget(ctx, stream, wide, wide, dynamic + wide_query_bytes(args.dim),
-                           resident_tile_bytes(static_cast<int>(kWideExactMaxDim)) + wide_query_bytes(kWideExactMaxDim),
+    launch_resident_budget(ctx, stream, wide, wide, dynamic + wide_shared_bytes(args.dim),
+                           std::max(resident_tile_bytes(static_cast<int>(kWideExactMaxDim)) +
+                                        wide_shared_bytes(kWideExactMaxDim),
+                                    resident_tile_bytes(static_cast<int>(kWideRawMaxDim)) +
+                                        wide_shared_bytes(kWideRawMaxDim)),
                            args, mg, prune);
     return;
   }
