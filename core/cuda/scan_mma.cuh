@@ -634,19 +634,15 @@ struct CountedCosts {
 //
 // The accumulators are query rows r0 .. r0 + 63 of the unit (r0 > 0 for the later tiles of a
 // resident unit that groups them: finish_row_tile): rows, qn2, q_row and out_base are read at
-// r0 + r, and pcount counts from r0; costs and written hold the tile's own rows (r).
-//
-// With `pair_rows` (the wide pass that re-scores in place, scan_resident.cuh) a row that reaches
-// the bound is not appended but marked, bit r of pair_rows[tile row], for append_exact_pairs;
-// its thresholds count nothing there (count_at is +inf).
+// r0 + r, and pcount counts from r0; costs and written hold the tile's own rows (r). The wide
+// pass marks instead (wide_tile_marks).
 template <bool IP, int N, int MI, int NI>
 __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[MI][NI][4], const float* xhalf,
                                                    PruneRows<N>& rows,
                                                    int r0, const float* qn2, const int64_t* q_row,
                                                    const int64_t* out_base, const PruneState& pr, int64_t v0, int wq,
                                                    int wv, int pcount, float (*costs)[kMmaTile],
-                                                   unsigned long long* written,
-                                                   unsigned long long* pair_rows = nullptr) {
+                                                   unsigned long long* written) {
   const int lane = threadIdx.x % 32, g = lane / 4;
   // The lane's tile columns c0 + 8 ni + e, the same for each of its query rows.
   const int c0 = wv + 2 * (lane % 4);
@@ -677,14 +673,7 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[MI][NI][4]
       for (int e = 0; e < 2; ++e) {
         const float tv = t_of(mi, h, ni, e);
         const float base = IP ? -tv : fmaf(-2.0f, tv, qsq);  // the cost without its margin
-        if (tv >= th.x) {
-          const int c = c0 + 8 * ni + e;
-          if (pair_rows != nullptr) {
-            shared_or64(&pair_rows[c], 1ull << r);
-          } else {
-            append_row(pr, q, pos0 + c, __fsub_rd(base, m));
-          }
-        }
+        if (tv >= th.x) append_row(pr, q, pos0 + c0 + 8 * ni + e, __fsub_rd(base, m));
         if (tv > th.y) counts.add(costs, r, c0 + 8 * ni + e, __fadd_ru(base, m));  // pessimistic
       }
     if (counts.n > 0) {
@@ -693,6 +682,53 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[MI][NI][4]
     }
   });
   return counted;
+}
+
+// The wide pass's epilogue (list_resident_kernel's WIDE build, one query tile a unit): it only
+// marks, bit r of pair_rows[c], each (query row r, tile row c) whose optimistic cost reaches the
+// row's bound (thresholds.x, as bf16_tile_epilogue appends; nothing counts there), for
+// append_exact_pairs. The eight lanes holding one set of tile columns (lane % 4) gather their
+// query rows' bits with three shuffles a column, and lane g of them ORs column g's into its word
+// with one 32-bit atomic: a warp's query rows (16 on wgmma, 32 on mma.sync, from a multiple of
+// 16 or 32) lie in one half of it. Marked pair by pair, by the lanes one at a time, the epilogue
+// had taken ~17% of the pass's stall samples at k 1000 (H100, 1M x 128, nprobe 16, session 61).
+// Returns false: nothing counts.
+template <int N, int MI, int NI>
+__device__ __forceinline__ bool wide_tile_marks(const float (&acc)[MI][NI][4], const float* xhalf,
+                                                const PruneRows<N>& rows, int wq, int wv, int pcount,
+                                                unsigned long long* pair_rows) {
+  constexpr int kCols = 2 * NI;  // a lane's tile columns c0 + 8 ni + e, index 2 ni + e
+  static_assert(kCols <= 8 && 16 * MI <= 32, "a column's bits go to one of the eight lanes; one half a warp");
+  const int lane = threadIdx.x % 32, g = lane / 4;
+  const int c0 = wv + 2 * (lane % 4);
+  float2 xh[NI];
+#pragma unroll
+  for (int ni = 0; ni < NI; ++ni) xh[ni] = *reinterpret_cast<const float2*>(&xhalf[c0 + 8 * ni]);
+  uint32_t bits[kCols] = {};
+  for_each_accumulator_row<MI>(wq, g, pcount, [&](int mi, int h, int r) {
+    const float at = rows.thresholds[r].x;
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      if (acc[mi][ni][2 * h] - xh[ni].x >= at) bits[2 * ni] |= 1u << (r % 32);
+      if (acc[mi][ni][2 * h + 1] - xh[ni].y >= at) bits[2 * ni + 1] |= 1u << (r % 32);
+    }
+  });
+  uint32_t any = 0;
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) any |= bits[j];
+  if (!__any_sync(0xffffffffu, any != 0)) return false;
+  uint32_t mine = 0;  // column g's bits, once gathered
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) {
+#pragma unroll
+    for (int o = 4; o < 32; o *= 2) bits[j] |= __shfl_xor_sync(0xffffffffu, bits[j], o);
+    if (j == g) mine = bits[j];
+  }
+  if (mine != 0) {
+    const int c = c0 + 8 * (g / 2) + g % 2;
+    atomicOr(reinterpret_cast<unsigned int*>(&pair_rows[c]) + (wq / 32), mine);  // little-endian: low half first
+  }
+  return false;
 }
 
 // Eight warps: warp w multiplies query rows 32 * (w / 4) .. + 32 by tile rows 16 * (w % 4) .. + 16

@@ -186,45 +186,55 @@ __device__ __forceinline__ void append_row(const PruneState& pr, int64_t q, int6
 
 // The wide pass's in-place re-scoring (pr.exact on the bf16 pass, scan_resident.cuh), by every
 // thread of the block once a tile's epilogue has marked its pairs (bit r of pair_rows[c]: query
-// row r reached its bound at tile row c). Warp 0 lists them tile row by tile row (pairs, as
-// query row * 64 + tile row; clearing the marks), and after a barrier each is scored by the SIMT
-// scan's arithmetic: the query from qtile (the unit's fp32 query rows, in shared memory, qstride
-// floats apart), the row from the tile, still in cache. A pair whose exact cost reaches its
-// query's bound (qbound: all ones for none yet) is appended with that cost, so that the settle
-// reads no row again; the rest cannot be among the k best. Listed by tile row, a warp's
-// lanes mostly share rows: one cache line serves several lanes (pairs in the order marked, a
-// line per lane and load: the pass took 9.3 ms against 7.5 at 1M x 128, k 1000, a four-probe
-// seed; ncu). A warp's lanes that append for the same query take their places with one atomic.
-// Rows load four elements at a time (the resident pass's shapes), eight loads ahead of their sums
-// (exact_row_distance_ahead: the same bits): a tile's few pairs are each a dependent chain of
-// dim sums that the block's barrier waits on (ncu at k 1000: 42% of the stalls at barriers).
-// With the marks' 32-bit atomics (shared_or64) the kernel went from 4.75 to 4.03 ms there.
-// distance(r, c): the exact distance (the SIMT scan's bits) between the tile's query row r and
-// tile row c.
+// row r reached its bound at tile row c). The block lists them tile row by tile row (pairs, as
+// query row * 64 + tile row; clearing the marks): thread t takes 16 query rows of tile row t / 4,
+// and a block-wide prefix sum of their counts places each. Warp 0 had listed them alone, two
+// tile rows a lane, while the other warps waited at the barrier after it: 17% of the kernel's
+// stall samples at k 1000 (H100, 1M x 128, nprobe 16, session 61). After a barrier each pair is
+// scored by distance(r, c), the SIMT scan's arithmetic (the wide pass reads both rows from shared
+// memory up to 128 dimensions, else the row from the tile in L2). A pair whose exact cost reaches
+// its query's bound (qbound: all ones for none yet) is appended with that cost, so that the settle
+// reads no row again; the rest cannot be among the k best. Listed by tile row, a warp's lanes
+// mostly share rows (pairs in the order marked, a line per lane and load: the pass took 9.3 ms
+// against 7.5 at 1M x 128, k 1000, a four-probe seed, when the rows came from L2). A warp's lanes
+// that append for the same query take their places with one atomic. Eight loads run ahead of the
+// sums (exact_row_distance_ahead: the same bits): a tile's few pairs are each a dependent chain of
+// dim sums that the block's barrier waits on. With the marks' 32-bit atomics (shared_or64) the
+// kernel went from 4.75 to 4.03 ms there.
 template <bool IP, class Distance>
 __device__ __forceinline__ void append_exact_pairs(const PruneState& pr, Distance&& distance, int64_t v0,
-                                                   unsigned long long* pair_rows, unsigned short* pairs, int* npairs,
+                                                   unsigned long long* pair_rows, unsigned short* pairs,
                                                    const int64_t* q_row, const int64_t* out_base,
                                                    const uint32_t* qbound) {
-  const int lane = threadIdx.x % 32;
-  if (threadIdx.x < 32) {  // lane l lists tile rows 2l and 2l + 1
-    const unsigned long long m0 = pair_rows[2 * lane], m1 = pair_rows[2 * lane + 1];
-    const int here = __popcll(m0) + __popcll(m1);
-    int incl = here;
-    for (int o = 1; o < 32; o *= 2) {
-      const int t = __shfl_up_sync(kFullMask, incl, o);
-      if (lane >= o) incl += t;
-    }
-    int at = incl - here;
-    for (int h = 0; h < 2; ++h)
-      for (unsigned long long m = h == 0 ? m0 : m1; m != 0; m &= m - 1)
-        pairs[at++] = static_cast<unsigned short>((__ffsll(static_cast<long long>(m)) - 1) * kMmaTile + 2 * lane + h);
-    pair_rows[2 * lane] = 0;
-    pair_rows[2 * lane + 1] = 0;
-    if (lane == 31) *npairs = incl;
+  constexpr int kParts = kThreads / kMmaTile, kBits = kMmaTile / kParts;  // 4 threads a tile row, 16 bits each
+  static_assert(kThreads % kMmaTile == 0 && kBits * kParts == kMmaTile && kBits < 64, "a tile row's parts");
+  constexpr int kWarps = kThreads / 32;
+  __shared__ int warp_pairs[kWarps];  // written before the first barrier below, read after it
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int trow = tid / kParts, part = tid % kParts;  // the thread's tile row and its part of it
+  const unsigned long long mine = (pair_rows[trow] >> (part * kBits)) & ((1ull << kBits) - 1);
+  const int here = __popcll(mine);
+  int incl = here;
+  for (int o = 1; o < 32; o *= 2) {
+    const int t = __shfl_up_sync(kFullMask, incl, o);
+    if (lane >= o) incl += t;
+  }
+  if (lane == 31) warp_pairs[warp] = incl;
+  __syncwarp();  // the row's four parts (one warp) have read its marks
+  if (part == 0) pair_rows[trow] = 0;
+  __syncthreads();
+  int n = 0, at = incl - here;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const int t = warp_pairs[w];
+    n += t;
+    if (w < warp) at += t;
+  }
+  for (unsigned long long m = mine; m != 0; m &= m - 1) {
+    const int r = part * kBits + __ffsll(static_cast<long long>(m)) - 1;
+    pairs[at++] = static_cast<unsigned short>(r * kMmaTile + trow);
   }
   __syncthreads();
-  const int n = *npairs;
   const int end = (n + 31) / 32 * 32;  // whole warps: the ballot below needs every lane
   for (int i = threadIdx.x; i < end; i += blockDim.x) {
     bool take = false;

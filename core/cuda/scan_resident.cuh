@@ -87,13 +87,12 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   static_assert(kQueries <= kThreads, "a thread per query of the unit reads its bound and sets its thresholds");
   __shared__ __align__(1024) unsigned char xs[2][2 * kBf16SlabBytes];  // row slices, double-buffered
   // Counted rows' pessimistic costs, where written[r] says. In the wide pass nothing counts (a
-  // row's worth stands in), and pairs lists a tile's marks for append_exact_pairs: 8 KiB instead
-  // of 16, which lets its fp32 row tile fit two blocks an SM.
+  // row's worth of each stands in, never read or written), and pairs lists a tile's marks for
+  // append_exact_pairs: 8 KiB instead of 16, which lets its fp32 row tile fit two blocks an SM.
   __shared__ float costs[WIDE ? 1 : kMmaTile][kMmaTile];
-  __shared__ unsigned long long written[kMmaTile];
+  __shared__ unsigned long long written[WIDE ? 1 : kMmaTile];
   __shared__ unsigned long long pair_rows[WIDE ? kMmaTile : 1];  // the wide pass's marks, by tile row
   __shared__ unsigned short pairs[WIDE ? kMmaTile * kMmaTile : 1];
-  __shared__ int npairs;
   __shared__ PruneRows<kQueries> rows_pr;
   __shared__ float qn2[kQueries];    // the centred queries' squared norms (fp32, before rounding)
   __shared__ float xhalf[kMmaTile];  // half each row's squared norm (L2; 0 for IP), +inf if excluded
@@ -128,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   for (int i = tid; i < kQueries; i += kThreads) {
     rows_pr.below[i] = 0;
     if (i >= kMmaTile) continue;
-    written[i] = 0;  // cleared again by each reader
+    if (!WIDE) written[i] = 0;  // cleared again by each reader
     if (WIDE) pair_rows[i] = 0;  // cleared again as they are listed
   }
   const int qstride = wide_query_stride(dim);
@@ -247,14 +246,15 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       }
       if constexpr (WG) wgmma_wait_all();
       __syncthreads();  // xhalf, the thresholds
-      const auto epilogue = [&](int r0, int pc) {  // the wide pass has one query tile
-        return bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, r0, qn2, q_row, out_base, pr, v0, wq, wv, pc, costs, written,
-                                      WIDE ? pair_rows : nullptr);
+      const auto epilogue = [&](int r0, int pc) {  // the wide pass has one query tile (r0 0)
+        if constexpr (WIDE) return wide_tile_marks(acc, xhalf, rows_pr, wq, wv, pc, pair_rows);
+        return bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, r0, qn2, q_row, out_base, pr, v0, wq, wv, pc, costs,
+                                      written);
       };
       finish_row_tile<QTILES, Products>(acc, pcount, wq, epilogue, pr, rows_pr.below, written, costs, q_row, qbound,
                                         q_at + tile_bytes, tile_bytes, x_at, nslab, buf0, a_off, b_off);
-      // The marks are complete (the barrier above). The next tile marks, and lists into pairs
-      // and npairs, only after its slices' barriers.
+      // The marks are complete (the barrier above). The next tile marks, and lists into pairs,
+      // only after its slices' barriers.
       if constexpr (WIDE) {
         const T* const tile_rows = u.rows + v0 * a.dim;
         const auto distance = [&](int r, int c) {  // the same bits from either copy of the row
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
           return xraw != nullptr ? exact_row_distance_ahead<float, IP>(q, xraw + c * qstride, a.dim)
                                  : exact_row_distance_ahead<T, IP>(q, tile_rows + c * a.dim, a.dim);
         };
-        append_exact_pairs<IP>(pr, distance, v0, pair_rows, pairs, &npairs, q_row, out_base, qbound);
+        append_exact_pairs<IP>(pr, distance, v0, pair_rows, pairs, q_row, out_base, qbound);
         if (xraw != nullptr) __syncthreads();  // the next tile's first slice overwrites xraw
       }
     }
