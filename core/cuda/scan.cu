@@ -228,9 +228,13 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // A/B runs, tests). A smaller seed leaves a looser bound, so the pass appends (and, without exact
 // entries, re-scores) more rows; a larger one scans more rows exactly. Measured on the bench's
 // 1M-row mixtures (H100, 10,000 queries, nlist 1024, bench/RESULTS.md):
-// - The wide pass (k past kPruneNarrowMaxK): nprobe / 5 + 3. At nprobe 16 the best seeds were 6
-//   (k 1000) and 8 (k 2048), 4 and 3 slower (3: 1.6x the batch); at nprobe 64, 12-16 (k 1000)
-//   and 16-20 (k 2048), 8 slower.
+// - The wide pass (k past kPruneNarrowMaxK): nprobe / 8 + 3 up to k 1,024 (where the dispatch
+//   gives it), nprobe / 5 + 3 past it. Session 61 made the pass ~23% cheaper a probe, which moved
+//   the best seed at k 1000 down (H100, QPS): nprobe 16 seeds 5 / 6 / 7 1.14-1.15M / 1.11-1.13M
+//   / 1.10M; nprobe 32 7 / 9 0.79-0.80M / 0.76-0.77M; nprobe 64 10 / 11 / 12 / 15 530-533K /
+//   519K / 512-515K / 489-491K, while 8 fell to 274K there (a cliff: three probes' margin
+//   kept); nprobe 128 19 / 28 318-321K / 289-290K. k 2048 had wanted more: 8 at nprobe
+//   16, 16-20 at 64 (4 and 3 slower at 16, 3 1.6x the batch).
 // - The narrow pass: narrow_seed_probes (pruned_kernel.hpp). f32 at d 128, one probe against
 //   two (QPS): nprobe 16 k 64 3.12-3.14M / 2.67-2.71M but k 100 1.41-1.43M / 2.66-2.69M; nprobe
 //   32 k 16 2.21-2.22M / 1.90-1.96M but k 24 1.37-1.40M / 1.96-1.97M; nprobe 64 k 16 1.33M /
@@ -244,7 +248,8 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // The plan sizes its scratch with the larger answer of the two entry kinds
 // (pruned_scan_words_per_query).
 int64_t seed_probes_by_rule(int64_t nprobe, int64_t k, int64_t dim, bool exact) {
-  return k > scan_detail::kPruneNarrowMaxK ? nprobe / 5 + 3 : scan_detail::narrow_seed_probes(nprobe, k, dim, exact);
+  if (k > scan_detail::kPruneNarrowMaxK) return k <= 1024 ? nprobe / 8 + 3 : nprobe / 5 + 3;
+  return scan_detail::narrow_seed_probes(nprobe, k, dim, exact);
 }
 // The rule's answer `ruled`, or the pin, within [1, nprobe].
 int64_t seed_probes_or_pin(int64_t nprobe, int64_t ruled) {

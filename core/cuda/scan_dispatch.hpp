@@ -30,7 +30,7 @@ constexpr int64_t kPrunedWideMinQueries = 8192;
 constexpr int64_t kPrunedNarrowMinQueries = 1000;
 constexpr double kPrunedNarrowMinPerList = 15.0;
 // The largest k the dispatch gives the wide pruned pass. At k 2048 its seed (nprobe / 5 + 3
-// probes) was too small: against SIMT -29% at nprobe 32, -22% at 64 (pinned seeds of 12-14
+// probes, the rule past k 1,024) was too small: against SIMT -29% at nprobe 32, -22% at 64 (pinned seeds of 12-14
 // probes at 32: +6%; of 16-21 at 64: +23-32%), -15% at 16 (8 probes, the best seed there); at
 // k 4096 a query's appended rows overflowed its entries (k + 4,096) and were scanned again in
 // full (40-180K QPS against SIMT's 650K at nprobe 16).
