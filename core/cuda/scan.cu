@@ -228,8 +228,8 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // A/B runs, tests). A smaller seed leaves a looser bound, so the pass appends (and, without exact
 // entries, re-scores) more rows; a larger one scans more rows exactly. Measured on the bench's
 // 1M-row mixtures (H100, 10,000 queries, nlist 1024, bench/RESULTS.md):
-// - The wide pass (k past kPruneNarrowMaxK): nprobe / 8 + 3 up to k 1,024 (where the dispatch
-//   gives it), nprobe / 5 + 3 past it. Session 61 made the pass ~23% cheaper a probe, which moved
+// - The wide pass (k past kPruneNarrowMaxK): wide_seed_probes (scan_dispatch.hpp), nprobe / 8 + 3
+//   up to k 1,024 (where the dispatch gives it), nprobe / 5 + 3 past it. Session 61 made the pass ~23% cheaper a probe, which moved
 //   the best seed at k 1000 down (H100, QPS): nprobe 16 seeds 5 / 6 / 7 1.14-1.15M / 1.11-1.13M
 //   / 1.10M; nprobe 32 7 / 9 0.79-0.80M / 0.76-0.77M; nprobe 64 10 / 11 / 12 / 15 530-533K /
 //   519K / 512-515K / 489-491K, while 8 fell to 274K there (a cliff: three probes' margin
@@ -248,7 +248,7 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // The plan sizes its scratch with the larger answer of the two entry kinds
 // (pruned_scan_words_per_query).
 int64_t seed_probes_by_rule(int64_t nprobe, int64_t k, int64_t dim, bool exact) {
-  if (k > scan_detail::kPruneNarrowMaxK) return k <= 1024 ? nprobe / 8 + 3 : nprobe / 5 + 3;
+  if (k > scan_detail::kPruneNarrowMaxK) return scan_detail::wide_seed_probes(nprobe, k);
   return scan_detail::narrow_seed_probes(nprobe, k, dim, exact);
 }
 // The rule's answer `ruled`, or the pin, within [1, nprobe].

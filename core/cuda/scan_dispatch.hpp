@@ -35,6 +35,12 @@ constexpr double kPrunedNarrowMinPerList = 15.0;
 // k 4096 a query's appended rows overflowed its entries (k + 4,096) and were scanned again in
 // full (40-180K QPS against SIMT's 650K at nprobe 16).
 constexpr int64_t kPrunedWideAutoMaxK = 1024;
+// The wide pass's seed by rule (scan.cu's seed_probes_by_rule gives the measurements): the first
+// nprobe / 8 + 3 probes where the dispatch gives it the pass, nprobe / 5 + 3 past that (pinned
+// runs only: k 2048 wanted more probes).
+constexpr int64_t wide_seed_probes(int64_t nprobe, int64_t k) {
+  return k <= kPrunedWideAutoMaxK ? nprobe / 8 + 3 : nprobe / 5 + 3;
+}
 
 enum class AutoScan { Simt, Keys, Pruned };
 

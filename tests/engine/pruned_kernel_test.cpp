@@ -263,3 +263,17 @@ TEST(ScanDispatch, KeysPassAndWidePassPastK128) {
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 260, 1000), AutoScan::Simt);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 4096), AutoScan::Simt);
 }
+// The wide pass's seed: the best measured at k 1000 (H100, 1M x 128, session 61) up to the k the
+// dispatch gives it, 5 / 7 / 11 / 19 probes at nprobe 16 / 32 / 64 / 128; more past it, where
+// k 2048 had wanted 8 at nprobe 16 and 16-20 at 64.
+TEST(ScanDispatch, WideSeedProbesAreTheMeasuredBest) {
+  for (int64_t k : {129, 1000, 1024}) {
+    EXPECT_EQ(wide_seed_probes(16, k), 5) << k;
+    EXPECT_EQ(wide_seed_probes(32, k), 7) << k;
+    EXPECT_EQ(wide_seed_probes(64, k), 11) << k;
+    EXPECT_EQ(wide_seed_probes(128, k), 19) << k;
+  }
+  EXPECT_EQ(wide_seed_probes(16, 2048), 6);
+  EXPECT_EQ(wide_seed_probes(64, 2048), 15);
+  EXPECT_EQ(wide_seed_probes(64, 4096), 15);
+}
