@@ -229,12 +229,12 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // entries, re-scores) more rows; a larger one scans more rows exactly. Measured on the bench's
 // 1M-row mixtures (H100, 10,000 queries, nlist 1024, bench/RESULTS.md):
 // - The wide pass (k past kPruneNarrowMaxK): wide_seed_probes (scan_dispatch.hpp), nprobe / 8 + 3
-//   up to k 1,024 (where the dispatch gives it), nprobe / 5 + 3 past it. Session 61 made the pass ~23% cheaper a probe, which moved
-//   the best seed at k 1000 down (H100, QPS): nprobe 16 seeds 5 / 6 / 7 1.14-1.15M / 1.11-1.13M
-//   / 1.10M; nprobe 32 7 / 9 0.79-0.80M / 0.76-0.77M; nprobe 64 10 / 11 / 12 / 15 530-533K /
-//   519K / 512-515K / 489-491K, while 8 fell to 274K there (a cliff: three probes' margin
-//   kept); nprobe 128 19 / 28 318-321K / 289-290K. k 2048 had wanted more: 8 at nprobe
-//   16, 16-20 at 64 (4 and 3 slower at 16, 3 1.6x the batch).
+//   up to k 1,024 (where the dispatch gives it), nprobe / 5 + 3 past it. Session 61 made the pass
+//   ~23% cheaper a probe, which moved the best seed at k 1000 down (H100, QPS): nprobe 16 seeds
+//   5 / 6 / 7 1.14-1.15M / 1.11-1.13M / 1.10M; nprobe 32 7 / 9 0.79-0.80M / 0.76-0.77M; nprobe
+//   64 10 / 11 / 12 / 15 530-533K / 519K / 512-515K / 489-491K, while 8 fell to 274K there (a
+//   cliff: three probes' margin kept); nprobe 128 19 / 28 318-321K / 289-290K. k 2048 had wanted
+//   more: 8 at nprobe 16, 16-20 at 64 (4 and 3 slower at 16, 3 1.6x the batch).
 // - The narrow pass: narrow_seed_probes (pruned_kernel.hpp). f32 at d 128, one probe against
 //   two (QPS): nprobe 16 k 64 3.12-3.14M / 2.67-2.71M but k 100 1.41-1.43M / 2.66-2.69M; nprobe
 //   32 k 16 2.21-2.22M / 1.90-1.96M but k 24 1.37-1.40M / 1.96-1.97M; nprobe 64 k 16 1.33M /
