@@ -341,11 +341,13 @@ struct TensorUnits {
   DeviceBuffer<int64_t> tile_off;
   DeviceBuffer<unsigned long long> next;  // empty: no queue
   const int32_t* order = nullptr;
+  // tile_args for a tensor kernel over groups g, with these units.
   template <class T>
-  void into(scan_detail::TileArgs<T>& args) const {
-    args.tile_off = tile_off.data();
-    args.unit_list = order;
-    args.next_unit = next.data();
+  scan_detail::TileArgs<T> args(const ScanProblem& p, const ScanGroups& g) const {
+    scan_detail::TileArgs<T> a = tile_args<T>(p, g, nullptr, 0, tile_off.data());
+    a.unit_list = order;
+    a.next_unit = next.data();
+    return a;
   }
 };
 TensorUnits tensor_units(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& g,
@@ -462,8 +464,7 @@ void launch_integer_pass(const DeviceContext& ctx, cudaStream_t stream, const Sc
                          const IntegerQueries& packed) {
   with_integer_rows(p, "the int8 pass", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scan_detail::TileArgs<T> args = tile_args<T>(p, g, nullptr, 0, nullptr);
-    units.into(args);
+    scan_detail::TileArgs<T> args = units.args<T>(p, g);
     args.unit_queries = unit_queries;
     packed.into(args);
     scan_detail::launch_integer_scan<T>(ctx, stream, p.metric != Metric::L2, args, prune);
@@ -527,8 +528,7 @@ void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
               [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const TensorUnits& units) {
     with_integer_rows(p, "the int8 seed", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      scan_detail::TileArgs<T> args = tile_args<T>(p, first, nullptr, 0, nullptr);
-      units.into(args);
+      scan_detail::TileArgs<T> args = units.args<T>(p, first);
       packed.into(args);
       scan_detail::launch_int8_seed<T>(ctx, stream, p.metric != Metric::L2, args, p.nq, p.probes, seed, sv, prune);
     });
@@ -543,8 +543,7 @@ void f16_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& 
               [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const TensorUnits& units) {
     dispatch_element_type(p.lists.type, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      scan_detail::TileArgs<T> args = tile_args<T>(p, first, nullptr, 0, nullptr);
-      units.into(args);
+      scan_detail::TileArgs<T> args = units.args<T>(p, first);
       scan_detail::launch_f16_seed<T>(ctx, stream, p.metric != Metric::L2, args, p.nq, p.probes, seed, sv, prune,
                                       !one_run_rescore_pinned());
     });
@@ -602,8 +601,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   }
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scan_detail::TileArgs<T> args = tile_args<T>(p, rest, nullptr, 0, nullptr);
-    units.into(args);
+    scan_detail::TileArgs<T> args = units.args<T>(p, rest);
     args.unit_queries = unit_queries;
     if (form == scan_detail::PrunedKernel::Bf16Resident) {
       scan_detail::launch_resident_scan<T>(ctx, stream, larger, args, prune);

@@ -596,9 +596,10 @@ __device__ __forceinline__ void mma_slab_offsets(int wq, int wv, uint32_t (&a_of
 }
 // ORs bits into a 64-bit word in shared memory as 32-bit atomics on the halves that have any (the
 // device is little-endian: the low half comes first). A 64-bit atomicOr on shared memory compiles
-// to a compare-and-swap loop on sm_90 (ATOMS.CAST.SPIN.64), which the lanes marking one tile row
-// retry against each other. In the wide pass's marks (bf16_tile_epilogue) that cost 4% of the QPS
-// at k 1000 (H100, 1M x 128, nprobe 16, bench/RESULTS.md).
+// to a compare-and-swap loop on sm_90 (ATOMS.CAST.SPIN.64), which lanes setting one word retry
+// against each other: in the wide pass's marks (session 60, before wide_tile_marks) that had cost
+// 4% of the QPS at k 1000 (H100, 1M x 128, nprobe 16, bench/RESULTS.md). The counted rows'
+// masks (CountedCosts::publish) use it now.
 __device__ __forceinline__ void shared_or64(unsigned long long* word, unsigned long long bits) {
   unsigned int* const half = reinterpret_cast<unsigned int*>(word);
   const auto lo = static_cast<unsigned int>(bits), hi = static_cast<unsigned int>(bits >> 32);
