@@ -61,6 +61,10 @@ struct PrunedShape {
   bool tf32_ring = false;      // the device and build run list_tf32_ring_kernel (wgmma; tf32_ring_usable)
   bool wide = false;           // k past kPruneNarrowMaxK
   int ring_tiles_pinned = 0;   // IVFGPU_RING_TILES=1 or 2: the tf32 ring's query tiles a unit (A/B, tests); 0: the rule
+  bool rows16 = false;          // the rows are f16 or bf16
+  bool storage_queries = false; // the queries' values are the storage type's (ScanProblem::storage_queries)
+  bool wgmma = false;           // the device and build run wgmma (wgmma_usable)
+  bool native_pinned_off = false;  // IVFGPU_NATIVE16=0: the bf16 operands where the native pass would run (A/B, tests)
 };
 
 // Whether the staged passes (PrunedKernel::Bf16Staged) run fp32 rows through the tf32 ring
@@ -90,6 +94,14 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
       !tf32_ring_serves(s))
     return PrunedKernel::Bf16Resident;
   return PrunedKernel::Bf16Staged;
+}
+
+// Whether the resident pass (PrunedKernel::Bf16Resident) runs native: f16 or bf16 rows with
+// queries of the same type go to the tensor cores as they are, uncentred (list_resident_kernel's
+// NATIVE builds: f16 slabs on f16 wgmma for f16 rows), so the products are exact and the margin
+// only the sums' (margin_terms_exact_operands); the narrow form on wgmma only.
+constexpr bool resident_native(const PrunedShape& s) {
+  return s.rows16 && s.storage_queries && s.wgmma && !s.wide && !s.native_pinned_off;
 }
 
 // The tf32 ring's units hold two 64-query tiles (list_tf32_ring_kernel<IP, 2>: four warpgroups,

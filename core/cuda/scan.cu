@@ -294,6 +294,10 @@ scan_detail::PrunedShape pruned_shape(const DeviceContext& ctx, const ScanProble
   s.ring_tiles_pinned = ring_tiles_pinned();
   s.inner_product = p.metric != Metric::L2;
   s.centroids = p.centroids != nullptr;
+  s.rows16 = p.lists.type == ElementType::F16 || p.lists.type == ElementType::BF16;
+  s.storage_queries = p.storage_queries;
+  s.wgmma = scan_detail::wgmma_usable(ctx);
+  s.native_pinned_off = env_is("IVFGPU_NATIVE16", "0");
   return s;
 }
 
@@ -604,7 +608,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
     scan_detail::TileArgs<T> args = units.args<T>(p, rest);
     args.unit_queries = unit_queries;
     if (form == scan_detail::PrunedKernel::Bf16Resident) {
-      scan_detail::launch_resident_scan<T>(ctx, stream, larger, args, prune);
+      scan_detail::launch_resident_scan<T>(ctx, stream, larger, args, prune, scan_detail::resident_native(shape));
       return;
     }
     // No list norms: only the keys pass's refinement reads them, and the pruned pass writes none.

@@ -37,6 +37,9 @@ struct ScanProblem {
   // The queries were given in the index's integer storage type (their f32 values are those
   // integers): distances to integer rows are then exact integer sums.
   bool integer_queries = false;
+  // The queries' f32 values are exactly those of the index's storage type (given in that type, not
+  // normalised since): f16 or bf16 ones go to the tensor cores as they are (resident_native).
+  bool storage_queries = false;
   int64_t k = 0;  // the search's k (the scan kernel's choice depends on it)
   // nlist * dim (device): the lists' centroids. The pruned pass's L2 arithmetic runs on
   // vectors minus their list's centroid, where its error bound is far tighter (optional).

@@ -73,6 +73,17 @@ struct Bf16Mma {
 };
 template <bool BF16>
 using MmaOp = std::conditional_t<BF16, Bf16Mma, Tf32Mma>;
+struct F16Mma {
+  __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    // f16 x f16 products are exact in fp32: only the roundings to f16, if any, and the sums are off
+    // (margin_terms_f16, margin_terms_exact_operands).
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
 
 // The place of dimension j (< 16) of staged row r in its slab row (see the layout above).
 __device__ __forceinline__ int slab_col(int r, int j) { return ((((j >> 2) ^ (r >> 1)) & 3) << 2) | (j & 3); }
@@ -151,9 +162,21 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// The same to f16 (the f16 seed; the native pass's f16 rows and queries, exact there).
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// The 16-bit operands a slab holds: bf16, or f16 (F16: the native pass on f16 rows, scan_resident.cuh).
+template <bool F16>
+__device__ __forceinline__ uint32_t pack16(float lo, float hi) {
+  return F16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+}
 constexpr int kBf16SlabBytes = kMmaTile * 64;
 __device__ __forceinline__ uint32_t bf16_chunk_at(int r, int chunk) { return r * 64 + (((chunk ^ (r >> 1)) & 3) << 4); }
-// The squares are summed from the fp32 values, before they are rounded to bf16.
+// The squares are summed from the fp32 values, before they are rounded to bf16 (F16: to f16).
+template <bool F16 = false>
 __device__ __forceinline__ void mma_store_slice_bf16(unsigned char* slice, const float4 (&v)[kMmaVecs<true>],
                                                      float& sum, bool norm) {
   const int r = threadIdx.x / 4;
@@ -161,7 +184,7 @@ __device__ __forceinline__ void mma_store_slice_bf16(unsigned char* slice, const
   for (int slab = 0; slab < 2; ++slab) {
     const float4 &lo = v[2 * slab], &hi = v[2 * slab + 1];
     *reinterpret_cast<uint4*>(slice + slab * kBf16SlabBytes + bf16_chunk_at(r, threadIdx.x % 4)) =
-        make_uint4(pack_bf16(lo.x, lo.y), pack_bf16(lo.z, lo.w), pack_bf16(hi.x, hi.y), pack_bf16(hi.z, hi.w));
+        make_uint4(pack16<F16>(lo.x, lo.y), pack16<F16>(lo.z, lo.w), pack16<F16>(hi.x, hi.y), pack16<F16>(hi.z, hi.w));
     if (norm) {
       add_squares(sum, lo);
       add_squares(sum, hi);
@@ -254,13 +277,15 @@ __device__ __forceinline__ void coalesced_centre_slab(float4 (&v)[kCoalescedRows
 }
 // Stores slab v at `slab` (rows of 64 bytes, from row 0); with `norm`, adds each value's square
 // (fp32, before rounding) to sums[h], the thread's part of row coalesced_row(h)'s squared norm.
+// F16: the slab holds f16 (pack16).
+template <bool F16 = false>
 __device__ __forceinline__ void coalesced_store_slab_bf16(unsigned char* slab, const float4 (&v)[kCoalescedRows],
                                                           float (&sums)[kCoalescedRows], bool norm) {
   const int c = coalesced_col();
 #pragma unroll
   for (int h = 0; h < kCoalescedRows; ++h) {
     *reinterpret_cast<uint2*>(slab + bf16_chunk_at(coalesced_row(h), c / 8) + ((c % 8) / 4) * 8) =
-        make_uint2(pack_bf16(v[h].x, v[h].y), pack_bf16(v[h].z, v[h].w));
+        make_uint2(pack16<F16>(v[h].x, v[h].y), pack16<F16>(v[h].z, v[h].w));
     if (norm) add_squares(sums[h], v[h]);
   }
 }
@@ -295,13 +320,14 @@ __device__ __forceinline__ void coalesced_centre(float4 (&v)[kMmaVecs<true>], co
   }
 }
 // Stores slice v at `slice` (two bf16 slabs of kBf16SlabBytes); with `norm`, adds each value's
-// square (fp32, before rounding) to sums[h] (coalesced_store_slab_bf16).
+// square (fp32, before rounding) to sums[h] (coalesced_store_slab_bf16; F16: f16 slabs).
+template <bool F16 = false>
 __device__ __forceinline__ void coalesced_store_bf16(unsigned char* slice, const float4 (&v)[kMmaVecs<true>],
                                                      float (&sums)[kCoalescedRows], bool norm) {
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
     const float4 w[kCoalescedRows] = {v[s], v[2 + s]};
-    coalesced_store_slab_bf16(slice + s * kBf16SlabBytes, w, sums, norm);
+    coalesced_store_slab_bf16<F16>(slice + s * kBf16SlabBytes, w, sums, norm);
   }
 }
 // Slice v (d0 on) as it was loaded, in fp32 rows of `stride` floats from `rows` (the wide pass's

@@ -76,13 +76,22 @@ __host__ __device__ constexpr std::size_t wide_shared_bytes(int64_t dim) {
 // with exact costs. A build of its own: in the three-block build its registers (live across the
 // epilogue with the next tile's first slice) took the k <= 128 pass's spills from 24 to 52-76
 // bytes.
-template <class T, bool IP, int BLOCKS, bool WIDE = false, int QTILES = 1, bool WG = false>
+// NATIVE: f16 or bf16 rows (T) with queries of the same type (resident_native): the operands are
+// staged as they are, uncentred, in their own type (f16 slabs on f16 tensor cores), so the tensor
+// cores read them exactly and the margin is margin_terms_exact_operands' (only the sums' roundings)
+// instead of bf16's 2^-8 an operand: fewer rows pass the epilogue's first test, and the staging
+// neither centres nor rounds.
+template <class T, bool IP, int BLOCKS, bool WIDE = false, int QTILES = 1, bool WG = false, bool NATIVE = false>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
   // A tile's whole slices of bf16 for each of the unit's query tiles (WIDE: one, then fp32 query
   // rows and, wide_rows_in_shared, fp32 tile rows).
   // 1,024-byte aligned, as the row slices: wgmma's swizzle assumes slabs on 512-byte boundaries.
   extern __shared__ __align__(1024) unsigned char resident_query_tile[];
   static_assert(!(WIDE && QTILES > 1), "the wide pass keeps one query tile's fp32 rows");
+  static_assert(!NATIVE || (!WIDE && WG && (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)),
+                "the native pass: the narrow form's wgmma builds for 16-bit rows");
+  constexpr bool kF16 = NATIVE && std::is_same_v<T, Half>;  // f16 slabs and products (else bf16)
+  constexpr bool kCentred = !IP && !NATIVE;
   constexpr int kQueries = QTILES * kMmaTile;  // the unit's queries at most
   static_assert(kQueries <= kThreads, "a thread per query of the unit reads its bound and sets its thresholds");
   __shared__ __align__(1024) unsigned char xs[2][2 * kBf16SlabBytes];  // row slices, double-buffered
@@ -98,7 +107,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   __shared__ float xhalf[kMmaTile];  // half each row's squared norm (L2; 0 for IP), +inf if excluded
   __shared__ float xmax_part[kThreads / 32];
   // Zero past dim; the grouped builds size it for their own dimensions.
-  __shared__ __align__(16) float centre_s[IP     ? 4
+  __shared__ __align__(16) float centre_s[!kCentred ? 4
                                          : QTILES > 1 ? kResidentGroupedMaxDim
                                          : WIDE       ? kWideExactMaxDim
                                                       : kResidentMaxDim];
@@ -113,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   // in a slab. Otherwise warps of 32 query rows by 16 tile rows on mma.sync.
   const int wq = WG ? (warp % 4) * 16 : (warp / 4) * 32, wv = WG ? (warp / 4) * 32 : (warp % 4) * 16;
   constexpr int kMI = WG ? 1 : 2, kNI = WG ? 4 : 2;
-  using Products = std::conditional_t<WG, WgmmaBf16, Bf16Mma>;  // the later query tiles' (finish_row_tile)
+  using Products = std::conditional_t<WG, Wgmma16<kF16>, Bf16Mma>;  // the later query tiles' (finish_row_tile)
   const int dim = static_cast<int>(a.dim);
   const int nslab = (dim + kResidentSlabDims - 1) / kResidentSlabDims;
   constexpr int kSlice = kMmaSlice<true>;  // 64 dimensions: two slabs
@@ -123,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   const uint32_t q_at = static_cast<uint32_t>(__cvta_generic_to_shared(resident_query_tile));
   if (WG && (q_at % 1024) != 0) __trap();  // the swizzle would read other bytes than the staging wrote
   const uint32_t x_at = static_cast<uint32_t>(__cvta_generic_to_shared(&xs[0][0]));
-  const float* centre = IP ? nullptr : centre_s;
+  const float* centre = kCentred ? centre_s : nullptr;
   for (int i = tid; i < kQueries; i += kThreads) {
     rows_pr.below[i] = 0;
     if (i >= kMmaTile) continue;
@@ -145,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
     load_query_tile<kQueries>(a, l, u.qt, pcount, 0, q_row, out_base, a.unit_queries);
     // Through L2, where other blocks lower the bounds; a bound read early is only higher: safe.
     if (tid < pcount) qbound[tid] = __ldcg(pr.bound + q_row[tid]);
-    if constexpr (!IP)  // zero past dim up to whole slices: mma_centre reads a slice's every column
+    if constexpr (kCentred)  // zero past dim up to whole slices: mma_centre reads a slice's every column
       for (int j = tid; j < (dim + kSlice - 1) / kSlice * kSlice; j += kThreads)
         centre_s[j] = j < dim ? a.centroids[l * a.dim + j] : 0.0f;
     __syncthreads();  // q_row, the centroid
@@ -170,8 +179,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
             if (j < dim) *reinterpret_cast<float4*>(qtile + (tid / 4) * qstride + j) = qv[i];
           }
         }
-        if constexpr (!IP) mma_centre<true>(qv, centre, d0);
-        mma_store_slice_bf16(tile + (d0 / kResidentSlabDims) * kBf16SlabBytes, qv, qnorm, true);
+        if constexpr (kCentred) mma_centre<true>(qv, centre, d0);
+        mma_store_slice_bf16<kF16>(tile + (d0 / kResidentSlabDims) * kBf16SlabBytes, qv, qnorm, true);
       }
       qnorm += __shfl_xor_sync(kFullMask, qnorm, 1);
       qnorm += __shfl_xor_sync(kFullMask, qnorm, 2);
@@ -196,8 +205,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
         // Buffer buf was last read two slices ago, before the previous slice's barrier; xraw, by
         // the previous tile's re-scoring, before its last barrier.
         if (WIDE && xraw != nullptr) coalesced_store_fp32(xraw, qstride, xv, d0, dim);
-        if constexpr (!IP) coalesced_centre(xv, centre, d0);
-        coalesced_store_bf16(xs[buf], xv, xnorm, true);
+        if constexpr (kCentred) coalesced_centre(xv, centre, d0);
+        coalesced_store_bf16<kF16>(xs[buf], xv, xnorm, true);
         // WG: this slice's stores, and on a unit's first slice its query tiles', before the barrier
         // that lets the tensor cores read them.
         if constexpr (WG) wgmma_stores_visible();
@@ -233,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
           }
         }
         if constexpr (WG) {  // issued here, waited for before the next slice's barrier
-          wgmma_slice_products<WgmmaBf16>(acc, q_at, x_at + buf * 2 * kBf16SlabBytes, d0 / kResidentSlabDims, nslab,
+          wgmma_slice_products<Wgmma16<kF16>>(acc, q_at, x_at + buf * 2 * kBf16SlabBytes, d0 / kResidentSlabDims, nslab,
                                           b_off);
         } else if (wq < pcount) {
 #pragma unroll
@@ -276,9 +285,43 @@ auto resident_kernel(bool wg) {
             : list_resident_kernel<T, IP, BLOCKS, WIDE, QTILES, false>;
 }
 
+// The native pass (NATIVE, resident_native): the narrow form's builds for f16 and bf16 rows on
+// wgmma, uncentred, with margin_terms_exact_operands. Built for those row types only.
+template <class T>
+void launch_native_resident(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
+                            const PruneState& prune, std::size_t dynamic, std::size_t largest) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    const float flush = std::is_same_v<T, Half> ? 6.1035156e-05f : 1.1754944e-38f;  // 2^-14 : 2^-126
+    const MarginTerms mg = margin_terms_exact_operands(!ip, args.dim, flush);
+    const auto pick = [&](auto three, auto two) {
+      launch_resident_budget(ctx, stream, three, two, dynamic, largest, args, mg, prune);
+    };
+    switch (args.unit_queries / kMmaTile) {
+      case 2:
+        return ip ? pick(list_resident_kernel<T, true, kResidentBlocks, false, 2, true, true>,
+                         list_resident_kernel<T, true, kResidentBlocks, false, 2, true, true>)
+                  : pick(list_resident_kernel<T, false, kResidentBlocks, false, 2, true, true>,
+                         list_resident_kernel<T, false, kResidentBlocks, false, 2, true, true>);
+      case 4:
+        return ip ? pick(list_resident_kernel<T, true, kResidentFallbackBlocks, false, 4, true, true>,
+                         list_resident_kernel<T, true, kResidentFallbackBlocks, false, 4, true, true>)
+                  : pick(list_resident_kernel<T, false, kResidentFallbackBlocks, false, 4, true, true>,
+                         list_resident_kernel<T, false, kResidentFallbackBlocks, false, 4, true, true>);
+      default:
+        return ip ? pick(list_resident_kernel<T, true, kResidentBlocks, false, 1, true, true>,
+                         list_resident_kernel<T, true, kResidentFallbackBlocks, false, 1, true, true>)
+                  : pick(list_resident_kernel<T, false, kResidentBlocks, false, 1, true, true>,
+                         list_resident_kernel<T, false, kResidentFallbackBlocks, false, 1, true, true>);
+    }
+  } else {
+    (void)ctx, (void)stream, (void)ip, (void)args, (void)prune, (void)dynamic, (void)largest;
+    fail(Errc::Internal, "the native pass takes f16 or bf16 rows only");
+  }
+}
+
 template <class T>
 void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                          const PruneState& prune) {
+                          const PruneState& prune, bool native) {
   const bool wg = wgmma_usable(ctx);
   const MarginTerms mg = margin_terms(!ip, args.dim, !ip, true);
   // The units' query tiles, as scan.cu tiled them (resident_query_tiles).
@@ -288,6 +331,11 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
   const std::size_t dynamic = qtiles * resident_tile_bytes(static_cast<int>(args.dim));  // dim <= kResidentMaxDim
   const std::size_t largest = std::max(resident_tile_bytes(kResidentMaxDim),
                                        4 * resident_tile_bytes(static_cast<int>(kResidentGroupedMaxDim)));
+  if (native) {
+    if (!wg || prune.exact) fail(Errc::Internal, "the native pass is the narrow form's, on wgmma");
+    launch_native_resident(ctx, stream, ip, args, prune, dynamic, largest);
+    return;
+  }
   if (prune.exact) {  // the wide pass: one build, two blocks an SM (128 registers), its fp32 queries too
     const auto wide = ip ? resident_kernel<T, true, kResidentFallbackBlocks, true>(wg)
                          : resident_kernel<T, false, kResidentFallbackBlocks, true>(wg);

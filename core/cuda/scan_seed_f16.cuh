@@ -73,31 +73,14 @@ std::size_t f16_seed_smem_bytes(int64_t dim) {
   return f16_seed_tile_bytes(dim) + kSeedWarps * F16SeedRing<T>::kWarpBytes;
 }
 
-// Round to nearest even, two at a time: lo goes to the lower half (the lower k index).
-__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-struct F16Mma {
-  __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    // f16 x f16 products are exact in fp32; the roundings to f16 are what margin_terms_f16 bounds.
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-
-// f16_margin(m, qn, xn) for one query, as a few fused operations a row (the seed judges every
+// candidate_margin(m, qn, xn) for one query, as a few fused operations a row (the seed judges every
 // (query, row) of its first probes; the general form took ~7 operations a value). The same terms:
 // a qn xn + b p^2 + s p + c with p = qn + xn, rounded differently by an ulp or two, which the
 // margin's doubling covers.
 struct F16MarginAt {
   float qn, aq, b, s, c;
-  __device__ F16MarginAt(const F16Margin& m, float query_norm)
-      : qn(query_norm), aq(m.base.a * query_norm), b(m.base.b), s(m.s), c(m.c) {}
+  __device__ F16MarginAt(const MarginTerms& m, float query_norm)
+      : qn(query_norm), aq(m.a * query_norm), b(m.b), s(m.s), c(m.c) {}
   __device__ __forceinline__ float of(float xn) const {
     const float p = qn + xn;
     return fmaf(aq, xn, fmaf(fmaf(b, p, s), p, c));
@@ -114,7 +97,7 @@ __device__ __forceinline__ float sqrt_at_least(float v) {
 
 template <class T, bool IP>
 __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
-    seed_f16_kernel(TileArgs<T> a, F16Margin mg, SeedValues sv) {
+    seed_f16_kernel(TileArgs<T> a, MarginTerms mg, SeedValues sv) {
   extern __shared__ __align__(16) unsigned char seed_smem[];
   const int64_t padded = f16_seed_padded_dim(a.dim);
   const int steps = static_cast<int>(padded / kF16SeedStep);
@@ -245,7 +228,7 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
 // a few.
 template <class T, bool IP>
 __global__ void __launch_bounds__(kThreads) seed_rescore_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes,
-                                                                F16Margin mg, SeedValues sv, PruneState pr,
+                                                                MarginTerms mg, SeedValues sv, PruneState pr,
                                                                 bool best_first) {
   __shared__ int32_t waiting[kThreads / 32][64];
   const int lane = threadIdx.x % 32;
@@ -260,7 +243,7 @@ __global__ void __launch_bounds__(kThreads) seed_rescore_kernel(TileArgs<T> a, i
     const int n = seed_kept_count(sv, q);
     const WarpBest kept = seed_kept_best(sv, q, n, pr.k, [](int i) { return i; });
     const float b = seed_top(kept.mine, pr.k).kth;
-    const float m2 = __fmul_ru(2.0f, f16_margin(mg, sqrtf(sv.qsq[q]), sqrtf(sv.xmax[q])));
+    const float m2 = __fmul_ru(2.0f, candidate_margin(mg, sqrtf(sv.qsq[q]), sqrtf(sv.xmax[q])));
     const float limit = b < inf ? __fadd_ru(b, m2) : inf;
     const float* query = a.queries + q * a.dim;
     WarpBest exact;
@@ -336,7 +319,7 @@ template <class T, bool IP>
 void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args, int64_t nq,
                             const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune,
                             bool best_first) {
-  const F16Margin mg = margin_terms_f16(!IP, args.dim, !IP);
+  const MarginTerms mg = margin_terms_f16(!IP, args.dim, !IP);
   const std::size_t dynamic = f16_seed_smem_bytes<T>(args.dim);
   const auto kernel = seed_f16_kernel<T, IP>;
   if (dynamic > kDefaultDynamicSmem) ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);

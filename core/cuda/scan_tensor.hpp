@@ -20,9 +20,10 @@ namespace ivfgpu::cuda::scan_detail {
 // below 2^-10 of each operand relatively; bf16: 8 significant bits, rounded to nearest, at most 2^-8), products and
 // sums in fp32 (dim + 4 roundings), the L2 assembly |q|^2 + |x|^2 - 2 q.x, and the exact scan's
 // own rounding of a sum bounded by (qn + xn)^2. Doubled for safety: a larger margin only
-// re-scores more rows. As a * qn * xn + b * (qn + xn)^2:
+// re-scores more rows. As a * qn * xn + b * (qn + xn)^2, and where the tensor cores may flush
+// small f16 or bf16 operands (margin_terms_f16, margin_terms_exact_operands) s * (qn + xn) + c:
 struct MarginTerms {
-  float a = 0.0f, b = 0.0f;
+  float a = 0.0f, b = 0.0f, s = 0.0f, c = 0.0f;
 };
 //
 // centered (L2 only): both vectors are first moved by the same centroid c, in fp32, and the
@@ -42,7 +43,8 @@ __host__ __device__ inline MarginTerms margin_terms(bool l2, int64_t dim, bool c
   return margin_terms_of(l2, dim, centered, bf16 ? 3.90625e-03f : 9.765625e-04f);  // 2^-8 : 2^-10
 }
 __host__ __device__ inline float candidate_margin(const MarginTerms& m, float qn, float xn) {
-  return m.a * qn * xn + m.b * (qn + xn) * (qn + xn);
+  const float p = qn + xn;
+  return m.a * qn * xn + m.b * p * p + m.s * p + m.c;
 }
 
 // f16 operands (the f16 seed, scan_seed_f16.cuh). A value of magnitude at least 2^-14 rounds to
@@ -53,19 +55,26 @@ __host__ __device__ inline float candidate_margin(const MarginTerms& m, float qn
 // + n h^2, doubled as the rest (L2 twice again: -2 q.x): s (|q| + |x|) + c. A value beyond the
 // f16 range becomes infinite and so does every cost it enters: the seed takes a non-finite cost
 // as a row it could not judge (it flags the query).
-struct F16Margin {
-  MarginTerms base;
-  float s = 0.0f, c = 0.0f;
-};
-__host__ __device__ inline F16Margin margin_terms_f16(bool l2, int64_t dim, bool centered) {
+__host__ __device__ inline MarginTerms margin_terms_f16(bool l2, int64_t dim, bool centered) {
   const float h = 6.1035156e-05f;  // 2^-14
   const float times = l2 ? 4.0f : 2.0f;
-  const float root = sqrtf(static_cast<float>(dim));
-  return F16Margin{margin_terms_of(l2, dim, centered, 4.8828125e-04f),  // 2^-11
-                   times * h * root * 1.0005f, times * static_cast<float>(dim) * h * h};
+  MarginTerms m = margin_terms_of(l2, dim, centered, 4.8828125e-04f);  // 2^-11
+  m.s = times * h * sqrtf(static_cast<float>(dim)) * 1.0005f;
+  m.c = times * static_cast<float>(dim) * h * h;
+  return m;
 }
-__host__ __device__ inline float f16_margin(const F16Margin& m, float qn, float xn) {
-  return candidate_margin(m.base, qn, xn) + m.s * (qn + xn) + m.c;
+// Operands the tensor cores read as they are: f16 or bf16 queries on rows of the same type,
+// uncentred (the native pass, scan_resident.cuh). The products are exact in fp32, so only the sums
+// and the L2 assembly are off (e = 0 above), unless the tensor cores flush a subnormal operand,
+// below `flush` (2^-14 for f16, 2^-126 for bf16): margin_terms_f16's s and c with e = 0. f16
+// products and their sums stay finite in fp32; bf16 operands span fp32's range, as the bf16 pass's
+// rounded ones always have.
+__host__ __device__ inline MarginTerms margin_terms_exact_operands(bool l2, int64_t dim, float flush) {
+  const float times = l2 ? 4.0f : 2.0f;
+  MarginTerms m = margin_terms_of(l2, dim, false, 0.0f);
+  m.s = times * flush * sqrtf(static_cast<float>(dim));
+  m.c = times * static_cast<float>(dim) * flush * flush;
+  return m;
 }
 
 // The tensor-core pass's tiles: kMmaTile queries x kMmaTile rows; a work unit is one query
@@ -209,10 +218,11 @@ bool tf32_ring_usable(const DeviceContext& ctx, bool vec4);
 
 // The pruned pass with its query tile resident (PrunedKernel::Bf16Resident, scan_resident.cuh).
 // args.tile_off counts tensor_tiles of args.unit_queries, which must be kMmaTile x
-// resident_query_tiles(dim, prune.exact) (else Errc::Internal).
+// resident_query_tiles(dim, prune.exact) (else Errc::Internal). native: its NATIVE builds
+// (resident_native: f16 or bf16 rows, queries of that type, the narrow form on wgmma).
 template <class T>
 void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                          const PruneState& prune);
+                          const PruneState& prune, bool native);
 
 // The int8 seed (scan_seed.cuh): each of the nq integer queries' exact k best rows of its first
 // `seed` probes as its first entries (exact) and their k-th cost as its bound, in prune. args:

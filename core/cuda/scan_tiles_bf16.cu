@@ -9,7 +9,7 @@ template void launch_scan<BFloat16>(const DeviceContext&, cudaStream_t, int, boo
 template void launch_tensor_scan<BFloat16>(const DeviceContext&, cudaStream_t, bool, const TileArgs<BFloat16>&, float*,
                                          const PruneState*);
 template void launch_resident_scan<BFloat16>(const DeviceContext&, cudaStream_t, bool, const TileArgs<BFloat16>&,
-                                            const PruneState&);
+                                            const PruneState&, bool);
 template void launch_f16_seed<BFloat16>(const DeviceContext&, cudaStream_t, bool, const TileArgs<BFloat16>&, int64_t,
                                    const int32_t*, int64_t, const SeedValues&, const PruneState&, bool);
 template void launch_settle<BFloat16>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<BFloat16>&);

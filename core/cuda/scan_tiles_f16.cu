@@ -9,7 +9,7 @@ template void launch_scan<Half>(const DeviceContext&, cudaStream_t, int, bool, b
 template void launch_tensor_scan<Half>(const DeviceContext&, cudaStream_t, bool, const TileArgs<Half>&, float*,
                                          const PruneState*);
 template void launch_resident_scan<Half>(const DeviceContext&, cudaStream_t, bool, const TileArgs<Half>&,
-                                        const PruneState&);
+                                        const PruneState&, bool);
 template void launch_f16_seed<Half>(const DeviceContext&, cudaStream_t, bool, const TileArgs<Half>&, int64_t,
                                    const int32_t*, int64_t, const SeedValues&, const PruneState&, bool);
 template void launch_settle<Half>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<Half>&);

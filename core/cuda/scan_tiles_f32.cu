@@ -9,7 +9,7 @@ template void launch_scan<float>(const DeviceContext&, cudaStream_t, int, bool, 
 template void launch_tensor_scan<float>(const DeviceContext&, cudaStream_t, bool, const TileArgs<float>&, float*,
                                          const PruneState*);
 template void launch_resident_scan<float>(const DeviceContext&, cudaStream_t, bool, const TileArgs<float>&,
-                                         const PruneState&);
+                                         const PruneState&, bool);
 template void launch_f16_seed<float>(const DeviceContext&, cudaStream_t, bool, const TileArgs<float>&, int64_t,
                                    const int32_t*, int64_t, const SeedValues&, const PruneState&, bool);
 template void launch_settle<float>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<float>&);

@@ -11,7 +11,7 @@ template void launch_scan<uint8_t>(const DeviceContext&, cudaStream_t, int, bool
 template void launch_tensor_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&, float*,
                                          const PruneState*);
 template void launch_resident_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
-                                           const PruneState&);
+                                           const PruneState&, bool);
 template void launch_integer_scan<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&,
                                            const PruneState&);
 template void launch_pack_integer_queries<uint8_t>(cudaStream_t, const float*, int64_t, int64_t, uint8_t*, int32_t*);

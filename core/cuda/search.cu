@@ -181,6 +181,7 @@ void enqueue_scan(const DeviceContext& ctx, const DeviceContext::Lease& lease, c
   sp.cand = CandidateRows{s.cand.data(), plan.bound, s.cand_off.data(), s.cand_len.data(), nprobe};
   sp.excluded = plan.pad;
   sp.integer_queries = is_integer(plan.qtype) && plan.qtype == lists.type;
+  sp.storage_queries = plan.qtype == lists.type && !plan.normalize;
   sp.k = k;
   sp.centroids = index.centroids;
   if (req.filter != nullptr && index.filter_set != nullptr) {

@@ -123,21 +123,27 @@ __device__ __forceinline__ bool wgmma_build_missing() {
   return false;
 }
 
-// acc += A (64 x 16, descriptor a) times B (32 x 16, descriptor b) transposed, fp32
-// accumulation. Warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8: h = 1) of the 64 x 32
-// result, columns 8 ni + 2 (lane % 4) + e, as acc[0][ni][2 h + e]: each warp's share has the
-// layout of four mma.sync m16n8 accumulators side by side.
-__device__ __forceinline__ void wgmma_m64n32k16_bf16(float (&acc)[1][4][4], uint64_t a, uint64_t b) {
+// acc += A (64 x 16, descriptor a) times B (32 x 16, descriptor b) transposed, both bf16 (F16:
+// both f16), fp32 accumulation. Warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8: h = 1)
+// of the 64 x 32 result, columns 8 ni + 2 (lane % 4) + e, as acc[0][ni][2 h + e]: each warp's
+// share has the layout of four mma.sync m16n8 accumulators side by side.
+template <bool F16 = false>
+__device__ __forceinline__ void wgmma_m64n32k16(float (&acc)[1][4][4], uint64_t a, uint64_t b) {
 #ifdef IVFGPU_DEVICE_WGMMA
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]),
-        "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]),
-        "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]),
-        "+f"(acc[0][3][3])
-      : "l"(a), "l"(b), "r"(1));
+#define IVFGPU_WGMMA_16BIT(TYPE)                                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                   \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                                   \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n" \
+               : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]), \
+                 "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]), \
+                 "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]), \
+                 "+f"(acc[0][3][3])                                                                                \
+               : "l"(a), "l"(b), "r"(1))
+  if constexpr (F16)
+    IVFGPU_WGMMA_16BIT("f16");
+  else
+    IVFGPU_WGMMA_16BIT("bf16");
+#undef IVFGPU_WGMMA_16BIT
 #else
   wgmma_unavailable(acc, a, b);
 #endif
@@ -212,15 +218,19 @@ __device__ __forceinline__ void wgmma_m64n32k32_int8(int (&acc)[1][4][4], uint64
 
 // One 64-byte slab (two k steps of 16 bf16 dimensions) of a warpgroup's 64 x 32 tile: the query
 // slab at shared address q, the warpgroup's 32 rows of the row slab at x. The caller fences
-// before and commits after (a slice's slabs go as one batch).
-struct WgmmaBf16 {
+// before and commits after (a slice's slabs go as one batch). WgmmaF16: f16 slabs (the native
+// pass on f16 rows, scan_resident.cuh).
+template <bool F16>
+struct Wgmma16 {
   __device__ static __forceinline__ void slab(float (&acc)[1][4][4], uint32_t q, uint32_t x) {
     const uint32_t q_lo = wgmma_slab_lo(q), x_lo = wgmma_slab_lo(x);
 #pragma unroll
     for (int s = 0; s < 2; ++s)
-      wgmma_m64n32k16_bf16(acc, wgmma_slab_of_lo(q_lo + 2 * s), wgmma_slab_of_lo(x_lo + 2 * s));
+      wgmma_m64n32k16<F16>(acc, wgmma_slab_of_lo(q_lo + 2 * s), wgmma_slab_of_lo(x_lo + 2 * s));
   }
 };
+using WgmmaBf16 = Wgmma16<false>;
+using WgmmaF16 = Wgmma16<true>;
 // The same for the int8 pass (scan_imma.cuh): a slab is 64 dimensions there, two k steps of 32.
 template <class T>
 struct WgmmaInt8 {

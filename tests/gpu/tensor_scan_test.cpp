@@ -10,7 +10,8 @@
 // constructed near-duplicates and exact duplicates (ties within the error everywhere; all-ties
 // lists that overflow the pruned pass's entries, narrow and wide), for both metrics, every
 // storage type and odd dimensions (element-wise staging below 4-element rows; partial slabs and
-// slices of the resident tile), and on the million-row mixture quantised to uint8.
+// slices of the resident tile), on the million-row mixture quantised to uint8, and for f16 and bf16
+// queries on rows of their type (the native pass) on subnormal, large and near-duplicate data.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 
 #include "common/id_workload.hpp"
 #include "common/test_util.hpp"
+#include "typed_twin.hpp"
 
 using namespace ivftest;
 
@@ -346,6 +348,66 @@ TEST(GpuTensorScan, F16SeedEqualsTheSimtScan) {
       }
     }
   }
+}
+
+// The native pass (pruned_kernel.hpp, resident_native): f16 or bf16 queries on rows of their type
+// go to the tensor cores as they are, uncentred, f16 on f16 tensor cores, and the margin bounds the
+// sums alone (margin_terms_exact_operands). Against the SIMT scan, and against the bf16 pass on the
+// same batch (IVFGPU_NATIVE16=0), both metrics, k 1 to 128, at dimensions of the resident pass's
+// two-tile (32), four-tile (128) and one-tile (200, 512) units; at 128 dimensions also data scaled
+// to 1e-6 (f16 subnormals, which the tensor cores may flush: the margin's s and c terms), f16 data
+// up to +-60,000 (products past 2^31, sums near fp32's spacing of 2^9 there) and near-duplicates (a
+// few rows repeated with each coordinate moved by about an f16 ulp: ties and near-ties within the
+// sums' error everywhere).
+TEST(GpuTensorScan, NativePassEqualsTheSimtScan) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t n = 20000, nlist = 32, nq = 2000, nprobe = 8;
+  enum class Data { Clustered, Subnormal, Large, NearDuplicates };
+  struct Case {
+    int64_t dim;
+    Data data;
+  };
+  for (ivf_dtype t : {IVF_DTYPE_F16, IVF_DTYPE_BF16})
+    for (const Case& c : {Case{32, Data::Clustered}, Case{128, Data::Clustered}, Case{200, Data::Clustered},
+                          Case{512, Data::Clustered}, Case{128, Data::Subnormal}, Case{128, Data::Large},
+                          Case{128, Data::NearDuplicates}}) {
+      const int64_t dim = c.dim;
+      std::vector<float> x = clustered_vectors(n, dim, 64, 80 + dim);
+      std::vector<float> q = clustered_vectors(nq, dim, 64, 90 + dim);
+      if (c.data == Data::NearDuplicates) {
+        std::mt19937 rng(7);
+        std::uniform_int_distribution<int> nudge(-2, 2);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < dim; ++j) {
+            const float v = x[(i % 40) * dim + j];
+            x[i * dim + j] = v * (1.0f + static_cast<float>(nudge(rng)) / 1024.0f);
+          }
+      }
+      const float scale = c.data == Data::Subnormal ? 1e-6f : c.data == Data::Large ? 12000.0f : 1.0f;
+      for (auto* v : {&x, &q})
+        for (float& e : *v) e = std::clamp(e * scale, -60000.0f, 60000.0f);
+      // The queries in the storage type (rounded to nearest even), as a caller holding f16 or bf16
+      // embeddings passes them: then, and only then, the native pass runs.
+      const typed::Bytes qs = typed::encode(q, t);
+      const std::string shape = std::string(t == IVF_DTYPE_F16 ? "f16" : "bf16") + " dim " + std::to_string(dim) +
+                                " data " + std::to_string(static_cast<int>(c.data));
+      for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+        if (c.data == Data::Large && t == IVF_DTYPE_BF16) continue;  // bf16 has fp32's range: nothing new
+        IndexPtr idx = cuda_index_of(dim, nlist, metric, t, x);
+        ASSERT_TRUE(idx);
+        for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{100}, int64_t{128}}) {
+          const Searched simt = search_with("simt", idx.get(), qs.data(), t, nq, dim, k, nprobe);
+          const Searched native = search_with("tensor", idx.get(), qs.data(), t, nq, dim, k, nprobe);
+          EXPECT_EQ(same_results(native.ids, native.dists, simt.ids, simt.dists, nq, k), "")
+              << shape << " metric " << metric << " k " << k;
+          setenv("IVFGPU_NATIVE16", "0", 1);
+          const Searched bf16 = search_with("tensor", idx.get(), qs.data(), t, nq, dim, k, nprobe);
+          unsetenv("IVFGPU_NATIVE16");
+          EXPECT_EQ(same_results(bf16.ids, bf16.dists, simt.ids, simt.dists, nq, k), "")
+              << shape << " metric " << metric << " k " << k << ", the bf16 operands";
+        }
+      }
+    }
 }
 
 // The tensor kernels' blocks take their work units from a queue, largest list first
