@@ -62,6 +62,7 @@ struct PrunedShape {
   bool wide = false;           // k past kPruneNarrowMaxK
   int ring_tiles_pinned = 0;   // IVFGPU_RING_TILES=1 or 2: the tf32 ring's query tiles a unit (A/B, tests); 0: the rule
   bool rows16 = false;          // the rows are f16 or bf16
+  bool f16_rows = false;        // the rows are f16
   bool storage_queries = false; // the queries' values are the storage type's (ScanProblem::storage_queries)
   bool wgmma = false;           // the device and build run wgmma (wgmma_usable)
   bool native_pinned_off = false;  // IVFGPU_NATIVE16=0: the bf16 operands where the native pass would run (A/B, tests)
@@ -102,6 +103,12 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
 // only the sums' (margin_terms_exact_operands); the narrow form on wgmma only.
 constexpr bool resident_native(const PrunedShape& s) {
   return s.rows16 && s.storage_queries && s.wgmma && !s.wide && !s.native_pinned_off;
+}
+
+// Whether the f16 seed (scan_seed_f16.cuh) runs native: f16 rows with f16 queries, uncentred, the
+// ring's words the tensor cores' operands as they are (bf16 values need not fit f16's range).
+constexpr bool seed_native(const PrunedShape& s) {
+  return s.f16_rows && s.storage_queries && !s.native_pinned_off;
 }
 
 // The tf32 ring's units hold two 64-query tiles (list_tf32_ring_kernel<IP, 2>: four warpgroups,

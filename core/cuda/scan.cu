@@ -294,7 +294,8 @@ scan_detail::PrunedShape pruned_shape(const DeviceContext& ctx, const ScanProble
   s.ring_tiles_pinned = ring_tiles_pinned();
   s.inner_product = p.metric != Metric::L2;
   s.centroids = p.centroids != nullptr;
-  s.rows16 = p.lists.type == ElementType::F16 || p.lists.type == ElementType::BF16;
+  s.f16_rows = p.lists.type == ElementType::F16;
+  s.rows16 = s.f16_rows || p.lists.type == ElementType::BF16;
   s.storage_queries = p.storage_queries;
   s.wgmma = scan_detail::wgmma_usable(ctx);
   s.native_pinned_off = env_is("IVFGPU_NATIVE16", "0");
@@ -540,16 +541,16 @@ void int8_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 }
 
 // The f16 seed: costs on f16 tensor cores with a margin, the few that can still count re-scored
-// exactly (f16_seeded).
+// exactly (f16_seeded); native: seed_native (f16 rows and queries, uncentred, exact products).
 void f16_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
-              const scan_detail::PruneState& prune) {
+              const scan_detail::PruneState& prune, bool native) {
   tensor_seed(ctx, stream, p, seed, true,
               [&](const scan_detail::SeedValues& sv, const ScanGroups& first, const TensorUnits& units) {
     dispatch_element_type(p.lists.type, [&](auto tag) {
       using T = typename decltype(tag)::type;
       scan_detail::TileArgs<T> args = units.args<T>(p, first);
       scan_detail::launch_f16_seed<T>(ctx, stream, p.metric != Metric::L2, args, p.nq, p.probes, seed, sv, prune,
-                                      !one_run_rescore_pinned());
+                                      !one_run_rescore_pinned(), native);
     });
   });
 }
@@ -588,7 +589,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   if (integer_seeded(form, k))
     int8_seed(ctx, stream, p, seed, prune, packed);
   else if (f16_seeded(shape, form, k))
-    f16_seed(ctx, stream, p, seed, prune);
+    f16_seed(ctx, stream, p, seed, prune, scan_detail::seed_native(shape));
   else
     simt_seed(ctx, stream, p, seed, prune);
   if (p.nprobe <= seed) return;

@@ -95,9 +95,14 @@ __device__ __forceinline__ float sqrt_at_least(float v) {
   return r * 1.00000095f;  // 1 + 2^-20
 }
 
-template <class T, bool IP>
+// NATIVE (resident_native's seed, f16 rows with f16 queries: f16_seed_native): nothing is centred
+// or rounded, the ring's words are the B fragments as they are, and the margin is
+// margin_terms_exact_operands' (the products are exact).
+template <class T, bool IP, bool NATIVE = false>
 __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
     seed_f16_kernel(TileArgs<T> a, MarginTerms mg, SeedValues sv) {
+  static_assert(!NATIVE || std::is_same_v<T, Half>, "the native seed: f16 rows");
+  constexpr bool kCentred = !IP && !NATIVE;
   extern __shared__ __align__(16) unsigned char seed_smem[];
   const int64_t padded = f16_seed_padded_dim(a.dim);
   const int steps = static_cast<int>(padded / kF16SeedStep);
@@ -120,7 +125,7 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
     __syncthreads();  // the previous unit is done with the shared arrays
     seed_unit_queries(a, su, q_row, q_base);
     for (int64_t j = tid; j < padded; j += kSeedThreads)
-      centre[j] = (!IP && j < a.dim) ? a.centroids[l * a.dim + j] : 0.0f;
+      centre[j] = (kCentred && j < a.dim) ? a.centroids[l * a.dim + j] : 0.0f;
     __syncthreads();
     // Entry (step s, lane L): A's registers for lane L, queries L / 4 and L / 4 + 8 at dimensions
     // 16 s + 4 (L % 4) .. + 3, centred (L2) and rounded to f16 (dim % 4 == 0: a lane's four are
@@ -172,7 +177,7 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
           return DeviceElement<T>::load4(reinterpret_cast<const T*>(&w));
         };
         float4 va = decode(0), vb = decode(1);
-        if constexpr (!IP) {
+        if constexpr (kCentred) {
           const float4 m = *reinterpret_cast<const float4*>(centre + s * kF16SeedStep + 4 * t);
           va = make_float4(va.x - m.x, va.y - m.y, va.z - m.z, va.w - m.w);
           vb = make_float4(vb.x - m.x, vb.y - m.y, vb.z - m.z, vb.w - m.w);
@@ -181,8 +186,16 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
         add_squares(xsq[1], vb);
         const uint4 f = qfrag[s * 32 + lane];
         const uint32_t af[4] = {f.x, f.y, f.z, f.w};
-        F16Mma::mma(acc[0], af, pack_f16(va.x, va.y), pack_f16(va.z, va.w));
-        F16Mma::mma(acc[1], af, pack_f16(vb.x, vb.y), pack_f16(vb.z, vb.w));
+        if constexpr (NATIVE) {  // the f16 words as they are: the same bits pack_f16 would give
+          const typename Ring::Word wa = ring.at(st, c, 0), wb = ring.at(st, c, 1);
+          const uint32_t* const ba = reinterpret_cast<const uint32_t*>(&wa);
+          const uint32_t* const bb = reinterpret_cast<const uint32_t*>(&wb);
+          F16Mma::mma(acc[0], af, ba[0], ba[1]);
+          F16Mma::mma(acc[1], af, bb[0], bb[1]);
+        } else {
+          F16Mma::mma(acc[0], af, pack_f16(va.x, va.y), pack_f16(va.z, va.w));
+          F16Mma::mma(acc[1], af, pack_f16(vb.x, vb.y), pack_f16(vb.z, vb.w));
+        }
       }
       if (s0 + kF16SeedChunkSteps < steps) return;  // the group's products go on
       seed_for_judged_columns(a, su, gi, xsq, [&](int n, int c, int row, float xs) {
@@ -315,13 +328,23 @@ struct FloatRowCost {
   }
 };
 
+// The seed kernel's build: native (f16 rows, f16 queries) or not.
+template <class T, bool IP>
+auto f16_seed_kernel_for(bool native) {
+  if constexpr (std::is_same_v<T, Half>)
+    if (native) return seed_f16_kernel<T, IP, true>;
+  if (native) fail(Errc::Internal, "the native seed takes f16 rows only");
+  return seed_f16_kernel<T, IP>;
+}
+
 template <class T, bool IP>
 void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args, int64_t nq,
                             const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune,
-                            bool best_first) {
-  const MarginTerms mg = margin_terms_f16(!IP, args.dim, !IP);
+                            bool best_first, bool native) {
+  const MarginTerms mg = native ? margin_terms_exact_operands(!IP, args.dim, 6.1035156e-05f)  // 2^-14
+                                : margin_terms_f16(!IP, args.dim, !IP);
   const std::size_t dynamic = f16_seed_smem_bytes<T>(args.dim);
-  const auto kernel = seed_f16_kernel<T, IP>;
+  const auto kernel = f16_seed_kernel_for<T, IP>(native);
   if (dynamic > kDefaultDynamicSmem) ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);
   kernel<<<resident_grid(ctx, reinterpret_cast<const void*>(kernel), kSeedThreads, dynamic), kSeedThreads, dynamic,
            stream>>>(args, mg, values);
@@ -335,11 +358,11 @@ void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const
 template <class T>
 void launch_f16_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
                      const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune,
-                     bool best_first) {
+                     bool best_first, bool native) {
   if (ip)
-    launch_f16_seed_metric<T, true>(ctx, stream, args, nq, probes, seed, values, prune, best_first);
+    launch_f16_seed_metric<T, true>(ctx, stream, args, nq, probes, seed, values, prune, best_first, native);
   else
-    launch_f16_seed_metric<T, false>(ctx, stream, args, nq, probes, seed, values, prune, best_first);
+    launch_f16_seed_metric<T, false>(ctx, stream, args, nq, probes, seed, values, prune, best_first, native);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

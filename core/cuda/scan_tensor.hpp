@@ -248,11 +248,12 @@ constexpr int64_t kF16SeedMaxDim = 2048;  // shared memory: 36 bytes a dimension
 constexpr int kF16SeedMaxK = 16;
 static_assert(kF16SeedMaxK <= kSeedMaxK, "the f16 seed's k best fit a warp's list");
 // best_first: the re-scoring takes the k best kept costs first (seed_rescore_kernel); false: every
-// kept row that can count in one run (IVFGPU_SEED_RESCORE=once, scan.cu).
+// kept row that can count in one run (IVFGPU_SEED_RESCORE=once, scan.cu). native: f16 rows with f16
+// queries, uncentred, exact products (seed_native; else Errc::Internal for other rows).
 template <class T>
 void launch_f16_seed(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args, int64_t nq,
                      const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune,
-                     bool best_first);
+                     bool best_first, bool native);
 
 // Integer-valued f32 queries (nq * dim, dim % 16 == 0, 16-byte aligned) as T's bytes (bytes:
 // nq * dim, 16-byte aligned) and their exact squared norms (sq: nq, zeroed by the caller), once a

@@ -11,7 +11,7 @@ template void launch_tensor_scan<Half>(const DeviceContext&, cudaStream_t, bool,
 template void launch_resident_scan<Half>(const DeviceContext&, cudaStream_t, bool, const TileArgs<Half>&,
                                         const PruneState&, bool);
 template void launch_f16_seed<Half>(const DeviceContext&, cudaStream_t, bool, const TileArgs<Half>&, int64_t,
-                                   const int32_t*, int64_t, const SeedValues&, const PruneState&, bool);
+                                   const int32_t*, int64_t, const SeedValues&, const PruneState&, bool, bool);
 template void launch_settle<Half>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<Half>&);
 template void launch_refine<Half>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<Half>&);
 }  // namespace ivfgpu::cuda::scan_detail

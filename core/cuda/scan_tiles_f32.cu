@@ -11,7 +11,7 @@ template void launch_tensor_scan<float>(const DeviceContext&, cudaStream_t, bool
 template void launch_resident_scan<float>(const DeviceContext&, cudaStream_t, bool, const TileArgs<float>&,
                                          const PruneState&, bool);
 template void launch_f16_seed<float>(const DeviceContext&, cudaStream_t, bool, const TileArgs<float>&, int64_t,
-                                   const int32_t*, int64_t, const SeedValues&, const PruneState&, bool);
+                                   const int32_t*, int64_t, const SeedValues&, const PruneState&, bool, bool);
 template void launch_settle<float>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<float>&);
 template void launch_refine<float>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<float>&);
 }  // namespace ivfgpu::cuda::scan_detail

@@ -18,7 +18,7 @@ template void launch_pack_integer_queries<int8_t>(cudaStream_t, const float*, in
 template void launch_int8_seed<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&, int64_t,
                                         const int32_t*, int64_t, const SeedValues&, const PruneState&);
 template void launch_f16_seed<int8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<int8_t>&, int64_t,
-                                   const int32_t*, int64_t, const SeedValues&, const PruneState&, bool);
+                                   const int32_t*, int64_t, const SeedValues&, const PruneState&, bool, bool);
 template void launch_settle<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<int8_t>&);
 template void launch_refine<int8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<int8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail

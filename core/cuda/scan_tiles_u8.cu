@@ -18,7 +18,7 @@ template void launch_pack_integer_queries<uint8_t>(cudaStream_t, const float*, i
 template void launch_int8_seed<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&, int64_t,
                                         const int32_t*, int64_t, const SeedValues&, const PruneState&);
 template void launch_f16_seed<uint8_t>(const DeviceContext&, cudaStream_t, bool, const TileArgs<uint8_t>&, int64_t,
-                                   const int32_t*, int64_t, const SeedValues&, const PruneState&, bool);
+                                   const int32_t*, int64_t, const SeedValues&, const PruneState&, bool, bool);
 template void launch_settle<uint8_t>(const DeviceContext&, cudaStream_t, bool, bool, const SettleArgs<uint8_t>&);
 template void launch_refine<uint8_t>(const DeviceContext&, cudaStream_t, bool, bool, const RefineArgs<uint8_t>&);
 }  // namespace ivfgpu::cuda::scan_detail
