@@ -33,11 +33,12 @@ template <>
 struct DeviceElement<Half> {
   static constexpr bool kInteger = false;
   __device__ static __forceinline__ float decode(uint16_t b) { return __half2float(__ushort_as_half(b)); }
-  __device__ static __forceinline__ float4 load4(const Half* p) {
-    const uint2 w = *reinterpret_cast<const uint2*>(p);
+  // Four elements from their 8 bytes (the lowest first).
+  __device__ static __forceinline__ float4 unpack4(uint2 w) {
     return make_float4(decode(static_cast<uint16_t>(w.x & 0xffffu)), decode(static_cast<uint16_t>(w.x >> 16)),
                        decode(static_cast<uint16_t>(w.y & 0xffffu)), decode(static_cast<uint16_t>(w.y >> 16)));
   }
+  __device__ static __forceinline__ float4 load4(const Half* p) { return unpack4(*reinterpret_cast<const uint2*>(p)); }
   __device__ static __forceinline__ float load1(const Half* p) {
     return decode(*reinterpret_cast<const uint16_t*>(p));
   }
@@ -52,10 +53,12 @@ template <>
 struct DeviceElement<BFloat16> {
   static constexpr bool kInteger = false;
   __device__ static __forceinline__ float decode(uint32_t b) { return __uint_as_float(b << 16); }
-  __device__ static __forceinline__ float4 load4(const BFloat16* p) {
-    const uint2 w = *reinterpret_cast<const uint2*>(p);
+  __device__ static __forceinline__ float4 unpack4(uint2 w) {
     return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
                        __uint_as_float(w.y & 0xffff0000u));
+  }
+  __device__ static __forceinline__ float4 load4(const BFloat16* p) {
+    return unpack4(*reinterpret_cast<const uint2*>(p));
   }
   __device__ static __forceinline__ float load1(const BFloat16* p) {
     return decode(*reinterpret_cast<const uint16_t*>(p));

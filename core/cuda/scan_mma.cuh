@@ -330,6 +330,40 @@ __device__ __forceinline__ void coalesced_store_bf16(unsigned char* slice, const
     coalesced_store_slab_bf16<F16>(slice + s * kBf16SlabBytes, w, sums, norm);
   }
 }
+// The native pass's rows (scan_resident.cuh, NATIVE: f16 or bf16 rows multiplied as they are):
+// coalesced_load_tile's threads and elements, each four kept as their 8 bytes (dim % 4 == 0: a
+// thread's four are all in the row or all past it; zeros past dim), and stored as they are at
+// coalesced_store_bf16's places: no decoding, centring or rounding but the squared norms' (the
+// same values in the same order as coalesced_store_bf16 sums).
+template <class R>
+__device__ __forceinline__ void coalesced_load_tile_raw(uint2 (&v)[kMmaVecs<true>], const R* first, int count,
+                                                        int64_t dim, int d0) {
+  static_assert(sizeof(R) == 2, "two-byte rows");
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const int j = d0 + 32 * s + coalesced_col();
+#pragma unroll
+    for (int h = 0; h < kCoalescedRows; ++h) {
+      const int r = coalesced_row(h);
+      const R* const row = first + (r < count ? r : 0) * dim;
+      v[2 * h + s] = j < dim ? *reinterpret_cast<const uint2*>(row + j) : make_uint2(0u, 0u);
+    }
+  }
+}
+template <class R>
+__device__ __forceinline__ void coalesced_store_raw16(unsigned char* slice, const uint2 (&v)[kMmaVecs<true>],
+                                                      float (&sums)[kCoalescedRows]) {
+  const int c = coalesced_col();
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int h = 0; h < kCoalescedRows; ++h) {
+      const uint2 w = v[2 * h + s];
+      *reinterpret_cast<uint2*>(slice + s * kBf16SlabBytes + bf16_chunk_at(coalesced_row(h), c / 8) +
+                                ((c % 8) / 4) * 8) = w;
+      add_squares(sums[h], DeviceElement<R>::unpack4(w));
+    }
+}
 // Slice v (d0 on) as it was loaded, in fp32 rows of `stride` floats from `rows` (the wide pass's
 // copy of its row tile): its values below dim (a multiple of four).
 __device__ __forceinline__ void coalesced_store_fp32(float* rows, int stride, const float4 (&v)[kMmaVecs<true>],

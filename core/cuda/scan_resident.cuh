@@ -79,8 +79,9 @@ __host__ __device__ constexpr std::size_t wide_shared_bytes(int64_t dim) {
 // NATIVE: f16 or bf16 rows (T) with queries of the same type (resident_native): the operands are
 // staged as they are, uncentred, in their own type (f16 slabs on f16 tensor cores), so the tensor
 // cores read them exactly and the margin is margin_terms_exact_operands' (only the sums' roundings)
-// instead of bf16's 2^-8 an operand: fewer rows pass the epilogue's first test, and the staging
-// neither centres nor rounds.
+// instead of bf16's 2^-8 an operand: fewer rows pass the epilogue's first test. The staging moves
+// a row's bytes as they are (coalesced_load_tile_raw, coalesced_store_raw16), decoding them only
+// for the squared norms: no centring, and no conversion to fp32 and back.
 template <class T, bool IP, int BLOCKS, bool WIDE = false, int QTILES = 1, bool WG = false, bool NATIVE = false>
 __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArgs<T> a, MarginTerms mg, PruneState pr) {
   // A tile's whole slices of bf16 for each of the unit's query tiles (WIDE: one, then fp32 query
@@ -188,8 +189,15 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
     }
     // The rows are staged row-coalesced (coalesced_load_tile: a copy of the tile's first row past
     // its end, whose products are never read and which xhalf excludes).
-    float4 xv[kMmaVecs<true>];
-    coalesced_load_tile(xv, u.rows + u.vt_begin * kMmaTile * a.dim, u.rows_in(u.vt_begin), a.dim, 0);
+    // NATIVE: the rows' bytes as they are (coalesced_load_tile_raw), else their values in fp32.
+    std::conditional_t<NATIVE, uint2, float4> xv[kMmaVecs<true>];
+    const auto load_rows = [&](const T* first, int count, int d0) {
+      if constexpr (NATIVE)
+        coalesced_load_tile_raw(xv, first, count, a.dim, d0);
+      else
+        coalesced_load_tile(xv, first, count, a.dim, d0);
+    };
+    load_rows(u.rows + u.vt_begin * kMmaTile * a.dim, u.rows_in(u.vt_begin), 0);
     int buf = 0;
     for (int64_t vt = u.vt_begin; vt < u.vt_end; ++vt) {
       const int64_t v0 = vt * kMmaTile;
@@ -204,17 +212,21 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
         const bool last = d0 + kSlice >= dim;
         // Buffer buf was last read two slices ago, before the previous slice's barrier; xraw, by
         // the previous tile's re-scoring, before its last barrier.
-        if (WIDE && xraw != nullptr) coalesced_store_fp32(xraw, qstride, xv, d0, dim);
-        if constexpr (kCentred) coalesced_centre(xv, centre, d0);
-        coalesced_store_bf16<kF16>(xs[buf], xv, xnorm, true);
+        if constexpr (NATIVE) {
+          coalesced_store_raw16<T>(xs[buf], xv, xnorm);
+        } else {
+          if (WIDE && xraw != nullptr) coalesced_store_fp32(xraw, qstride, xv, d0, dim);
+          if constexpr (kCentred) coalesced_centre(xv, centre, d0);
+          coalesced_store_bf16<kF16>(xs[buf], xv, xnorm, true);
+        }
         // WG: this slice's stores, and on a unit's first slice its query tiles', before the barrier
         // that lets the tensor cores read them.
         if constexpr (WG) wgmma_stores_visible();
         if (!last) {
-          coalesced_load_tile(xv, tile_rows, vcount, a.dim, d0 + kSlice);
+          load_rows(tile_rows, vcount, d0 + kSlice);
         } else {
           if (vt + 1 < u.vt_end)  // the next tile's first slice travels over the epilogue
-            coalesced_load_tile(xv, tile_rows + kMmaTile * a.dim, u.rows_in(vt + 1), a.dim, 0);
+            load_rows(tile_rows + kMmaTile * a.dim, u.rows_in(vt + 1), 0);
           // The tile's largest squared norm (rows past its end copy its first row: they cannot
           // raise it): each lane's two rows, then the warp's other rows.
           coalesced_row_sums(xnorm);
