@@ -60,30 +60,29 @@ struct Tf32Mma {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 };
-struct Bf16Mma {
+// m16n8k16 on 16-bit operands: bf16 (F16: f16). Their products are exact in fp32; the roundings
+// to the type, if any (bf16: at most 2^-8 of each operand, relatively; f16: 2^-11, and a
+// subnormal the tensor cores may flush), and the sums are what candidate_margin bounds
+// (margin_terms, margin_terms_f16, margin_terms_exact_operands).
+template <bool F16>
+struct Mma16 {
   __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    // bf16 x bf16 products are exact in fp32; the roundings to bf16 (at most 2^-8 of each
-    // operand, relatively: 8 significant bits) are what candidate_margin bounds.
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#define IVFGPU_MMA_16BIT(TYPE)                                                                                    \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+               "{%0,%1,%2,%3};\n"                                                                                  \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                   \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+    if constexpr (F16)
+      IVFGPU_MMA_16BIT("f16");
+    else
+      IVFGPU_MMA_16BIT("bf16");
+#undef IVFGPU_MMA_16BIT
   }
 };
+using Bf16Mma = Mma16<false>;
+using F16Mma = Mma16<true>;
 template <bool BF16>
 using MmaOp = std::conditional_t<BF16, Bf16Mma, Tf32Mma>;
-struct F16Mma {
-  __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    // f16 x f16 products are exact in fp32: only the roundings to f16, if any, and the sums are off
-    // (margin_terms_f16, margin_terms_exact_operands).
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
 
 // The place of dimension j (< 16) of staged row r in its slab row (see the layout above).
 __device__ __forceinline__ int slab_col(int r, int j) { return ((((j >> 2) ^ (r >> 1)) & 3) << 2) | (j & 3); }
