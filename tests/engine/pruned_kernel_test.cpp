@@ -167,6 +167,36 @@ TEST(PrunedKernel, Tf32RingUnitsHoldTwoQueryTilesWhereListsHoldEnoughQueries) {
   }
 }
 
+// The native pass (resident_native): f16 or bf16 rows with queries of their type (storage_queries:
+// given in it and not normalised since), on wgmma, in the narrow form; anything else keeps the
+// centred bf16 operands, and IVFGPU_NATIVE16=0 pins them. Its seed (seed_native) needs f16 rows:
+// bf16 values need not fit f16's range.
+TEST(PrunedKernel, QueriesOfTheRowsSixteenBitTypeRunNative) {
+  PrunedShape s = shape(128, false);
+  s.rows16 = s.f16_rows = s.storage_queries = s.wgmma = true;
+  EXPECT_EQ(pruned_kernel_for(s), PrunedKernel::Bf16Resident);
+  EXPECT_TRUE(resident_native(s));
+  EXPECT_TRUE(seed_native(s));
+  s.f16_rows = false;  // bf16 rows
+  EXPECT_TRUE(resident_native(s));
+  EXPECT_FALSE(seed_native(s));
+  s.f16_rows = true;
+  for (bool* off : {&s.rows16, &s.storage_queries, &s.wgmma}) {
+    *off = false;
+    EXPECT_FALSE(resident_native(s));
+    *off = true;
+  }
+  s.storage_queries = false;
+  EXPECT_FALSE(seed_native(s));
+  s.storage_queries = true;
+  s.wide = true;  // k past 128: the wide pass keeps its bf16 operands and exact entries
+  EXPECT_FALSE(resident_native(s));
+  s.wide = false;
+  s.native_pinned_off = true;
+  EXPECT_FALSE(resident_native(s));
+  EXPECT_FALSE(seed_native(s));
+}
+
 // The narrow pass's seed (narrow_seed_probes): one probe where it held on the bench's mixtures,
 // two past that (more below 128 dimensions from nprobe 64, and from nprobe 128 past k 64, without
 // exact entries). The boundaries are the measured ones (scan.cu's pruned_seed_probes): a one-probe seed past them let queries overflow
