@@ -100,9 +100,10 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
 // Whether the resident pass (PrunedKernel::Bf16Resident) runs native: f16 or bf16 rows with
 // queries of the same type go to the tensor cores as they are, uncentred (list_resident_kernel's
 // NATIVE builds: f16 slabs on f16 wgmma for f16 rows), so the products are exact and the margin
-// only the sums' (margin_terms_exact_operands); the narrow form on wgmma only.
+// only the sums' (margin_terms_exact_operands); the narrow form on wgmma only, and not where
+// IVFGPU_SCAN=bf16 pins bf16 operands.
 constexpr bool resident_native(const PrunedShape& s) {
-  return s.rows16 && s.storage_queries && s.wgmma && !s.wide && !s.native_pinned_off;
+  return s.rows16 && s.storage_queries && s.wgmma && !s.wide && !s.native_pinned_off && !s.bf16_pinned;
 }
 
 // Whether the f16 seed (scan_seed_f16.cuh) runs native: f16 rows with f16 queries, uncentred, the

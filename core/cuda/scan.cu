@@ -80,8 +80,9 @@ __global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* 
 // IVFGPU_SCAN pins the kernel of resident scans (A/B runs, and tests that compare them in one
 // process: read at every scan): =simt; =tensor (pruned where k allows, else keys; the pruned
 // pass's kernel as choose_pruned_kernel picks); =bf16 (the same, but the pruned pass always on
-// bf16 operands, also for integer queries on integer rows); =keys (the tensor pass that writes
-// every candidate's key). Unset, the dispatch below decides.
+// centred bf16 operands, also for integer queries on integer rows and f16 or bf16 queries on rows
+// of their type); =keys (the tensor pass that writes every candidate's key). Unset, the dispatch
+// below decides.
 enum class ScanKernel { Auto, Simt, Tensor, TensorKeys, TensorPruned };
 // Whether environment variable `name` is set to `value` (the pins below).
 bool env_is(const char* name, const char* value) {
@@ -105,6 +106,9 @@ bool staged_pass_pinned() { return env_is("IVFGPU_PRUNED", "staged"); }
 int ring_tiles_pinned() {
   return env_is("IVFGPU_RING_TILES", "1") ? 1 : env_is("IVFGPU_RING_TILES", "2") ? 2 : 0;
 }
+// IVFGPU_NATIVE16=0: the centred bf16 operands and f16 seed where f16 or bf16 queries on rows of
+// their type would run native (resident_native, seed_native), to compare the two on one batch.
+bool native_pinned_off() { return env_is("IVFGPU_NATIVE16", "0"); }
 
 // The length of each query's first `seed` segments (its first probes' lists).
 __global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t seed, int64_t* len) {
@@ -298,7 +302,7 @@ scan_detail::PrunedShape pruned_shape(const DeviceContext& ctx, const ScanProble
   s.rows16 = s.f16_rows || p.lists.type == ElementType::BF16;
   s.storage_queries = p.storage_queries;
   s.wgmma = scan_detail::wgmma_usable(ctx);
-  s.native_pinned_off = env_is("IVFGPU_NATIVE16", "0");
+  s.native_pinned_off = native_pinned_off();
   return s;
 }
 

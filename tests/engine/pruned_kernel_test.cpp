@@ -192,6 +192,10 @@ TEST(PrunedKernel, QueriesOfTheRowsSixteenBitTypeRunNative) {
   s.wide = true;  // k past 128: the wide pass keeps its bf16 operands and exact entries
   EXPECT_FALSE(resident_native(s));
   s.wide = false;
+  s.bf16_pinned = true;  // IVFGPU_SCAN=bf16: the pass's operands bf16; the f16 seed is f16 either way
+  EXPECT_FALSE(resident_native(s));
+  EXPECT_TRUE(seed_native(s));
+  s.bf16_pinned = false;
   s.native_pinned_off = true;
   EXPECT_FALSE(resident_native(s));
   EXPECT_FALSE(seed_native(s));
