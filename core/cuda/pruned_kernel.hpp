@@ -61,8 +61,8 @@ struct PrunedShape {
   bool tf32_ring = false;      // the device and build run list_tf32_ring_kernel (wgmma; tf32_ring_usable)
   bool wide = false;           // k past kPruneNarrowMaxK
   int ring_tiles_pinned = 0;   // IVFGPU_RING_TILES=1 or 2: the tf32 ring's query tiles a unit (A/B, tests); 0: the rule
-  bool rows16 = false;          // the rows are f16 or bf16
   bool f16_rows = false;        // the rows are f16
+  bool bf16_rows = false;       // the rows are bf16
   bool storage_queries = false; // the queries' values are the storage type's (ScanProblem::storage_queries)
   bool wgmma = false;           // the device and build run wgmma (wgmma_usable)
   bool native_pinned_off = false;  // IVFGPU_NATIVE16=0: the bf16 operands where the native pass would run (A/B, tests)
@@ -103,7 +103,7 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
 // only the sums' (margin_terms_exact_operands); the narrow form on wgmma only, and not where
 // IVFGPU_SCAN=bf16 pins bf16 operands.
 constexpr bool resident_native(const PrunedShape& s) {
-  return s.rows16 && s.storage_queries && s.wgmma && !s.wide && !s.native_pinned_off && !s.bf16_pinned;
+  return (s.f16_rows || s.bf16_rows) && s.storage_queries && s.wgmma && !s.wide && !s.native_pinned_off && !s.bf16_pinned;
 }
 
 // Whether the f16 seed (scan_seed_f16.cuh) runs native: f16 rows with f16 queries, uncentred, the

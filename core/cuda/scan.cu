@@ -299,7 +299,7 @@ scan_detail::PrunedShape pruned_shape(const DeviceContext& ctx, const ScanProble
   s.inner_product = p.metric != Metric::L2;
   s.centroids = p.centroids != nullptr;
   s.f16_rows = p.lists.type == ElementType::F16;
-  s.rows16 = s.f16_rows || p.lists.type == ElementType::BF16;
+  s.bf16_rows = p.lists.type == ElementType::BF16;
   s.storage_queries = p.storage_queries;
   s.wgmma = scan_detail::wgmma_usable(ctx);
   s.native_pinned_off = native_pinned_off();

@@ -290,52 +290,24 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   }
 }
 
-// The build of list_resident_kernel on wgmma or on mma.sync (wgmma_usable).
+// The build of list_resident_kernel on wgmma or on mma.sync (wgmma_usable); native: its NATIVE
+// build (resident_native), which exists for the narrow form of f16 and bf16 rows on wgmma only
+// (else Errc::Internal).
 template <class T, bool IP, int BLOCKS, bool WIDE = false, int QTILES = 1>
-auto resident_kernel(bool wg) {
+auto resident_kernel(bool wg, bool native) {
+  if constexpr (!WIDE && (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>))
+    if (native && wg) return list_resident_kernel<T, IP, BLOCKS, WIDE, QTILES, true, true>;
+  if (native) fail(Errc::Internal, "the native pass is the narrow form's, on wgmma, for f16 or bf16 rows");
   return wg ? list_resident_kernel<T, IP, BLOCKS, WIDE, QTILES, true>
             : list_resident_kernel<T, IP, BLOCKS, WIDE, QTILES, false>;
-}
-
-// The native pass (NATIVE, resident_native): the narrow form's builds for f16 and bf16 rows on
-// wgmma, uncentred, with margin_terms_exact_operands. Built for those row types only.
-template <class T>
-void launch_native_resident(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
-                            const PruneState& prune, std::size_t dynamic, std::size_t largest) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    const float flush = std::is_same_v<T, Half> ? 6.1035156e-05f : 1.1754944e-38f;  // 2^-14 : 2^-126
-    const MarginTerms mg = margin_terms_exact_operands(!ip, args.dim, flush);
-    const auto pick = [&](auto three, auto two) {
-      launch_resident_budget(ctx, stream, three, two, dynamic, largest, args, mg, prune);
-    };
-    switch (args.unit_queries / kMmaTile) {
-      case 2:
-        return ip ? pick(list_resident_kernel<T, true, kResidentBlocks, false, 2, true, true>,
-                         list_resident_kernel<T, true, kResidentBlocks, false, 2, true, true>)
-                  : pick(list_resident_kernel<T, false, kResidentBlocks, false, 2, true, true>,
-                         list_resident_kernel<T, false, kResidentBlocks, false, 2, true, true>);
-      case 4:
-        return ip ? pick(list_resident_kernel<T, true, kResidentFallbackBlocks, false, 4, true, true>,
-                         list_resident_kernel<T, true, kResidentFallbackBlocks, false, 4, true, true>)
-                  : pick(list_resident_kernel<T, false, kResidentFallbackBlocks, false, 4, true, true>,
-                         list_resident_kernel<T, false, kResidentFallbackBlocks, false, 4, true, true>);
-      default:
-        return ip ? pick(list_resident_kernel<T, true, kResidentBlocks, false, 1, true, true>,
-                         list_resident_kernel<T, true, kResidentFallbackBlocks, false, 1, true, true>)
-                  : pick(list_resident_kernel<T, false, kResidentBlocks, false, 1, true, true>,
-                         list_resident_kernel<T, false, kResidentFallbackBlocks, false, 1, true, true>);
-    }
-  } else {
-    (void)ctx, (void)stream, (void)ip, (void)args, (void)prune, (void)dynamic, (void)largest;
-    fail(Errc::Internal, "the native pass takes f16 or bf16 rows only");
-  }
 }
 
 template <class T>
 void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                           const PruneState& prune, bool native) {
   const bool wg = wgmma_usable(ctx);
-  const MarginTerms mg = margin_terms(!ip, args.dim, !ip, true);
+  const MarginTerms mg = native ? margin_terms_exact_operands(!ip, args.dim, std::is_same_v<T, Half>)
+                                : margin_terms(!ip, args.dim, !ip, true);
   // The units' query tiles, as scan.cu tiled them (resident_query_tiles).
   const int qtiles = args.unit_queries / kMmaTile;
   if (qtiles != resident_query_tiles(args.dim, prune.exact) || args.unit_queries % kMmaTile != 0)
@@ -343,14 +315,9 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
   const std::size_t dynamic = qtiles * resident_tile_bytes(static_cast<int>(args.dim));  // dim <= kResidentMaxDim
   const std::size_t largest = std::max(resident_tile_bytes(kResidentMaxDim),
                                        4 * resident_tile_bytes(static_cast<int>(kResidentGroupedMaxDim)));
-  if (native) {
-    if (!wg || prune.exact) fail(Errc::Internal, "the native pass is the narrow form's, on wgmma");
-    launch_native_resident(ctx, stream, ip, args, prune, dynamic, largest);
-    return;
-  }
   if (prune.exact) {  // the wide pass: one build, two blocks an SM (128 registers), its fp32 queries too
-    const auto wide = ip ? resident_kernel<T, true, kResidentFallbackBlocks, true>(wg)
-                         : resident_kernel<T, false, kResidentFallbackBlocks, true>(wg);
+    const auto wide = ip ? resident_kernel<T, true, kResidentFallbackBlocks, true>(wg, native)
+                         : resident_kernel<T, false, kResidentFallbackBlocks, true>(wg, native);
     launch_resident_budget(ctx, stream, wide, wide, dynamic + wide_shared_bytes(args.dim),
                            std::max(resident_tile_bytes(static_cast<int>(kWideExactMaxDim)) +
                                         wide_shared_bytes(kWideExactMaxDim),
@@ -360,23 +327,25 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
     return;
   }
   if (qtiles == 2) {  // at most 16 KiB of query tiles: three blocks fit
-    const auto pair = ip ? resident_kernel<T, true, kResidentBlocks, false, 2>(wg)
-                         : resident_kernel<T, false, kResidentBlocks, false, 2>(wg);
+    const auto pair = ip ? resident_kernel<T, true, kResidentBlocks, false, 2>(wg, native)
+                         : resident_kernel<T, false, kResidentBlocks, false, 2>(wg, native);
     launch_resident_budget(ctx, stream, pair, pair, dynamic, largest, args, mg, prune);
     return;
   }
   if (qtiles == 4) {  // up to 64 KiB of query tiles: two blocks an SM, 128 registers
-    const auto four = ip ? resident_kernel<T, true, kResidentFallbackBlocks, false, 4>(wg)
-                         : resident_kernel<T, false, kResidentFallbackBlocks, false, 4>(wg);
+    const auto four = ip ? resident_kernel<T, true, kResidentFallbackBlocks, false, 4>(wg, native)
+                         : resident_kernel<T, false, kResidentFallbackBlocks, false, 4>(wg, native);
     launch_resident_budget(ctx, stream, four, four, dynamic, largest, args, mg, prune);
     return;
   }
   if (ip)
-    launch_resident_budget(ctx, stream, resident_kernel<T, true, kResidentBlocks>(wg),
-                           resident_kernel<T, true, kResidentFallbackBlocks>(wg), dynamic, largest, args, mg, prune);
+    launch_resident_budget(ctx, stream, resident_kernel<T, true, kResidentBlocks>(wg, native),
+                           resident_kernel<T, true, kResidentFallbackBlocks>(wg, native), dynamic, largest, args, mg,
+                           prune);
   else
-    launch_resident_budget(ctx, stream, resident_kernel<T, false, kResidentBlocks>(wg),
-                           resident_kernel<T, false, kResidentFallbackBlocks>(wg), dynamic, largest, args, mg, prune);
+    launch_resident_budget(ctx, stream, resident_kernel<T, false, kResidentBlocks>(wg, native),
+                           resident_kernel<T, false, kResidentFallbackBlocks>(wg, native), dynamic, largest, args, mg,
+                           prune);
 }
 
 }  // namespace ivfgpu::cuda::scan_detail

@@ -172,11 +172,11 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
 #pragma unroll
       for (int c = 0; c < kF16SeedChunkSteps; ++c) {
         const int s = s0 + c;
-        const auto decode = [&](int n) {
-          const typename Ring::Word w = ring.at(st, c, n);
+        const typename Ring::Word wa = ring.at(st, c, 0), wb = ring.at(st, c, 1);  // the rows' four elements
+        const auto decode = [](const typename Ring::Word& w) {
           return DeviceElement<T>::load4(reinterpret_cast<const T*>(&w));
         };
-        float4 va = decode(0), vb = decode(1);
+        float4 va = decode(wa), vb = decode(wb);
         if constexpr (kCentred) {
           const float4 m = *reinterpret_cast<const float4*>(centre + s * kF16SeedStep + 4 * t);
           va = make_float4(va.x - m.x, va.y - m.y, va.z - m.z, va.w - m.w);
@@ -187,7 +187,6 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
         const uint4 f = qfrag[s * 32 + lane];
         const uint32_t af[4] = {f.x, f.y, f.z, f.w};
         if constexpr (NATIVE) {  // the f16 words as they are: the same bits pack_f16 would give
-          const typename Ring::Word wa = ring.at(st, c, 0), wb = ring.at(st, c, 1);
           const uint32_t* const ba = reinterpret_cast<const uint32_t*>(&wa);
           const uint32_t* const bb = reinterpret_cast<const uint32_t*>(&wb);
           F16Mma::mma(acc[0], af, ba[0], ba[1]);
@@ -341,8 +340,8 @@ template <class T, bool IP>
 void launch_f16_seed_metric(const DeviceContext& ctx, cudaStream_t stream, const TileArgs<T>& args, int64_t nq,
                             const int32_t* probes, int64_t seed, const SeedValues& values, const PruneState& prune,
                             bool best_first, bool native) {
-  const MarginTerms mg = native ? margin_terms_exact_operands(!IP, args.dim, 6.1035156e-05f)  // 2^-14
-                                : margin_terms_f16(!IP, args.dim, !IP);
+  const MarginTerms mg =
+      native ? margin_terms_exact_operands(!IP, args.dim, true) : margin_terms_f16(!IP, args.dim, !IP);
   const std::size_t dynamic = f16_seed_smem_bytes<T>(args.dim);
   const auto kernel = f16_seed_kernel_for<T, IP>(native);
   if (dynamic > kDefaultDynamicSmem) ctx.opt_in_shared_memory(reinterpret_cast<const void*>(kernel), dynamic);

@@ -55,26 +55,31 @@ __host__ __device__ inline float candidate_margin(const MarginTerms& m, float qn
 // + n h^2, doubled as the rest (L2 twice again: -2 q.x): s (|q| + |x|) + c. A value beyond the
 // f16 range becomes infinite and so does every cost it enters: the seed takes a non-finite cost
 // as a row it could not judge (it flags the query).
-__host__ __device__ inline MarginTerms margin_terms_f16(bool l2, int64_t dim, bool centered) {
-  const float h = 6.1035156e-05f;  // 2^-14
+// The smallest normal magnitudes: below them the tensor cores may flush an operand to zero.
+constexpr float kF16FlushBelow = 6.1035156e-05f;   // 2^-14
+constexpr float kBf16FlushBelow = 1.1754944e-38f;  // 2^-126
+// The s and c terms for operands flushed below h, each otherwise off by e relatively (the factor
+// 1 + e on s; the caller passes it).
+__host__ __device__ inline MarginTerms with_flush_terms(MarginTerms m, bool l2, int64_t dim, float h,
+                                                       float one_plus_e) {
   const float times = l2 ? 4.0f : 2.0f;
-  MarginTerms m = margin_terms_of(l2, dim, centered, 4.8828125e-04f);  // 2^-11
-  m.s = times * h * sqrtf(static_cast<float>(dim)) * 1.0005f;
+  m.s = times * h * sqrtf(static_cast<float>(dim)) * one_plus_e;
   m.c = times * static_cast<float>(dim) * h * h;
   return m;
 }
+__host__ __device__ inline MarginTerms margin_terms_f16(bool l2, int64_t dim, bool centered) {
+  const float e = 4.8828125e-04f;  // 2^-11
+  return with_flush_terms(margin_terms_of(l2, dim, centered, e), l2, dim, kF16FlushBelow, 1.0005f);
+}
 // Operands the tensor cores read as they are: f16 or bf16 queries on rows of the same type,
-// uncentred (the native pass, scan_resident.cuh). The products are exact in fp32, so only the sums
-// and the L2 assembly are off (e = 0 above), unless the tensor cores flush a subnormal operand,
-// below `flush` (2^-14 for f16, 2^-126 for bf16): margin_terms_f16's s and c with e = 0. f16
-// products and their sums stay finite in fp32; bf16 operands span fp32's range, as the bf16 pass's
-// rounded ones always have.
-__host__ __device__ inline MarginTerms margin_terms_exact_operands(bool l2, int64_t dim, float flush) {
-  const float times = l2 ? 4.0f : 2.0f;
-  MarginTerms m = margin_terms_of(l2, dim, false, 0.0f);
-  m.s = times * flush * sqrtf(static_cast<float>(dim));
-  m.c = times * static_cast<float>(dim) * flush * flush;
-  return m;
+// uncentred (the native pass, scan_resident.cuh; the native f16 seed). The products are exact in
+// fp32, so only the sums and the L2 assembly are off (e = 0 above), unless the tensor cores flush a
+// subnormal operand (f16: below kF16FlushBelow; bf16: kBf16FlushBelow): margin_terms_f16's s and c
+// with e = 0. f16 products and their sums stay finite in fp32; bf16 operands span fp32's range, as
+// the bf16 pass's rounded ones always have.
+__host__ __device__ inline MarginTerms margin_terms_exact_operands(bool l2, int64_t dim, bool f16) {
+  return with_flush_terms(margin_terms_of(l2, dim, false, 0.0f), l2, dim, f16 ? kF16FlushBelow : kBf16FlushBelow,
+                          1.0f);
 }
 
 // The tensor-core pass's tiles: kMmaTile queries x kMmaTile rows; a work unit is one query

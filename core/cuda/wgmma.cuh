@@ -123,6 +123,18 @@ __device__ __forceinline__ bool wgmma_build_missing() {
   return false;
 }
 
+// Both m64n32 forms' instruction: the opcode, the 16 accumulators (constraint c: "+f" for fp32,
+// "+r" for int32), the two descriptors, then the predicate that keeps them (scale-d) and the rest
+// of the operands, `tail`.
+#define IVFGPU_WGMMA_64x32(op, c, tail)                                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" op                                               \
+               " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p" tail ";\n}\n" \
+               : c(acc[0][0][0]), c(acc[0][0][1]), c(acc[0][0][2]), c(acc[0][0][3]), c(acc[0][1][0]),           \
+                 c(acc[0][1][1]), c(acc[0][1][2]), c(acc[0][1][3]), c(acc[0][2][0]), c(acc[0][2][1]),           \
+                 c(acc[0][2][2]), c(acc[0][2][3]), c(acc[0][3][0]), c(acc[0][3][1]), c(acc[0][3][2]),           \
+                 c(acc[0][3][3])                                                                               \
+               : "l"(a), "l"(b), "r"(1))
+
 // acc += A (64 x 16, descriptor a) times B (32 x 16, descriptor b) transposed, both bf16 (F16:
 // both f16), fp32 accumulation. Warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8: h = 1)
 // of the 64 x 32 result, columns 8 ni + 2 (lane % 4) + e, as acc[0][ni][2 h + e]: each warp's
@@ -130,20 +142,10 @@ __device__ __forceinline__ bool wgmma_build_missing() {
 template <bool F16 = false>
 __device__ __forceinline__ void wgmma_m64n32k16(float (&acc)[1][4][4], uint64_t a, uint64_t b) {
 #ifdef IVFGPU_DEVICE_WGMMA
-#define IVFGPU_WGMMA_16BIT(TYPE)                                                                                  \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                   \
-               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                                   \
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n" \
-               : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]), \
-                 "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]), \
-                 "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]), \
-                 "+f"(acc[0][3][3])                                                                                \
-               : "l"(a), "l"(b), "r"(1))
   if constexpr (F16)
-    IVFGPU_WGMMA_16BIT("f16");
+    IVFGPU_WGMMA_64x32("wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16", "+f", ", 1, 1, 0, 0");
   else
-    IVFGPU_WGMMA_16BIT("bf16");
-#undef IVFGPU_WGMMA_16BIT
+    IVFGPU_WGMMA_64x32("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16", "+f", ", 1, 1, 0, 0");
 #else
   wgmma_unavailable(acc, a, b);
 #endif
@@ -197,24 +199,15 @@ __device__ __forceinline__ void wgmma_m64n64k8_tf32(float (&acc)[1][8][4], uint6
 template <class T>
 __device__ __forceinline__ void wgmma_m64n32k32_int8(int (&acc)[1][4][4], uint64_t a, uint64_t b) {
 #ifdef IVFGPU_DEVICE_WGMMA
-#define IVFGPU_WGMMA_INT8(TYPE)                                                                                   \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                   \
-               "wgmma.mma_async.sync.aligned.m64n32k32.s32." TYPE "." TYPE " "                                   \
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p;\n}\n"       \
-               : "+r"(acc[0][0][0]), "+r"(acc[0][0][1]), "+r"(acc[0][0][2]), "+r"(acc[0][0][3]), "+r"(acc[0][1][0]), \
-                 "+r"(acc[0][1][1]), "+r"(acc[0][1][2]), "+r"(acc[0][1][3]), "+r"(acc[0][2][0]), "+r"(acc[0][2][1]), \
-                 "+r"(acc[0][2][2]), "+r"(acc[0][2][3]), "+r"(acc[0][3][0]), "+r"(acc[0][3][1]), "+r"(acc[0][3][2]), \
-                 "+r"(acc[0][3][3])                                                                                \
-               : "l"(a), "l"(b), "r"(1))
   if constexpr (std::is_same_v<T, uint8_t>)
-    IVFGPU_WGMMA_INT8("u8");
+    IVFGPU_WGMMA_64x32("wgmma.mma_async.sync.aligned.m64n32k32.s32.u8.u8", "+r", "");
   else
-    IVFGPU_WGMMA_INT8("s8");
-#undef IVFGPU_WGMMA_INT8
+    IVFGPU_WGMMA_64x32("wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8", "+r", "");
 #else
   wgmma_unavailable(acc, a, b);
 #endif
 }
+#undef IVFGPU_WGMMA_64x32
 
 // One 64-byte slab (two k steps of 16 bf16 dimensions) of a warpgroup's 64 x 32 tile: the query
 // slab at shared address q, the warpgroup's 32 rows of the row slab at x. The caller fences

@@ -173,15 +173,18 @@ TEST(PrunedKernel, Tf32RingUnitsHoldTwoQueryTilesWhereListsHoldEnoughQueries) {
 // bf16 values need not fit f16's range.
 TEST(PrunedKernel, QueriesOfTheRowsSixteenBitTypeRunNative) {
   PrunedShape s = shape(128, false);
-  s.rows16 = s.f16_rows = s.storage_queries = s.wgmma = true;
+  s.f16_rows = s.storage_queries = s.wgmma = true;
   EXPECT_EQ(pruned_kernel_for(s), PrunedKernel::Bf16Resident);
   EXPECT_TRUE(resident_native(s));
   EXPECT_TRUE(seed_native(s));
-  s.f16_rows = false;  // bf16 rows
+  s.f16_rows = false;
+  s.bf16_rows = true;
   EXPECT_TRUE(resident_native(s));
   EXPECT_FALSE(seed_native(s));
+  s.bf16_rows = false;  // neither: f32 or integer rows
+  EXPECT_FALSE(resident_native(s));
   s.f16_rows = true;
-  for (bool* off : {&s.rows16, &s.storage_queries, &s.wgmma}) {
+  for (bool* off : {&s.storage_queries, &s.wgmma}) {
     *off = false;
     EXPECT_FALSE(resident_native(s));
     *off = true;
