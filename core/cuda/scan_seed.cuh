@@ -87,14 +87,14 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
     const int per_group = steps / kSeedChunkSteps;
     const int nsteps = seed_warp_groups(su, warp) * per_group;
     const int judged_rows = pcount > 8 ? 2 : 1;  // query rows g + 8 exist only past 8 queries
-    const auto load_step = [&](int i, uint2 (&va)[kSeedChunkSteps], uint2 (&vb)[kSeedChunkSteps]) {
-      const int gi = warp + (i / per_group) * kSeedWarps, s0 = (i % per_group) * kSeedChunkSteps;
+    const auto load_step = [&](SeedStep at, uint2 (&va)[kSeedChunkSteps], uint2 (&vb)[kSeedChunkSteps]) {
+      const int gi = warp + at.group * kSeedWarps, s0 = at.chunk * kSeedChunkSteps;
       seed_load_step<kSeedChunkSteps, kSeedStep, 8>(rows, a.dim, rcount, gi, s0, va, vb, make_uint2(0u, 0u),
                                                     [](const T* x) { return *reinterpret_cast<const uint2*>(x); });
     };
     int acc[2][4], xsq[2];
-    const auto multiply = [&](int step, uint2 (&va)[kSeedChunkSteps], uint2 (&vb)[kSeedChunkSteps]) {
-      const int gi = warp + (step / per_group) * kSeedWarps, s0 = (step % per_group) * kSeedChunkSteps;
+    const auto multiply = [&](SeedStep at, uint2 (&va)[kSeedChunkSteps], uint2 (&vb)[kSeedChunkSteps]) {
+      const int gi = warp + at.group * kSeedWarps, s0 = at.chunk * kSeedChunkSteps;
       if (s0 == 0) seed_clear_group(acc, xsq);
 #pragma unroll
       for (int c = 0; c < kSeedChunkSteps; ++c) {
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kSeedThreads) seed_int8_kernel(TileArgs<T> a, 
         }
       });
     };
-    seed_pipelined_steps<kSeedChunkSteps, uint2>(nsteps, load_step, multiply);
+    seed_pipelined_steps<kSeedChunkSteps, uint2>(nsteps, per_group, load_step, multiply);
     // The kept values and the best dropped cost join the query's (seed_keep_values).
 #pragma unroll
     for (int i = 0; i < 2; ++i) {

@@ -163,11 +163,11 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
     const int nsteps = seed_warp_groups(su, warp) * per_group;
     const int judged_rows = pcount > 8 ? 2 : 1;  // query rows g + 8 exist only past 8 queries
     float acc[2][4], xsq[2];
-    const auto issue = [&](int i, int st) {
-      ring.issue(rows, a.dim, rcount, warp + (i / per_group) * kSeedWarps, (i % per_group) * kF16SeedChunkSteps, st);
+    const auto issue = [&](SeedStep at, int st) {
+      ring.issue(rows, a.dim, rcount, warp + at.group * kSeedWarps, at.chunk * kF16SeedChunkSteps, st);
     };
-    const auto multiply = [&](int step, int st) {
-      const int gi = warp + (step / per_group) * kSeedWarps, s0 = (step % per_group) * kF16SeedChunkSteps;
+    const auto multiply = [&](SeedStep at, int st) {
+      const int gi = warp + at.group * kSeedWarps, s0 = at.chunk * kF16SeedChunkSteps;
       if (s0 == 0) seed_clear_group(acc, xsq);
 #pragma unroll
       for (int c = 0; c < kF16SeedChunkSteps; ++c) {
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kSeedThreads, kF16SeedBlocks)
         }
       });
     };
-    seed_ring_steps<Ring::kStages>(nsteps, issue, multiply);
+    seed_ring_steps<Ring::kStages>(nsteps, per_group, issue, multiply);
     // The kept values and the best dropped cost join the query's (seed_keep_values), and the
     // largest squared norms of the query and of the rows join theirs.
 #pragma unroll
