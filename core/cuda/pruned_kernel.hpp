@@ -103,7 +103,8 @@ constexpr PrunedKernel pruned_kernel_for(const PrunedShape& s) {
 // only the sums' (margin_terms_exact_operands); the narrow form on wgmma only, and not where
 // IVFGPU_SCAN=bf16 pins bf16 operands.
 constexpr bool resident_native(const PrunedShape& s) {
-  return (s.f16_rows || s.bf16_rows) && s.storage_queries && s.wgmma && !s.wide && !s.native_pinned_off && !s.bf16_pinned;
+  return (s.f16_rows || s.bf16_rows) && s.storage_queries && s.wgmma && !s.wide && !s.native_pinned_off &&
+         !s.bf16_pinned;
 }
 
 // Whether the f16 seed (scan_seed_f16.cuh) runs native: f16 rows with f16 queries, uncentred, the

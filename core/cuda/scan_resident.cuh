@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   // in a slab. Otherwise warps of 32 query rows by 16 tile rows on mma.sync.
   const int wq = WG ? (warp % 4) * 16 : (warp / 4) * 32, wv = WG ? (warp / 4) * 32 : (warp % 4) * 16;
   constexpr int kMI = WG ? 1 : 2, kNI = WG ? 4 : 2;
-  using Products = std::conditional_t<WG, Wgmma16<kF16>, Bf16Mma>;  // the later query tiles' (finish_row_tile)
+  using Products = std::conditional_t<WG, Wgmma16<kF16>, Bf16Mma>;  // the slices' (WG) and the later query tiles'
   const int dim = static_cast<int>(a.dim);
   const int nslab = (dim + kResidentSlabDims - 1) / kResidentSlabDims;
   constexpr int kSlice = kMmaSlice<true>;  // 64 dimensions: two slabs
@@ -254,8 +254,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
           }
         }
         if constexpr (WG) {  // issued here, waited for before the next slice's barrier
-          wgmma_slice_products<Wgmma16<kF16>>(acc, q_at, x_at + buf * 2 * kBf16SlabBytes, d0 / kResidentSlabDims, nslab,
-                                          b_off);
+          wgmma_slice_products<Products>(acc, q_at, x_at + buf * 2 * kBf16SlabBytes, d0 / kResidentSlabDims, nslab,
+                                         b_off);
         } else if (wq < pcount) {
 #pragma unroll
           for (int j = 0; j < 2; ++j) {

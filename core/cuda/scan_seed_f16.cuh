@@ -95,7 +95,7 @@ __device__ __forceinline__ float sqrt_at_least(float v) {
   return r * 1.00000095f;  // 1 + 2^-20
 }
 
-// NATIVE (resident_native's seed, f16 rows with f16 queries: f16_seed_native): nothing is centred
+// NATIVE (seed_native: f16 rows with f16 queries): nothing is centred
 // or rounded, the ring's words are the B fragments as they are, and the margin is
 // margin_terms_exact_operands' (the products are exact).
 template <class T, bool IP, bool NATIVE = false>

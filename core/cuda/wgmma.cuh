@@ -211,8 +211,8 @@ __device__ __forceinline__ void wgmma_m64n32k32_int8(int (&acc)[1][4][4], uint64
 
 // One 64-byte slab (two k steps of 16 bf16 dimensions) of a warpgroup's 64 x 32 tile: the query
 // slab at shared address q, the warpgroup's 32 rows of the row slab at x. The caller fences
-// before and commits after (a slice's slabs go as one batch). WgmmaF16: f16 slabs (the native
-// pass on f16 rows, scan_resident.cuh).
+// before and commits after (a slice's slabs go as one batch). F16: f16 slabs (the native pass on
+// f16 rows, scan_resident.cuh).
 template <bool F16>
 struct Wgmma16 {
   __device__ static __forceinline__ void slab(float (&acc)[1][4][4], uint32_t q, uint32_t x) {
@@ -223,7 +223,6 @@ struct Wgmma16 {
   }
 };
 using WgmmaBf16 = Wgmma16<false>;
-using WgmmaF16 = Wgmma16<true>;
 // The same for the int8 pass (scan_imma.cuh): a slab is 64 dimensions there, two k steps of 32.
 template <class T>
 struct WgmmaInt8 {

@@ -184,24 +184,23 @@ TEST(PrunedKernel, QueriesOfTheRowsSixteenBitTypeRunNative) {
   s.bf16_rows = false;  // neither: f32 or integer rows
   EXPECT_FALSE(resident_native(s));
   s.f16_rows = true;
-  for (bool* off : {&s.storage_queries, &s.wgmma}) {
-    *off = false;
-    EXPECT_FALSE(resident_native(s));
-    *off = true;
+  // Each of these alone keeps the pass off the native operands; the seed needs only f16 rows with
+  // f16 queries, and not the pin.
+  struct Off {
+    bool PrunedShape::*field;
+    bool seed_native;
+    const char* what;
+  };
+  for (const Off& o : {Off{&PrunedShape::storage_queries, false, "f32 or normalised queries"},
+                       Off{&PrunedShape::wgmma, true, "no wgmma"},
+                       Off{&PrunedShape::wide, true, "k past 128: the wide pass keeps its bf16 operands"},
+                       Off{&PrunedShape::bf16_pinned, true, "IVFGPU_SCAN=bf16"},
+                       Off{&PrunedShape::native_pinned_off, false, "IVFGPU_NATIVE16=0"}}) {
+    PrunedShape t = s;
+    t.*o.field = !(s.*o.field);
+    EXPECT_FALSE(resident_native(t)) << o.what;
+    EXPECT_EQ(seed_native(t), o.seed_native) << o.what;
   }
-  s.storage_queries = false;
-  EXPECT_FALSE(seed_native(s));
-  s.storage_queries = true;
-  s.wide = true;  // k past 128: the wide pass keeps its bf16 operands and exact entries
-  EXPECT_FALSE(resident_native(s));
-  s.wide = false;
-  s.bf16_pinned = true;  // IVFGPU_SCAN=bf16: the pass's operands bf16; the f16 seed is f16 either way
-  EXPECT_FALSE(resident_native(s));
-  EXPECT_TRUE(seed_native(s));
-  s.bf16_pinned = false;
-  s.native_pinned_off = true;
-  EXPECT_FALSE(resident_native(s));
-  EXPECT_FALSE(seed_native(s));
 }
 
 // The narrow pass's seed (narrow_seed_probes): one probe where it held on the bench's mixtures,

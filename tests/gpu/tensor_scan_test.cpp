@@ -353,8 +353,8 @@ TEST(GpuTensorScan, F16SeedEqualsTheSimtScan) {
 // The native pass (pruned_kernel.hpp, resident_native): f16 or bf16 queries on rows of their type
 // go to the tensor cores as they are, uncentred, f16 on f16 tensor cores, and the margin bounds the
 // sums alone (margin_terms_exact_operands); for f16 at k 1 and 10 the f16 seed likewise
-// (seed_native). Against the SIMT scan, and against the bf16 pass on the
-// same batch (IVFGPU_NATIVE16=0), both metrics, k 1 to 128, at dimensions of the resident pass's
+// (seed_native). It and the bf16 pass on the same batch (IVFGPU_NATIVE16=0) each against the
+// SIMT scan, both metrics, k 1 to 128, at dimensions of the resident pass's
 // two-tile (32), four-tile (128) and one-tile (200, 512) units; at 128 dimensions also data scaled
 // to 1e-6 (f16 subnormals, which the tensor cores may flush: the margin's s and c terms), f16 data
 // up to +-60,000 (products past 2^31, sums near fp32's spacing of 2^9 there) and near-duplicates (a

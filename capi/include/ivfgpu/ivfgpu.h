@@ -127,12 +127,13 @@ typedef int32_t ivf_metric;
  *  stored (decoded) vector is computed in fp32; a query of the storage type is decoded, except
  *  integer queries against integer rows, whose distances are exact integers rounded once to
  *  float. f16 and bf16 queries on rows of their own type are the GPU's fastest form for those
- *  rows (its scan multiplies both as they are); the results are the same. Centroids are f32, and training data only feeds k-means: it is decoded, never
- *  converted or range-checked. Cosine needs a floating type (f32, f16, bf16: rows are
- *  normalised in f32, then rounded); with uint8/int8 ivf_create returns IVF_ERR_UNSUPPORTED. Every backend holds every type (CPU, CUDA, a device budget, several
- *  parts); a CUDA index converts f32 rows on the GPU (a budgeted one on the host, where its
- *  rows live), with the same rounding and checks, and its device memory falls with the
- *  element size. */
+ *  rows (its scan multiplies both as they are); the results are the same. Centroids are f32,
+ *  and training data only feeds k-means: it is decoded, never converted or range-checked.
+ *  Cosine needs a floating type (f32, f16, bf16: rows are normalised in f32, then rounded);
+ *  with uint8/int8 ivf_create returns IVF_ERR_UNSUPPORTED. Every backend holds every type (CPU,
+ *  CUDA, a device budget, several parts); a CUDA index converts f32 rows on the GPU (a
+ *  budgeted one on the host, where its rows live), with the same rounding and checks, and its
+ *  device memory falls with the element size. */
 typedef int32_t ivf_dtype;
 #define IVF_DTYPE_F32  0
 #define IVF_DTYPE_F16  1
