@@ -17,6 +17,7 @@
 
 #include "admission_gate.hpp"
 #include "cuda_handles.hpp"
+#include "pinned_buffer.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -67,6 +68,9 @@ struct Worker {
   // that needs them. A worker serves one call at a
   // time, so they need no lock. Destroyed first, while the stream and pool still live.
   std::shared_ptr<SmallBatchGraphs> graphs;
+  // A batch's deferred query check (search.cu) leaves its verdict here: page-locked, so the copy
+  // that brings it back is queued without waiting; read after the call's synchronisation.
+  PinnedBuffer verdict;
 };
 
 // cuBLAS workspace per worker of a context with a pool limit (a device budget).

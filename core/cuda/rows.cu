@@ -75,14 +75,18 @@ void fill_sequential(cudaStream_t stream, int64_t* v, int64_t n, int64_t first) 
   IVF_CUDA_CHECK_LAUNCH();
 }
 
+void enqueue_first_unusable_row(cudaStream_t stream, const float* x, int64_t n, int64_t dim, bool bounded,
+                                unsigned long long* first) {
+  first_unusable_kernel<<<grid_for(n, 128), 128, 0, stream>>>(x, n, dim, bounded, kMaxSquaredNorm, first);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
 int64_t first_unusable_row(const DeviceContext& ctx, cudaStream_t stream, const float* x, int64_t n, int64_t dim,
                            bool bounded, bool* non_finite) {
   const int64_t key = first_index(ctx, stream, [&](unsigned long long* first) {
-    first_unusable_kernel<<<grid_for(n, 128), 128, 0, stream>>>(x, n, dim, bounded, kMaxSquaredNorm, first);
+    enqueue_first_unusable_row(stream, x, n, dim, bounded, first);
   });
-  if (key < 0) return -1;
-  *non_finite = key % 2 == 0;
-  return key / 2;
+  return unusable_row_of(key < 0 ? ~0ull : static_cast<unsigned long long>(key), non_finite);
 }
 
 int64_t first_equal(const DeviceContext& ctx, cudaStream_t stream, const int64_t* ids, int64_t n, int64_t value) {

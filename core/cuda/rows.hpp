@@ -22,6 +22,17 @@ void normalize_rows(cudaStream_t stream, const float* in, int64_t n, int64_t dim
 int64_t first_unusable_row(const DeviceContext& ctx, cudaStream_t stream, const float* x, int64_t n, int64_t dim,
                            bool bounded, bool* non_finite);
 
+// The same check queued without waiting: the first unusable row's key, row * 2 + 1 for a finite
+// row over the bound and row * 2 for a non-finite one, is lowered into *first (device memory,
+// which the caller set to ~0: no such row, as the key stays). unusable_row_of reads a key.
+void enqueue_first_unusable_row(cudaStream_t stream, const float* x, int64_t n, int64_t dim, bool bounded,
+                                unsigned long long* first);
+inline int64_t unusable_row_of(unsigned long long key, bool* non_finite) {
+  if (key == ~0ull) return -1;
+  *non_finite = key % 2 == 0;
+  return static_cast<int64_t>(key / 2);
+}
+
 // v[i] = first + i.
 void fill_sequential(cudaStream_t stream, int64_t* v, int64_t n, int64_t first);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -33,6 +34,21 @@ namespace {
 constexpr int64_t kCoarseBudget = int64_t{1} << 26;
 // Final top-k scratch (positions + keys) of one chunk: at most this many entries.
 constexpr int64_t kResultBudget = int64_t{1} << 26;
+
+// A synchronous device-memory batch of at most this many results (rows x k) a chunk checks its
+// queries without a synchronisation (DeferredCheck); a larger one keeps the separate check, as its
+// results would need as much scratch again.
+constexpr int64_t kDeferredCheckResults = int64_t{1} << 22;
+
+// A deferred check's results reach the caller's buffers only when no query failed it.
+__global__ void publish_checked_kernel(const unsigned long long* verdict, const int64_t* ids, const float* dists,
+                                       int64_t n, int64_t* out_ids, float* out_dists) {
+  if (*verdict != ~0ull) return;
+  for (int64_t e = global_thread(); e < n; e += thread_stride()) {
+    out_ids[e] = ids[e];
+    out_dists[e] = dists[e];
+  }
+}
 
 // Stage D's last step: candidate positions -> ids, padding past the count.
 __global__ void finalize_kernel(const int32_t* sel_pos, const float* sel_key, const int32_t* count, int64_t nq,
@@ -226,6 +242,60 @@ void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, 
 
 namespace {
 
+// The check of device-memory queries (reject_unusable_device_queries) queued on `stream`: the
+// first unusable row's key lowered into *first (unusable_row_of). f16/bf16 queries are checked
+// decoded, as on the host.
+void enqueue_device_query_check(const DeviceContext& ctx, cudaStream_t stream, const SearchPlan& plan,
+                                const MatrixView& q, unsigned long long* first) {
+  const float* x = static_cast<const float*>(q.data);
+  DeviceBuffer<float> decoded;  // freed in stream order
+  if (q.type != ElementType::F32) {
+    decoded = DeviceBuffer<float>(ctx, static_cast<std::size_t>(q.rows * q.dim), stream);
+    decode_rows_on_device(stream, q.type, q.data, q.rows, q.dim, decoded.data());
+    x = decoded.data();
+  }
+  enqueue_first_unusable_row(stream, x, q.rows, q.dim, plan.metric != Metric::Cosine, first);
+}
+
+// A batch's device-memory queries checked while it runs, instead of before with a
+// synchronisation (the separate check cost each such call a round trip to the host with the
+// GPU idle): the check is queued first, the chunks write their results to scratch, and
+// publish_checked_kernel copies each chunk's to the caller's buffers only if no query failed;
+// the verdict comes back with the call's one synchronisation (raise_if_refused). So a refused
+// call still writes nothing.
+class DeferredCheck {
+ public:
+  DeferredCheck(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchPlan& plan,
+                const MatrixView& q)
+      : first_(ctx, 1, lease.stream()), host_(&lease.worker().verdict) {
+    const cudaStream_t stream = lease.stream();
+    (void)host_->reserve(sizeof(unsigned long long));
+    IVF_CUDA_CHECK(cudaMemsetAsync(first_.data(), 0xff, sizeof(unsigned long long), stream));
+    enqueue_device_query_check(ctx, stream, plan, q, first_.data());
+    IVF_CUDA_CHECK(cudaMemcpyAsync(host_->data(), first_.data(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                   stream));
+  }
+  // n results of a chunk from scratch to the caller's device buffers, if the check passed.
+  void publish(cudaStream_t stream, const int64_t* ids, const float* dists, int64_t n, int64_t* out_ids,
+               float* out_dists) const {
+    publish_checked_kernel<<<grid_for(n), kDefaultThreads, 0, stream>>>(first_.data(), ids, dists, n, out_ids,
+                                                                        out_dists);
+    IVF_CUDA_CHECK_LAUNCH();
+  }
+  // After the call's stream has been waited for: the check's refusal, if any.
+  void raise_if_refused() const {
+    unsigned long long key = 0;
+    std::memcpy(&key, host_->data(), sizeof key);
+    bool non_finite = false;
+    const int64_t row = unusable_row_of(key, &non_finite);
+    if (row >= 0) fail_unusable_row("search: query", row, non_finite);
+  }
+
+ private:
+  DeviceBuffer<unsigned long long> first_;
+  PinnedBuffer* host_;
+};
+
 // One chunk of host queries at `host` (plan.qtype): they cross into `staged` (device) in the
 // pieces upload_pieces picks, each piece's coarse stage enqueued behind its copy, then the scan
 // of the whole chunk, whose results land in ids / dists (device).
@@ -260,12 +330,18 @@ void enqueue_host_chunk(const DeviceContext& ctx, const DeviceContext::Lease& le
 void enqueue_search_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, const SearchIndexView& index,
                           const SearchRequest& req, const SearchPlan& plan, ChunkScratch& scratch,
                           DeviceBuffer<unsigned char>& q_in, DeviceBuffer<int64_t>& ids_out,
-                          DeviceBuffer<float>& dists_out, bool& check_pending, int64_t q0, int64_t rows) {
+                          DeviceBuffer<float>& dists_out, bool& check_pending, const DeferredCheck* deferred,
+                          int64_t q0, int64_t rows) {
   const int64_t k = plan.k;
   const std::size_t row_in = static_cast<std::size_t>(plan.dim) * element_size(plan.qtype);
   const auto* raw = static_cast<const unsigned char*>(req.queries.data) + row_in * static_cast<std::size_t>(q0);
   if (req.memory != MemoryKind::Host) {
-    enqueue_chunk(ctx, lease, index, req, plan, scratch, raw, rows, req.ids + q0 * k, req.dists + q0 * k);
+    if (deferred == nullptr) {
+      enqueue_chunk(ctx, lease, index, req, plan, scratch, raw, rows, req.ids + q0 * k, req.dists + q0 * k);
+      return;
+    }
+    enqueue_chunk(ctx, lease, index, req, plan, scratch, raw, rows, ids_out.data(), dists_out.data());
+    deferred->publish(lease.stream(), ids_out.data(), dists_out.data(), rows * k, req.ids + q0 * k, req.dists + q0 * k);
     return;
   }
   enqueue_host_chunk(ctx, lease, index, req, plan, scratch, raw, q_in.data(), rows, ids_out.data(), dists_out.data());
@@ -284,19 +360,18 @@ void enqueue_search_chunk(const DeviceContext& ctx, const DeviceContext::Lease& 
 
 // Device-memory queries get the check Index::search gives host queries (NaN or Inf; under L2
 // and inner product the norm bound), on the device and before any work, so a refused call
-// writes nothing: one small kernel and a synchronisation. f16/bf16 queries are checked decoded,
-// as on the host; integer ones need none.
+// writes nothing: one small kernel and a synchronisation (a large batch defers it instead:
+// DeferredCheck). Integer queries need none.
 void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, const SearchPlan& plan,
                                     const MatrixView& q) {
-  const float* x = static_cast<const float*>(q.data);
-  DeviceBuffer<float> decoded;
-  if (q.type != ElementType::F32) {
-    decoded = DeviceBuffer<float>(ctx, static_cast<std::size_t>(q.rows * q.dim), stream);
-    decode_rows_on_device(stream, q.type, q.data, q.rows, q.dim, decoded.data());
-    x = decoded.data();
-  }
+  DeviceBuffer<unsigned long long> first(ctx, 1, stream);
+  IVF_CUDA_CHECK(cudaMemsetAsync(first.data(), 0xff, sizeof(unsigned long long), stream));
+  enqueue_device_query_check(ctx, stream, plan, q, first.data());
+  unsigned long long key = 0;
+  IVF_CUDA_CHECK(cudaMemcpyAsync(&key, first.data(), sizeof key, cudaMemcpyDeviceToHost, stream));
+  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
   bool non_finite = false;
-  const int64_t row = first_unusable_row(ctx, stream, x, q.rows, q.dim, plan.metric != Metric::Cosine, &non_finite);
+  const int64_t row = unusable_row_of(key, &non_finite);
   if (row >= 0) fail_unusable_row("search: query", row, non_finite);
 }
 
@@ -328,7 +403,6 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   // A handful of queries: the fused kernels or one graph launch (small_batch.hpp), when the
   // request is one for them; the fused kernels check device queries themselves.
   if (run_small_batch(ctx, lease, index, req, plan, device_check)) return;
-  if (device_check) reject_unusable_device_queries(ctx, stream, plan, req.queries);
 
   // Scratch for one chunk, reused by every chunk. Out of memory (e.g. many large searches at
   // once) halves the chunk and tries again; only a single query that cannot fit fails.
@@ -341,6 +415,18 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   // hide (bench/RESULTS.md, "Large host batches cut into pieces"). Only the coarse stage
   // follows the queries in pieces (enqueue_host_chunk).
   int64_t chunk = initial_chunk(ctx, index, plan, n);
+  // A synchronous call returns only after its queued work: an exception past this point (a
+  // cancel from the progress callback, a failed check, a CUDA error) waits for what is queued
+  // before it leaves, so nothing is written to the caller's buffers after the call returns.
+  // An asynchronous call's work belongs to the caller's stream (ivfgpu.h).
+  const bool synchronous = host || lease.own_stream();
+  // Device-memory queries are checked while the batch runs where its results fit scratch
+  // (DeferredCheck), else before it.
+  std::optional<DeferredCheck> deferred;
+  if (device_check && synchronous && chunk * k <= kDeferredCheckResults)
+    deferred.emplace(ctx, lease, plan, req.queries);
+  else if (device_check)
+    reject_unusable_device_queries(ctx, stream, plan, req.queries);
   const std::size_t row_in = static_cast<std::size_t>(plan.dim) * element_size(plan.qtype);
   ChunkScratch scratch;
   DeviceBuffer<unsigned char> q_in;
@@ -349,8 +435,8 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   for (;;) {
     try {
       scratch = ChunkScratch(ctx, plan, chunk, stream);
-      if (host) {
-        q_in = DeviceBuffer<unsigned char>(ctx, row_in * static_cast<std::size_t>(chunk), stream);
+      if (host) q_in = DeviceBuffer<unsigned char>(ctx, row_in * static_cast<std::size_t>(chunk), stream);
+      if (host || deferred) {  // the results, before they are copied out (or published)
         ids_out = DeviceBuffer<int64_t>(ctx, static_cast<std::size_t>(chunk * k), stream);
         dists_out = DeviceBuffer<float>(ctx, static_cast<std::size_t>(chunk * k), stream);
       }
@@ -360,11 +446,6 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
       chunk = (chunk + 1) / 2;
     }
   }
-  // A synchronous call returns only after its queued work: an exception past this point (a
-  // cancel from the progress callback, a failed check, a CUDA error) waits for what is queued
-  // before it leaves, so nothing is written to the caller's buffers after the call returns.
-  // An asynchronous call's work belongs to the caller's stream (ivfgpu.h).
-  const bool synchronous = host || lease.own_stream();
   // With a progress callback a synchronous call queues its chunks at most two ahead of the
   // GPU: the fraction then counts finished queries, and a cancel stops the queueing within a
   // chunk or two. An asynchronous call only queues: its fraction counts queued queries.
@@ -377,11 +458,12 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
       if (reporting && c >= 2) wait_reporting(chunk_done[c % 2].get());  // chunk c - 2 is done
       const int64_t done = reporting ? std::max<int64_t>(0, q0 - chunk) : q0;
       progress::set(static_cast<double>(done) / static_cast<double>(n));
-      enqueue_search_chunk(ctx, lease, index, req, plan, scratch, q_in, ids_out, dists_out, check_pending, q0,
-                           std::min(chunk, n - q0));
+      enqueue_search_chunk(ctx, lease, index, req, plan, scratch, q_in, ids_out, dists_out, check_pending,
+                           deferred ? &*deferred : nullptr, q0, std::min(chunk, n - q0));
       if (reporting) IVF_CUDA_CHECK(cudaEventRecord(chunk_done[c % 2].get(), stream));
     }
     if (synchronous) wait_reporting(stream, /*always=*/true);
+    if (deferred) deferred->raise_if_refused();
   } catch (...) {
     if (synchronous) (void)cudaStreamSynchronize(stream);
     throw;

@@ -369,7 +369,9 @@ IVF_API IVF_NODISCARD ivf_status ivf_add_ex(ivf_index* index, const ivf_params* 
  *  elements; nothing beyond n*k is written (see the failure rule at the top of this header).
  *  Queries with NaN/Inf, or (L2, inner product) a squared norm beyond FLT_MAX / 8:
  *  IVF_ERR_INVALID_ARGUMENT. Device-memory queries are checked on the device (a handful of
- *  queries inside the search's own kernels; more with one more synchronisation first); an
+ *  queries inside the search's own kernels; more while the search runs, its results held back
+ *  in scratch until the check has passed, or with one more synchronisation first where they
+ *  would take more than 2^22 results of scratch); either way a refused call writes nothing. An
  *  asynchronous search (IVF_PARAM_CUDA_STREAM with device memory) cannot wait for a check and
  *  is not checked: with such a query its results are unspecified. A synchronous device-memory
  *  search first waits for the work queued on the default stream of the index's device (the
