@@ -216,11 +216,12 @@ class TieredBackend final : public Backend {
         filter_view = filter_set->view();
         view.filter_set = &filter_view;
       }
-      SearchRequest r = req;
-      r.stream = lease.stream();
       view.lease = &lease;  // run_search uses this worker (one cuBLAS handle per search)
       try {
-        run_search(ctx_, view, r);
+        // The caller's request as it came: with no stream of the caller's a device-memory search
+        // is synchronous, so run_search checks its queries (the lease's own stream in the request
+        // had made it look asynchronous, and such queries went unchecked).
+        run_search(ctx_, view, req);
       } catch (...) {
         // Copies queued before the failure (a cancel, say) read this state's host memory: let
         // them finish before the state can go.

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -317,6 +318,82 @@ TEST(GpuHostUpload, PiecesInEveryChunkOfABudgetedIndex) {
     EXPECT_EQ(ivftest::same_results(got.ids, got.dists, one.ids, one.dists, kept, k), "")
         << "pieces " << pieces << " (" << nq - kept << " coarse near-ties left out)";
   }
+}
+
+// Device-memory queries of the same budgeted index, in several chunks, are checked while the
+// chunks run (search.cu, DeferredCheck: each chunk's results go to scratch and reach the caller's
+// buffers only once the check has passed). The answer is the host-memory one; with a bad row in
+// the last chunk the call is refused naming the first bad row, and neither device buffer is
+// written; so is a batch of 16 with a bad row. (A budgeted index had passed its worker's stream
+// on as the caller's, which made every device-memory search look asynchronous: unchecked.)
+TEST(GpuHostUpload, DeviceQueriesInEveryChunkOfABudgetedIndex) {
+  IVFGPU_REQUIRE_GPU();
+  const int64_t dim = 48, n = 30000, nlist = 64, nq = 20000, k = 20, nprobe = 12;
+  const std::vector<float> x = mixture(n, dim, 40, 23);
+  std::vector<float> q32 = mixture(nq, dim, 40, 24);
+  BuildParams p = params_for(nlist, Metric::L2, BackendKind::Cuda);
+  p.device_budget = int64_t{96} << 20;
+  Index idx(dim, p);
+  idx.train(x.data(), n);
+  idx.add(x.data(), n, nullptr);
+  const std::vector<bool> ties = coarse_near_ties(idx, q32, nq, nprobe);
+  const int64_t kept = nq - std::count(ties.begin(), ties.end(), true);
+  EXPECT_GT(kept, nq * 4 / 5);
+  const std::vector<unsigned char> q = encoded(q32, nq, dim, ElementType::F32);
+  const Result host = kept_rows(search_memory(idx, q, ElementType::F32, nq, k, nprobe, MemoryKind::Host), ties, k);
+  const Result dev = kept_rows(search_memory(idx, q, ElementType::F32, nq, k, nprobe, MemoryKind::Device), ties, k);
+  EXPECT_EQ(ivftest::same_results(dev.ids, dev.dists, host.ids, host.dists, kept, k), "")
+      << nq - kept << " coarse near-ties left out";
+
+  q32[(nq - 3) * dim + 5] = std::nanf("");
+  q32[(nq - 50) * dim] = std::numeric_limits<float>::infinity();
+  float* dq = nullptr;
+  int64_t* di = nullptr;
+  float* dd = nullptr;
+  const std::size_t results = static_cast<std::size_t>(nq * k);
+  ASSERT_EQ(cudaMalloc(&dq, sizeof(float) * q32.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&di, sizeof(int64_t) * results), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dd, sizeof(float) * results), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dq, q32.data(), sizeof(float) * q32.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(di, 0xab, sizeof(int64_t) * results), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dd, 0xab, sizeof(float) * results), cudaSuccess);
+  ivfgpu::SearchRequest a;
+  a.queries = MatrixView{dq, ElementType::F32, nq, dim, MemoryKind::Device};
+  a.memory = MemoryKind::Device;
+  a.k = k;
+  a.nprobe = nprobe;
+  a.ids = di;
+  a.dists = dd;
+  try {
+    idx.search(a);
+    ADD_FAILURE() << "a NaN query was searched";
+  } catch (const ivfgpu::Error& e) {
+    EXPECT_EQ(e.code(), ivfgpu::Errc::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("query row " + std::to_string(nq - 50) + " "), std::string::npos)
+        << e.what();
+  }
+  const auto untouched = [&](const char* what) {
+    std::vector<unsigned char> ids(sizeof(int64_t) * results), dists(sizeof(float) * results);
+    EXPECT_EQ(cudaMemcpy(ids.data(), di, ids.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(dists.data(), dd, dists.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_TRUE(std::all_of(ids.begin(), ids.end(), [](unsigned char b) { return b == 0xab; })) << what << ": ids";
+    EXPECT_TRUE(std::all_of(dists.begin(), dists.end(), [](unsigned char b) { return b == 0xab; }))
+        << what << ": dists";
+  };
+  untouched("the chunked call");
+  // Rows nq - 50 .. nq - 35 as a batch of 16: its bad row is its first.
+  a.queries = MatrixView{dq + (nq - 50) * dim, ElementType::F32, 16, dim, MemoryKind::Device};
+  try {
+    idx.search(a);
+    ADD_FAILURE() << "an Inf query was searched in a batch of 16";
+  } catch (const ivfgpu::Error& e) {
+    EXPECT_EQ(e.code(), ivfgpu::Errc::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("query row 0 "), std::string::npos) << e.what();
+  }
+  untouched("the batch of 16");
+  cudaFree(dq);
+  cudaFree(di);
+  cudaFree(dd);
 }
 
 // A bad query in the last piece is refused, naming the first bad row, and nothing is written;
