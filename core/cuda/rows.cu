@@ -86,7 +86,7 @@ int64_t first_unusable_row(const DeviceContext& ctx, cudaStream_t stream, const 
   const int64_t key = first_index(ctx, stream, [&](unsigned long long* first) {
     enqueue_first_unusable_row(stream, x, n, dim, bounded, first);
   });
-  return unusable_row_of(key < 0 ? ~0ull : static_cast<unsigned long long>(key), non_finite);
+  return key < 0 ? -1 : unusable_row_of(static_cast<unsigned long long>(key), non_finite);
 }
 
 int64_t first_equal(const DeviceContext& ctx, cudaStream_t stream, const int64_t* ids, int64_t n, int64_t value) {

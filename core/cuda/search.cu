@@ -242,19 +242,14 @@ void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, 
 
 namespace {
 
-// The check of device-memory queries (reject_unusable_device_queries) queued on `stream`: the
-// first unusable row's key lowered into *first (unusable_row_of). f16/bf16 queries are checked
-// decoded, as on the host.
-void enqueue_device_query_check(const DeviceContext& ctx, cudaStream_t stream, const SearchPlan& plan,
-                                const MatrixView& q, unsigned long long* first) {
-  const float* x = static_cast<const float*>(q.data);
-  DeviceBuffer<float> decoded;  // freed in stream order
-  if (q.type != ElementType::F32) {
-    decoded = DeviceBuffer<float>(ctx, static_cast<std::size_t>(q.rows * q.dim), stream);
-    decode_rows_on_device(stream, q.type, q.data, q.rows, q.dim, decoded.data());
-    x = decoded.data();
-  }
-  enqueue_first_unusable_row(stream, x, q.rows, q.dim, plan.metric != Metric::Cosine, first);
+// Device-memory queries as the check reads them: f16/bf16 decoded into `decoded` (freed in stream
+// order), as on the host; f32 as they are.
+const float* queries_to_check(const DeviceContext& ctx, cudaStream_t stream, const MatrixView& q,
+                              DeviceBuffer<float>& decoded) {
+  if (q.type == ElementType::F32) return static_cast<const float*>(q.data);
+  decoded = DeviceBuffer<float>(ctx, static_cast<std::size_t>(q.rows * q.dim), stream);
+  decode_rows_on_device(stream, q.type, q.data, q.rows, q.dim, decoded.data());
+  return decoded.data();
 }
 
 // A batch's device-memory queries checked while it runs, instead of before with a
@@ -271,7 +266,9 @@ class DeferredCheck {
     const cudaStream_t stream = lease.stream();
     (void)host_->reserve(sizeof(unsigned long long));
     IVF_CUDA_CHECK(cudaMemsetAsync(first_.data(), 0xff, sizeof(unsigned long long), stream));
-    enqueue_device_query_check(ctx, stream, plan, q, first_.data());
+    DeviceBuffer<float> decoded;
+    enqueue_first_unusable_row(stream, queries_to_check(ctx, stream, q, decoded), q.rows, q.dim,
+                               plan.metric != Metric::Cosine, first_.data());
     IVF_CUDA_CHECK(cudaMemcpyAsync(host_->data(), first_.data(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                    stream));
   }
@@ -364,14 +361,10 @@ void enqueue_search_chunk(const DeviceContext& ctx, const DeviceContext::Lease& 
 // DeferredCheck). Integer queries need none.
 void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, const SearchPlan& plan,
                                     const MatrixView& q) {
-  DeviceBuffer<unsigned long long> first(ctx, 1, stream);
-  IVF_CUDA_CHECK(cudaMemsetAsync(first.data(), 0xff, sizeof(unsigned long long), stream));
-  enqueue_device_query_check(ctx, stream, plan, q, first.data());
-  unsigned long long key = 0;
-  IVF_CUDA_CHECK(cudaMemcpyAsync(&key, first.data(), sizeof key, cudaMemcpyDeviceToHost, stream));
-  IVF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  DeviceBuffer<float> decoded;
   bool non_finite = false;
-  const int64_t row = unusable_row_of(key, &non_finite);
+  const int64_t row = first_unusable_row(ctx, stream, queries_to_check(ctx, stream, q, decoded), q.rows, q.dim,
+                                         plan.metric != Metric::Cosine, &non_finite);
   if (row >= 0) fail_unusable_row("search: query", row, non_finite);
 }
 

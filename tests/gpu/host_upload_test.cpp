@@ -139,6 +139,19 @@ std::vector<bool> coarse_near_ties(const Index& idx, const std::vector<float>& q
   return tie;
 }
 
+// Searches `a`, which must be refused as an invalid argument naming query row `row` (the first
+// bad one of the call).
+void expect_refused(const Index& idx, const ivfgpu::SearchRequest& a, int64_t row, const std::string& what) {
+  try {
+    idx.search(a);
+    ADD_FAILURE() << what << ": a bad query was searched";
+  } catch (const ivfgpu::Error& e) {
+    EXPECT_EQ(e.code(), ivfgpu::Errc::InvalidArgument) << what;
+    EXPECT_NE(std::string(e.what()).find("query row " + std::to_string(row) + " "), std::string::npos)
+        << what << ": " << e.what();
+  }
+}
+
 // The rows of `r` not marked in `skip`.
 Result kept_rows(const Result& r, const std::vector<bool>& skip, int64_t k) {
   Result out;
@@ -364,14 +377,7 @@ TEST(GpuHostUpload, DeviceQueriesInEveryChunkOfABudgetedIndex) {
   a.nprobe = nprobe;
   a.ids = di;
   a.dists = dd;
-  try {
-    idx.search(a);
-    ADD_FAILURE() << "a NaN query was searched";
-  } catch (const ivfgpu::Error& e) {
-    EXPECT_EQ(e.code(), ivfgpu::Errc::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("query row " + std::to_string(nq - 50) + " "), std::string::npos)
-        << e.what();
-  }
+  expect_refused(idx, a, nq - 50, "the chunked call");
   const auto untouched = [&](const char* what) {
     std::vector<unsigned char> ids(sizeof(int64_t) * results), dists(sizeof(float) * results);
     EXPECT_EQ(cudaMemcpy(ids.data(), di, ids.size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -383,13 +389,7 @@ TEST(GpuHostUpload, DeviceQueriesInEveryChunkOfABudgetedIndex) {
   untouched("the chunked call");
   // Rows nq - 50 .. nq - 35 as a batch of 16: its bad row is its first.
   a.queries = MatrixView{dq + (nq - 50) * dim, ElementType::F32, 16, dim, MemoryKind::Device};
-  try {
-    idx.search(a);
-    ADD_FAILURE() << "an Inf query was searched in a batch of 16";
-  } catch (const ivfgpu::Error& e) {
-    EXPECT_EQ(e.code(), ivfgpu::Errc::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("query row 0 "), std::string::npos) << e.what();
-  }
+  expect_refused(idx, a, 0, "the batch of 16");
   untouched("the batch of 16");
   cudaFree(dq);
   cudaFree(di);
@@ -417,13 +417,7 @@ TEST(GpuHostUpload, BadRowsInALaterPieceAreRefusedWithoutWriting) {
   a.nprobe = 4;
   a.ids = ids.data();
   a.dists = dists.data();
-  try {
-    idx.search(a);
-    ADD_FAILURE() << "a NaN query was searched";
-  } catch (const ivfgpu::Error& e) {
-    EXPECT_EQ(e.code(), ivfgpu::Errc::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("query row 3500 "), std::string::npos) << e.what();
-  }
+  expect_refused(idx, a, 3500, "host rows in pieces");
   EXPECT_TRUE(std::all_of(ids.begin(), ids.end(), [](int64_t v) { return v == -7; }));
   EXPECT_TRUE(std::all_of(dists.begin(), dists.end(), [](float v) { return v == -7.0f; }));
   q[3990 * dim + 7] = 0.5f;
