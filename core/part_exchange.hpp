@@ -41,6 +41,11 @@ class PartExchange {
   virtual std::unique_ptr<ExchangeCall> split(const SearchRequest& req, bool larger_is_better) const = 0;
   // Part p's block of a replicated search whose queries and results are in device memory.
   virtual std::unique_ptr<ExchangeCall> replica(const SearchRequest& block, std::size_t p) const = 0;
+  // A device-memory search's queries checked on the merging device as one index checks them
+  // (NaN or Inf; the norm bound but under cosine): fails naming the request's first bad row.
+  // Run before a search cut into blocks, whose parts would each name a row of their block and
+  // whose first blocks' results would reach the caller before a later one is refused.
+  virtual void reject_unusable_queries(const SearchRequest& req, Metric metric) const = 0;
   // Queries per split call: the gathered results of a call stay under a fixed bound.
   virtual int64_t block_rows(int64_t k) const = 0;
   // true when some part lives on another device than the first and results cross by peer

@@ -281,6 +281,11 @@ class ShardedBackend final : public Backend {
       if (req.stream != nullptr) wait_for_stream(req.stream);
     }
     if (req.n() == 0) return;
+    // A device-memory search cut into blocks has its queries checked whole first: a block's own
+    // check would name a row of its block, and the blocks before it would already have written
+    // the caller's results. (Host queries were checked by Index::search.)
+    if (req.memory == MemoryKind::Device && cut_into_blocks(req))
+      exchange_->reject_unusable_queries(req, params_.metric);
     if (mode_ == ShardMode::Replicate) return search_replicas(st, req);
     // A few host queries: each part answers on its own (its small-batch path) and the host
     // merges a few rows, which costs less than the exchange's device round trips.
@@ -522,6 +527,13 @@ class ShardedBackend final : public Backend {
       // Some block went unanswered: search the whole request again on the replicas left
       // (simple, and a lost device is rare).
     }
+  }
+
+  // Whether a device-memory search runs as several blocks of its queries: one a live replica,
+  // or split calls whose gathered results stay bounded.
+  bool cut_into_blocks(const SearchRequest& req) const {
+    if (mode_ == ShardMode::Split) return req.n() > exchange_->block_rows(req.k);
+    return std::count_if(alive_.begin(), alive_.end(), [](const std::atomic<bool>& a) { return a.load(); }) > 1;
   }
 
   using Clock = std::chrono::steady_clock;

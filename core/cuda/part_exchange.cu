@@ -19,6 +19,7 @@
 #include "device_buffer.hpp"
 #include "device_context.hpp"
 #include "launch.cuh"
+#include "search_stages.hpp"
 
 namespace ivfgpu::cuda {
 
@@ -150,6 +151,13 @@ class CudaPartExchange final : public PartExchange {
 
   std::unique_ptr<ExchangeCall> split(const SearchRequest& req, bool larger) const override;
   std::unique_ptr<ExchangeCall> replica(const SearchRequest& block, std::size_t p) const override;
+
+  void reject_unusable_queries(const SearchRequest& req, Metric metric) const override {
+    const int m = merging_device();
+    DeviceGuard g(m);
+    DeviceContext::Lease lease(context(m), nullptr);
+    reject_unusable_device_queries(context(m), lease.stream(), metric, req.queries);
+  }
 
   int64_t block_rows(int64_t k) const override {
     const std::size_t per_query = devices_.size() * static_cast<std::size_t>(k) * (sizeof(int64_t) + sizeof(float));

@@ -359,12 +359,13 @@ void enqueue_search_chunk(const DeviceContext& ctx, const DeviceContext::Lease& 
 // and inner product the norm bound), on the device and before any work, so a refused call
 // writes nothing: one small kernel and a synchronisation (a large batch defers it instead:
 // DeferredCheck). Integer queries need none.
-void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, const SearchPlan& plan,
+void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, Metric metric,
                                     const MatrixView& q) {
+  if (is_integer(q.type)) return;
   DeviceBuffer<float> decoded;
   bool non_finite = false;
   const int64_t row = first_unusable_row(ctx, stream, queries_to_check(ctx, stream, q, decoded), q.rows, q.dim,
-                                         plan.metric != Metric::Cosine, &non_finite);
+                                         metric != Metric::Cosine, &non_finite);
   if (row >= 0) fail_unusable_row("search: query", row, non_finite);
 }
 
@@ -419,7 +420,7 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
   if (device_check && synchronous && chunk * k <= kDeferredCheckResults)
     deferred.emplace(ctx, lease, plan, req.queries);
   else if (device_check)
-    reject_unusable_device_queries(ctx, stream, plan, req.queries);
+    reject_unusable_device_queries(ctx, stream, plan.metric, req.queries);
   const std::size_t row_in = static_cast<std::size_t>(plan.dim) * element_size(plan.qtype);
   ChunkScratch scratch;
   DeviceBuffer<unsigned char> q_in;

@@ -37,7 +37,8 @@ SearchPlan plan_search(const SearchIndexView& index, const SearchRequest& req);
 
 // Fails (Errc::InvalidArgument, naming the first bad row, nothing written) when a device-memory
 // query would be refused on the host (reject_unusable_rows): a kernel and a synchronisation.
-void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, const SearchPlan& plan,
+// Integer queries pass as they are.
+void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, Metric metric,
                                     const MatrixView& queries);
 
 // Queries per chunk before memory is tried: bounded by the candidate rows, coarse scores and

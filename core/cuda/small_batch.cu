@@ -219,7 +219,7 @@ bool run_small_batch(const DeviceContext& ctx, const DeviceContext::Lease& lease
   if (fused_takes(n, plan.nprobe) && w.graphs->fused().run(ctx, lease, index, req, plan, device_check)) return true;
   if (index.state_id == 0 || !graphs_enabled() || !ctx.pool_enabled()) return false;
   if (device_check) {  // the graph's kernels do not check: the separate check first
-    reject_unusable_device_queries(ctx, lease.stream(), plan, req.queries);
+    reject_unusable_device_queries(ctx, lease.stream(), plan.metric, req.queries);
     device_check = false;
   }
   return w.graphs->run(ctx, lease, index, req, plan);

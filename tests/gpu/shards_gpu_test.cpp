@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "common/id_workload.hpp"
@@ -145,6 +147,43 @@ TEST(GpuShards, DeviceMemoryWorksOnEveryMode) {
     EXPECT_EQ(same_results(want.ids, want.dists, host.ids, host.dists, nq, k), "") << "mode " << mode;
   }
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// A device-memory search that runs as blocks (a block a replica; split blocks of bounded
+// gathered results: k 4096 on two parts takes 5,461 queries a block) refuses a bad query by its
+// row in the whole call, and writes none of the caller's results, whichever block holds it.
+TEST(GpuShards, BadDeviceQueriesAreRefusedByTheirRowInTheWholeCall) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 16, nlist = 32, n = 12000, nq = 6000, k = 4096;
+  const auto base = clustered_vectors(n, dim, 2 * nlist, 13);
+  std::vector<unsigned char> trained;
+  const IndexPtr one = trained_one_part(dim, nlist, base, trained);
+  const std::vector<int64_t> ids_before(static_cast<std::size_t>(nq * k), -7);
+  const std::vector<float> dists_before(static_cast<std::size_t>(nq * k), 0.5f);
+  DeviceArray<int64_t> d_ids(ids_before);
+  DeviceArray<float> d_dists(dists_before);
+  for (int64_t mode : {int64_t{IVF_SHARD_SPLIT}, int64_t{IVF_SHARD_REPLICATE}}) {
+    IndexPtr idx = open_as(trained, 2, mode);
+    ASSERT_EQ(ivf_add(idx.get(), base.data(), IVF_DTYPE_F32, n, dim, nullptr), IVF_OK) << ivf_last_error_message();
+    for (const int64_t bad : {int64_t{2}, nq - 3}) {
+      for (const float value : {std::numeric_limits<float>::quiet_NaN(), 1e20f}) {
+        auto q = clustered_vectors(nq, dim, 2 * nlist, 14);
+        q[static_cast<std::size_t>(bad * dim + 5)] = value;
+        DeviceArray<float> d_q(q);
+        auto sp = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}, {IVF_PARAM_NPROBE, 4}});
+        const std::string where = "mode " + std::to_string(mode) + ", bad row " + std::to_string(bad) + " = " +
+                                  std::to_string(value);
+        EXPECT_EQ(ivf_search(idx.get(), sp.get(), d_q.get(), IVF_DTYPE_F32, nq, dim, k, d_ids.get(), d_dists.get()),
+                  IVF_ERR_INVALID_ARGUMENT)
+            << where;
+        const std::string message = ivf_last_error_message();
+        EXPECT_NE(message.find("query row " + std::to_string(bad) + " "), std::string::npos)
+            << where << ": " << message;
+        EXPECT_TRUE(d_ids.to_host() == ids_before) << where << ": ids written";
+        EXPECT_TRUE(d_dists.to_host() == dists_before) << where << ": distances written";
+      }
+    }
+  }
 }
 
 // Results reach the merging device through host memory when peer access is off (forced here:
