@@ -427,8 +427,7 @@ class ShardedBackend final : public Backend {
     sum.merge_ns = merge_ns_.load(std::memory_order_relaxed);
     sum.peer_merge = exchange_ && exchange_->peer_copies();
     sum.parts = static_cast<int64_t>(parts_.size());
-    sum.live_parts = 0;
-    for (std::size_t p = 0; p < parts_.size(); ++p) sum.live_parts += alive_[p].load() ? 1 : 0;
+    sum.live_parts = static_cast<int64_t>(live_parts().size());
     return sum;
   }
 
@@ -472,9 +471,7 @@ class ShardedBackend final : public Backend {
   // replica is left.
   template <class Fn>
   void on_replicas(Fn&& fn) const {
-    std::vector<std::size_t> live;
-    for (std::size_t p = 0; p < parts_.size(); ++p)
-      if (alive_[p].load()) live.push_back(p);
+    const std::vector<std::size_t> live = live_parts();
     std::atomic<int> done{0};
     each_part(live.size(), [&](std::size_t i) {
       try {
@@ -488,6 +485,14 @@ class ShardedBackend final : public Backend {
     if (done.load() == 0) fail(Errc::DeviceLost, "every replica of this index has lost its device");
   }
 
+  // The parts whose device is not lost, in part order.
+  std::vector<std::size_t> live_parts() const {
+    std::vector<std::size_t> live;
+    for (std::size_t p = 0; p < parts_.size(); ++p)
+      if (alive_[p].load()) live.push_back(p);
+    return live;
+  }
+
   std::size_t live_part() const {
     for (std::size_t p = 0; p < parts_.size(); ++p)
       if (alive_[p].load()) return p;
@@ -498,9 +503,7 @@ class ShardedBackend final : public Backend {
   // is dropped and its block searched again on the others.
   void search_replicas(const ShardedState& st, const SearchRequest& req) const {
     for (;;) {
-      std::vector<std::size_t> live;
-      for (std::size_t p = 0; p < parts_.size(); ++p)
-        if (alive_[p].load()) live.push_back(p);
+      const std::vector<std::size_t> live = live_parts();
       if (live.empty()) fail(Errc::DeviceLost, "every replica of this index has lost its device");
       const int64_t n = req.n();
       const int64_t per = (n + static_cast<int64_t>(live.size()) - 1) / static_cast<int64_t>(live.size());
@@ -533,7 +536,7 @@ class ShardedBackend final : public Backend {
   // or split calls whose gathered results stay bounded.
   bool cut_into_blocks(const SearchRequest& req) const {
     if (mode_ == ShardMode::Split) return req.n() > exchange_->block_rows(req.k);
-    return std::count_if(alive_.begin(), alive_.end(), [](const std::atomic<bool>& a) { return a.load(); }) > 1;
+    return live_parts().size() > 1;
   }
 
   using Clock = std::chrono::steady_clock;
