@@ -33,6 +33,9 @@ struct SearchRequest {
   // index's metric) before it writes any output: a large GPU batch checks them on the calling
   // thread while its first chunk runs (Backend::checks_queries_late).
   bool check_queries = false;
+  // Device-memory queries a sharded search has already checked whole on its merging device
+  // (PartExchange::reject_unusable_queries): its parts search them without checking again.
+  bool device_queries_checked = false;
 
   int64_t n() const { return queries.rows; }
   bool asynchronous() const { return stream != nullptr && memory == MemoryKind::Device; }

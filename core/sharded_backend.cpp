@@ -284,8 +284,17 @@ class ShardedBackend final : public Backend {
     // A device-memory search cut into blocks has its queries checked whole first: a block's own
     // check would name a row of its block, and the blocks before it would already have written
     // the caller's results. (Host queries were checked by Index::search.)
-    if (req.memory == MemoryKind::Device && cut_into_blocks(req))
+    if (req.memory == MemoryKind::Device && cut_into_blocks(req) && !req.device_queries_checked) {
       exchange_->reject_unusable_queries(req, params_.metric);
+      SearchRequest checked = req;
+      checked.device_queries_checked = true;  // the parts need not check their blocks again
+      return search_checked(st, checked);
+    }
+    search_checked(st, req);
+  }
+
+  // search, past its checks.
+  void search_checked(const ShardedState& st, const SearchRequest& req) const {
     if (mode_ == ShardMode::Replicate) return search_replicas(st, req);
     // A few host queries: each part answers on its own (its small-batch path) and the host
     // merges a few rows, which costs less than the exchange's device round trips.

@@ -392,7 +392,9 @@ void run_search(const DeviceContext& ctx, const SearchIndexView& index, const Se
 
   // Device-memory queries are checked on the device (integer ones need no check). An
   // asynchronous call cannot wait for a check: its caller vouches for its queries (ivfgpu.h).
-  bool device_check = req.memory == MemoryKind::Device && !req.asynchronous() && !is_integer(req.queries.type);
+  // A sharded search that checked them whole first (device_queries_checked) is not checked again.
+  bool device_check = req.memory == MemoryKind::Device && !req.asynchronous() && !is_integer(req.queries.type) &&
+                      !req.device_queries_checked;
 
   // A handful of queries: the fused kernels or one graph launch (small_batch.hpp), when the
   // request is one for them; the fused kernels check device queries themselves.
