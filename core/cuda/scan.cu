@@ -488,7 +488,7 @@ int64_t tensor_seed_stride(const int64_t* largest_prefix, int64_t seed) {
          scan_detail::kSeedUnitValues;
 }
 // Its scratch a query in 4-byte words: a cost and a position a value, and five words of state
-// (count, dropped, incomplete, and the f16 seed's two norms).
+// (count, dropped, its place in the flagged list, and the f16 seed's two norms).
 int64_t tensor_seed_words(const int64_t* largest_prefix, int64_t seed) {
   return 2 * tensor_seed_stride(largest_prefix, seed) + 5;
 }
@@ -507,7 +507,8 @@ void tensor_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   sv.stride = tensor_seed_stride(p.lists.largest_prefix, seed);
   const auto entries = n * static_cast<std::size_t>(sv.stride);
   DeviceBuffer<float> cost(ctx, entries, stream);
-  DeviceBuffer<int32_t> pos(ctx, entries, stream), count(ctx, n, stream), incomplete(ctx, n, stream);
+  // count and the flagged list's counter in one buffer: one clearing.
+  DeviceBuffer<int32_t> pos(ctx, entries, stream), count(ctx, n + 1, stream), flagged(ctx, n, stream);
   DeviceBuffer<uint32_t> dropped(ctx, n, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(count.data(), 0, count.bytes(), stream));
   IVF_CUDA_CHECK(cudaMemsetAsync(dropped.data(), 0xff, dropped.bytes(), stream));
@@ -515,7 +516,8 @@ void tensor_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   sv.pos = pos.data();
   sv.count = count.data();
   sv.dropped = dropped.data();
-  sv.incomplete = incomplete.data();
+  sv.flagged = flagged.data();
+  sv.nflagged = count.data() + n;
   DeviceBuffer<float> qsq, xmax;  // the f16 seed's margins only
   if (norms) {
     qsq = DeviceBuffer<float>(ctx, n, stream);

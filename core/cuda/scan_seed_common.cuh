@@ -330,10 +330,10 @@ __device__ __forceinline__ SeedTop seed_top(unsigned long long mine, int k) {
 
 // Query q's first entries from the warp's sorted k best (as seed_top takes them): exact
 // (seeded), their k-th cost its bound (none with fewer than k). Where !complete, no entries and
-// no bound, and the query is flagged in `incomplete` (when given) for seed_flagged_kernel. Every
-// lane of the warp calls it.
+// no bound, and the query is listed in sv's flagged queries (when given) for seed_flagged_kernel.
+// Every lane of the warp calls it.
 __device__ __forceinline__ void seed_set_entries(const PruneState& pr, int64_t q, unsigned long long mine,
-                                                 const SeedTop& top, bool complete, int32_t* incomplete) {
+                                                 const SeedTop& top, bool complete, const SeedValues* sv) {
   const int lane = threadIdx.x % 32;
   if (complete && lane < top.found) {
     pr.pos[q * pr.cap + lane] = static_cast<int32_t>(mine & 0xffffffffu);
@@ -343,7 +343,7 @@ __device__ __forceinline__ void seed_set_entries(const PruneState& pr, int64_t q
     pr.found[q] = complete ? top.found : 0;
     pr.seeded[q] = complete ? top.found : 0;
     pr.bound[q] = complete && top.found == pr.k ? to_ordered(top.kth) : kNoBound;
-    if (incomplete != nullptr) incomplete[q] = complete ? 0 : 1;
+    if (sv != nullptr && !complete) sv->flagged[atomicAdd(sv->nflagged, 1)] = static_cast<int32_t>(q);
   }
 }
 
@@ -392,7 +392,7 @@ __device__ __forceinline__ void seed_finish_entries(const SeedValues& sv, const 
   const SeedTop top = seed_top(mine, pr.k);
   const float dropped = from_ordered(sv.dropped[q]);
   const bool complete = dropped == inf || (top.kth < inf && dropped > top.kth);
-  seed_set_entries(pr, q, mine, top, complete, sv.incomplete);
+  seed_set_entries(pr, q, mine, top, complete, &sv);
 }
 
 // The flagged queries' exact scans, spread over the whole device: each flagged query's seed
@@ -451,15 +451,14 @@ __device__ __forceinline__ unsigned long long parked_key(const SeedValues& sv, i
   return static_cast<unsigned long long>(__float_as_uint(sv.cost[at])) << 32 | static_cast<uint32_t>(sv.pos[at]);
 }
 
-// Every block reads every query's flag (kThreads at a time, a prefix sum of their chunk counts):
-// nq / kThreads rounds (40 at 10,000 queries, where one block's share of the items took tens of
-// microseconds at d 960). A round that flags nothing, as nearly all do, costs one barrier and no
-// prefix sum (ncu, H100, 1M x 128 f16, nprobe 16: the kernel took 62 us with the sum every round).
-// A batch of far more queries with few flagged would still pay the rounds in every block: a list
-// of the flagged queries, written by the re-scoring, would remove them (not done: not measured).
-// The grid is at least the chunk bound, so a query gives a block at most one item a round.
+// Every block reads the list of flagged queries (kThreads at a time, a prefix sum of their chunk
+// counts), which the re-scoring wrote: usually empty, so the kernel costs its launch. It read
+// every query's flag before, nq / kThreads rounds of a barrier each even with none flagged (ncu,
+// H100, 1M x 128 f16, nprobe 16, k 10: 24.7 us at boost clocks, session 66). Items are numbered
+// in the list's order, which varies from run to run; each chunk's k best keys, and so the merge,
+// do not. The grid is at least the chunk bound, so a query gives a block at most one item a round.
 template <class T, class Cost>
-__global__ void seed_flagged_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes, int64_t seed, SeedValues sv,
+__global__ void seed_flagged_kernel(TileArgs<T> a, const int32_t* probes, int64_t seed, SeedValues sv,
                                     PruneState pr) {
   using Scan = cub::BlockScan<int64_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
@@ -470,9 +469,10 @@ __global__ void seed_flagged_kernel(TileArgs<T> a, int64_t nq, const int32_t* pr
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t grid = gridDim.x;
   int64_t before = 0;  // items of the queries before this round's
-  for (int64_t q0 = 0; q0 < nq; q0 += kThreads) {
-    const int64_t q = q0 + tid;
-    const int64_t chunks = q < nq && sv.incomplete[q] != 0 ? flagged_chunks(a, probes, seed, q) : 0;
+  const int64_t nf = *sv.nflagged;
+  for (int64_t f0 = 0; f0 < nf; f0 += kThreads) {
+    const int64_t q = f0 + tid < nf ? sv.flagged[f0 + tid] : -1;
+    const int64_t chunks = q >= 0 ? flagged_chunks(a, probes, seed, q) : 0;
     if (chunks > flagged_chunk_bound(sv.stride)) __trap();  // rows no slot holds: the bound's argument broke
     // Also the barrier after which the previous round is done with the items and the scan's storage.
     if (!__syncthreads_or(chunks > 0)) continue;  // no items: `before` stays
@@ -519,11 +519,12 @@ __global__ void seed_flagged_kernel(TileArgs<T> a, int64_t nq, const int32_t* pr
 // A warp per flagged query: the k best of its chunks' keys (~0 where a chunk had fewer than k
 // rows), its exact top-k of the seed probes.
 template <class T>
-__global__ void __launch_bounds__(kThreads) seed_flagged_merge_kernel(TileArgs<T> a, int64_t nq, const int32_t* probes,
+__global__ void __launch_bounds__(kThreads) seed_flagged_merge_kernel(TileArgs<T> a, const int32_t* probes,
                                                                       int64_t seed, SeedValues sv, PruneState pr) {
   const int lane = threadIdx.x % 32;
-  for (int64_t q = global_warp(); q < nq; q += warp_stride()) {
-    if (sv.incomplete[q] == 0) continue;  // the same for the whole warp
+  const int64_t nf = *sv.nflagged;
+  for (int64_t f = global_warp(); f < nf; f += warp_stride()) {
+    const int64_t q = sv.flagged[f];
     const int64_t n = flagged_chunks(a, probes, seed, q) * pr.k;
     WarpBest best;
     for (int64_t i0 = 0; i0 < n; i0 += 32)
@@ -539,10 +540,9 @@ void launch_seed_flagged(const DeviceContext& ctx, cudaStream_t stream, const Ti
   const auto kernel = seed_flagged_kernel<T, Cost>;
   const int64_t resident = resident_grid(ctx, reinterpret_cast<const void*>(kernel), kThreads, 0);
   const int64_t grid = std::min<int64_t>(std::max(resident, flagged_chunk_bound(values.stride)), 1 << 30);
-  kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(args, nq, probes, seed, values, prune);
+  kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(args, probes, seed, values, prune);
   IVF_CUDA_CHECK_LAUNCH();
-  seed_flagged_merge_kernel<T><<<grid_for(nq * 32, kThreads), kThreads, 0, stream>>>(args, nq, probes, seed, values,
-                                                                                      prune);
+  seed_flagged_merge_kernel<T><<<grid_for(nq * 32, kThreads), kThreads, 0, stream>>>(args, probes, seed, values, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 

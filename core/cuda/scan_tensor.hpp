@@ -165,18 +165,21 @@ constexpr int64_t kSeedUnitRows = 2048;
 constexpr int64_t kSeedUnitValues = int64_t{kSeedWarps} * 4 * kSeedKeep;
 // What a seed's lanes leave a query: nq x stride (cost, candidate position) entries, count[q] of
 // them taken, and the best cost any lane dropped (ordered); and the queries whose k best they
-// may miss (incomplete), scanned again exactly. The int8 seed's costs are exact; the f16 seed's
+// may miss (flagged: nflagged of them, listed in no particular order), scanned again exactly.
+// The int8 seed's costs are exact; the f16 seed's
 // are pessimistic (the f16 cost plus its margin), and it also records the largest squared norms
 // of each query (qsq: L2 centres it on each probe's centroid) and of the rows it judged (xmax),
 // as the margin takes them.
-// count, dropped, qsq and xmax are cleared by the caller (dropped to all ones, the rest to 0).
+// count, dropped, nflagged, qsq and xmax are cleared by the caller (dropped to all ones, the rest
+// to 0).
 struct SeedValues {
   float* cost = nullptr;
   int32_t* pos = nullptr;
   int32_t* count = nullptr;
   int64_t stride = 0;
   uint32_t* dropped = nullptr;
-  int32_t* incomplete = nullptr;
+  int32_t* flagged = nullptr;   // nq: the flagged queries, the first *nflagged of it
+  int32_t* nflagged = nullptr;  // one counter
   float* qsq = nullptr;   // the f16 seed's only
   float* xmax = nullptr;  // the f16 seed's only
 };
