@@ -8,6 +8,7 @@
 #include "device_buffer.hpp"
 #include "launch.cuh"
 #include "scan_dispatch.hpp"
+#include "small_scan.cuh"
 
 namespace ivfgpu::cuda {
 
@@ -80,6 +81,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// A list's pair count, as the small scan reads it.
+struct PairCountAt {
+  const int32_t* count;
+  __device__ int32_t operator()(int64_t l) const { return count[l]; }
+};
+
 // Fewer pairs or more lists: one global atomic a pair (the in-range pairs only).
 __global__ void count_pairs_kernel(const int32_t* probes, int64_t n, int64_t r, int64_t lo, int64_t nprobe,
                                    int32_t* count) {
@@ -106,9 +113,12 @@ ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, cons
   g.pair_begin = DeviceBuffer<int32_t>(ctx, nlist, stream);
   g.grouped = DeviceBuffer<int32_t>(ctx, std::max<int64_t>(1, n), stream);
   DeviceBuffer<int32_t> cursor(ctx, nlist, stream);
+  // A few thousand lists: the begins and the cursors in one launch (small_scan.cuh).
+  const bool small = nlist <= kSmallScanMax;
   std::size_t bytes = 0;
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, g.pair_count.data(), g.pair_begin.data(),
-                                               static_cast<int>(nlist), stream));
+  if (!small)
+    IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, g.pair_count.data(), g.pair_begin.data(),
+                                                 static_cast<int>(nlist), stream));
   DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(g.pair_count.data(), 0, g.pair_count.bytes(), stream));
   const bool shared = nlist <= kSharedGroupMaxLists && n >= kSharedGroupMinPairs;
@@ -124,11 +134,17 @@ ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, cons
                                                                          g.pair_count.data());
     IVF_CUDA_CHECK_LAUNCH();
   }
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, g.pair_count.data(), g.pair_begin.data(),
-                                               static_cast<int>(nlist), stream));
-  if (n == 0) return g;
-  IVF_CUDA_CHECK(
-      cudaMemcpyAsync(cursor.data(), g.pair_begin.data(), g.pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
+  if (small) {
+    launch_small_exclusive_scan(stream, nlist, nlist, PairCountAt{g.pair_count.data()}, g.pair_begin.data(),
+                                n > 0 ? cursor.data() : nullptr);
+    if (n == 0) return g;
+  } else {
+    IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, g.pair_count.data(), g.pair_begin.data(),
+                                                 static_cast<int>(nlist), stream));
+    if (n == 0) return g;
+    IVF_CUDA_CHECK(
+        cudaMemcpyAsync(cursor.data(), g.pair_begin.data(), g.pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
+  }
   if (shared)
     group_pairs_shared_kernel<<<shared_blocks, kThreads, 2 * nlist * sizeof(int32_t), stream>>>(
         probes, n, r, lo, nprobe, lists, cursor.data(), g.grouped.data());

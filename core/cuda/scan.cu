@@ -19,6 +19,7 @@
 #include "scan_tensor.hpp"
 #include "scan_tiles.hpp"
 #include "select.hpp"
+#include "small_scan.cuh"
 
 namespace ivfgpu::cuda {
 
@@ -59,22 +60,24 @@ __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int6
 // Work units per list: tile_q queries x unit_rows rows (the SIMT scan's: kUnitTiles vector
 // tiles; the int8 seed's: kSeedUnitRows), or with unit_rows 0 the tensor-core pass's (tile_q
 // queries x kMmaUnitTiles row tiles: tensor_tiles).
-// Entry i counts the units of list order[i] (order null: list i).
-__global__ void tiles_per_list_kernel(const int32_t* pair_count, const int64_t* list_size, const int32_t* order,
-                                      int64_t nlist, int tile_q, int64_t unit_rows, int64_t* tiles) {
-  for (int64_t i = global_thread(); i <= nlist; i += thread_stride()) {
-    if (i == nlist) {
-      tiles[i] = 0;
-      continue;
-    }
+// Entry i counts the units of list order[i] (order null: list i); entry nlist is 0.
+struct UnitsOfList {
+  const int32_t* pair_count;
+  const int64_t* list_size;
+  const int32_t* order;
+  int64_t nlist;
+  int tile_q;
+  int64_t unit_rows;
+  __device__ int64_t operator()(int64_t i) const {
+    if (i >= nlist) return 0;
     const int64_t l = order != nullptr ? order[i] : i;
-    if (unit_rows == 0) {
-      tiles[i] = scan_detail::tensor_tiles(pair_count[l], list_size[l], tile_q);
-      continue;
-    }
+    if (unit_rows == 0) return scan_detail::tensor_tiles(pair_count[l], list_size[l], tile_q);
     const int64_t qt = (pair_count[l] + tile_q - 1) / tile_q;
-    tiles[i] = qt * ((list_size[l] + unit_rows - 1) / unit_rows);
+    return qt * ((list_size[l] + unit_rows - 1) / unit_rows);
   }
+};
+__global__ void tiles_per_list_kernel(UnitsOfList units, int64_t* tiles) {
+  for (int64_t i = global_thread(); i <= units.nlist; i += thread_stride()) tiles[i] = units(i);
 }
 
 // IVFGPU_SCAN pins the kernel of resident scans (A/B runs, and tests that compare them in one
@@ -325,13 +328,18 @@ DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream
                                    const ScanGroups& g, int tile_q, int64_t unit_rows,
                                    const int32_t* order = nullptr) {
   const int64_t nlist = p.lists.nlist;
-  DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream), tile_off(ctx, nlist + 1, stream);
+  const UnitsOfList units{g.pair_count.data(), p.lists.size, order, nlist, tile_q, unit_rows};
+  DeviceBuffer<int64_t> tile_off(ctx, nlist + 1, stream);
+  if (nlist + 1 <= kSmallScanMax) {  // counted and summed in one launch
+    launch_small_exclusive_scan(stream, nlist + 1, nlist + 1, units, tile_off.data());
+    return tile_off;
+  }
+  DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream);
   std::size_t bytes = 0;
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));
   DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
-  tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(g.pair_count.data(), p.lists.size, order,
-                                                                      nlist, tile_q, unit_rows, tiles.data());
+  tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(units, tiles.data());
   IVF_CUDA_CHECK_LAUNCH();
   IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, tiles.data(), tile_off.data(),
                                                static_cast<int>(nlist + 1), stream));

@@ -71,6 +71,29 @@ TEST(GpuCorrectness, QueryCountsUpToSeventyThousand) {
   }
 }
 
+// The search's per-list prefix sums (its groupings' places and its work units') run in one
+// block up to kSmallScanMax entries (small_scan.cuh) and through cub's device-wide scan past it:
+// nlist 16,383 fills the one-block scan's last round (16,384 unit offsets), 20,000 takes cub's.
+TEST(GpuCorrectness, ManyListsOnBothSidesOfTheOneBlockPrefixSums) {
+  IVFGPU_REQUIRE_GPU();
+  const int64_t dim = 8, n = 48000, nq = 300;
+  const std::vector<float> base = mixture(n, dim, 400, 31);
+  const std::vector<float> queries = mixture(nq, dim, 400, 32);
+  for (int64_t nlist : {int64_t{16383}, int64_t{20000}}) {
+    Twin t = make_twin(base, n, dim, nlist, Metric::L2);
+    for (int64_t nprobe : {int64_t{1}, int64_t{16}, int64_t{200}}) {
+      for (int64_t k : {int64_t{10}, int64_t{300}}) {
+        Result g = search(*t.gpu, queries, nq, k, nprobe);
+        Result c = search(*t.cpu, queries, nq, k, nprobe);
+        expect_equivalent(g, c, nq, k, dim, Metric::L2, base, queries, coarse_slack(nq, nprobe, nlist),
+                          "nlist " + std::to_string(nlist) + " nprobe " + std::to_string(nprobe) + " k " +
+                              std::to_string(k));
+      }
+    }
+    if (HasFailure()) return;
+  }
+}
+
 TEST(GpuCorrectness, SkewedDataWithEmptyListsAndOneHugeList) {
   IVFGPU_REQUIRE_GPU();
   const int64_t dim = 24, nlist = 32;

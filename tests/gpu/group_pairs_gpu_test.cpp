@@ -78,6 +78,9 @@ TEST(GpuGroupPairs, EveryListHoldsExactlyItsPairs) {
     check_groups(10000, 64, nlist, 0, 64);  // every rank
     if (HasFailure()) return;
   }
+  // The places' prefix sum: one block up to 16,384 lists (its fourth round full), cub's past it.
+  check_groups(2000, 8, 16384, 0, 8);
+  check_groups(2000, 8, 20000, 0, 8);
   check_groups(3, 5, 16, 0, 5);  // a batch smaller than a block
   check_groups(0, 8, 16, 0, 8);  // no queries
 }
