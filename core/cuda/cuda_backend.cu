@@ -431,7 +431,8 @@ class CudaBackend final : public Backend {
       // Device input gets the check the Index gives host input.
       bool non_finite = false;
       const int64_t bad =
-          first_unusable_row(ctx_, stream, r.values, n, dim_, params_.metric != Metric::Cosine, &non_finite);
+          first_unusable_row(ctx_, stream, ElementType::F32, r.values, n, dim_, params_.metric != Metric::Cosine,
+                             &non_finite);
       if (bad >= 0) fail_unusable_row("add: data", bad, non_finite);
     }
     if (params_.metric == Metric::Cosine) {

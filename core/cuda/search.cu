@@ -242,16 +242,6 @@ void enqueue_chunk(const DeviceContext& ctx, const DeviceContext::Lease& lease, 
 
 namespace {
 
-// Device-memory queries as the check reads them: f16/bf16 decoded into `decoded` (freed in stream
-// order), as on the host; f32 as they are.
-const float* queries_to_check(const DeviceContext& ctx, cudaStream_t stream, const MatrixView& q,
-                              DeviceBuffer<float>& decoded) {
-  if (q.type == ElementType::F32) return static_cast<const float*>(q.data);
-  decoded = DeviceBuffer<float>(ctx, static_cast<std::size_t>(q.rows * q.dim), stream);
-  decode_rows_on_device(stream, q.type, q.data, q.rows, q.dim, decoded.data());
-  return decoded.data();
-}
-
 // A batch's device-memory queries checked while it runs, instead of before with a
 // synchronisation (the separate check cost each such call a round trip to the host with the
 // GPU idle): the check is queued first, the chunks write their results to scratch, and
@@ -266,9 +256,7 @@ class DeferredCheck {
     const cudaStream_t stream = lease.stream();
     (void)host_->reserve(sizeof(unsigned long long));
     IVF_CUDA_CHECK(cudaMemsetAsync(first_.data(), 0xff, sizeof(unsigned long long), stream));
-    DeviceBuffer<float> decoded;
-    enqueue_first_unusable_row(stream, queries_to_check(ctx, stream, q, decoded), q.rows, q.dim,
-                               plan.metric != Metric::Cosine, first_.data());
+    enqueue_first_unusable_row(stream, q.type, q.data, q.rows, q.dim, plan.metric != Metric::Cosine, first_.data());
     IVF_CUDA_CHECK(cudaMemcpyAsync(host_->data(), first_.data(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                    stream));
   }
@@ -362,10 +350,9 @@ void enqueue_search_chunk(const DeviceContext& ctx, const DeviceContext::Lease& 
 void reject_unusable_device_queries(const DeviceContext& ctx, cudaStream_t stream, Metric metric,
                                     const MatrixView& q) {
   if (is_integer(q.type)) return;
-  DeviceBuffer<float> decoded;
   bool non_finite = false;
-  const int64_t row = first_unusable_row(ctx, stream, queries_to_check(ctx, stream, q, decoded), q.rows, q.dim,
-                                         metric != Metric::Cosine, &non_finite);
+  const int64_t row = first_unusable_row(ctx, stream, q.type, q.data, q.rows, q.dim, metric != Metric::Cosine,
+                                         &non_finite);
   if (row >= 0) fail_unusable_row("search: query", row, non_finite);
 }
 

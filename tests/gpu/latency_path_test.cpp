@@ -5,6 +5,7 @@
 // host-memory batch against device-memory queries. "The same results" is
 // shared/docs/results-contract.md (same_results). IVF_INFO_FUSED_SEARCHES and
 // IVF_INFO_GRAPH_SEARCHES show that the path under test really answered.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -570,6 +571,61 @@ TEST(GpuLatencyPath, BadDeviceQueriesAreRefusedWithoutWriting) {
   EXPECT_EQ(ivf_search(l2.get(), async.get(), dq, IVF_DTYPE_F32, 16, dim, k, dids, dd), IVF_OK) << ivf_last_error_message();
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   cudaStreamDestroy(s);
+}
+
+// The device check reads a row's elements in their own type, 32 rows by 32 dimensions at a time
+// (core/cuda/rows.cu): a NaN or an Inf in the last dimension of the last row, past every whole
+// chunk of rows and of dimensions, is refused by its row at every dimension class, for f32 and
+// f16 queries, in batches taken by the deferred check (100, 3,001 queries) and the separate one
+// (16, on the direct path), and the same batch without it is answered.
+TEST(GpuLatencyPath, DeviceQueryCheckReadsEveryElementOfOddShapes) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t k = 4, nmax = 3001;
+  for (int64_t dim : {int64_t{1}, int64_t{31}, int64_t{33}, int64_t{129}}) {
+    const std::vector<float> x = clustered_vectors(3000, dim, 20, 90 + dim);
+    const std::vector<float> q = clustered_vectors(nmax, dim, 20, 91 + dim);
+    for (ivf_dtype type : {IVF_DTYPE_F32, IVF_DTYPE_F16}) {
+      IndexPtr idx = cuda_index_of(dim, 16, IVF_METRIC_L2, type, x);
+      ASSERT_TRUE(idx);
+      const DeviceSearchArgs args(nmax, dim, k);
+      auto dev = make_params({{IVF_PARAM_NPROBE, 4}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+      const std::size_t esize = type == IVF_DTYPE_F16 ? 2 : 4;
+      const auto upload = [&](const std::vector<float>& v) {  // as `type`
+        std::vector<unsigned char> b(v.size() * esize);
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          if (type == IVF_DTYPE_F16) {
+            const __half_raw h = __float2half_rn(v[i]);
+            std::memcpy(b.data() + 2 * i, &h.x, 2);
+          } else {
+            std::memcpy(b.data() + 4 * i, &v[i], 4);
+          }
+        }
+        return cudaMemcpy(args.queries.get(), b.data(), b.size(), cudaMemcpyHostToDevice);
+      };
+      for (int64_t nq : {int64_t{16}, int64_t{100}, nmax}) {
+        const PathScope scope(Path::Direct);
+        for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+          std::vector<float> qb(q.begin(), q.begin() + nq * dim);
+          qb[nq * dim - 1] = bad;
+          const std::string what = "dim " + std::to_string(dim) + " " + (type == IVF_DTYPE_F16 ? "f16" : "f32") +
+                                   " nq " + std::to_string(nq) + " value " + std::to_string(bad);
+          ASSERT_EQ(upload(qb), cudaSuccess);
+          EXPECT_EQ(ivf_search(idx.get(), dev.get(), args.queries.get(), type, nq, dim, k, args.ids.get(),
+                               args.dists.get()),
+                    IVF_ERR_INVALID_ARGUMENT)
+              << what;
+          EXPECT_NE(std::string(ivf_last_error_message()).find("search: query row " + std::to_string(nq - 1) + " "),
+                    std::string::npos)
+              << what << ": " << ivf_last_error_message();
+        }
+        ASSERT_EQ(upload(std::vector<float>(q.begin(), q.begin() + nq * dim)), cudaSuccess);
+        EXPECT_EQ(ivf_search(idx.get(), dev.get(), args.queries.get(), type, nq, dim, k, args.ids.get(),
+                             args.dists.get()),
+                  IVF_OK)
+            << "dim " << dim << " nq " << nq << ": " << ivf_last_error_message();
+      }
+    }
+  }
 }
 
 // The device check refuses exactly the rows the host check refuses, on every small-batch path:
