@@ -273,28 +273,22 @@ class ShardedBackend final : public Backend {
     return make(std::move(s), turn % static_cast<int64_t>(g));
   }
 
-  void search(const StatePtr& state, const SearchRequest& req) const override {
+  void search(const StatePtr& state, const SearchRequest& caller) const override {
     const ShardedState& st = sharded(*state);
-    if (req.memory == MemoryKind::Device) {
+    if (caller.memory == MemoryKind::Device) {
       if (!exchange_) fail(Errc::Unsupported, "search: device memory needs an index of CUDA parts");
       // Runs synchronously: the caller's stream first finishes what it queued (the queries).
-      if (req.stream != nullptr) wait_for_stream(req.stream);
+      if (caller.stream != nullptr) wait_for_stream(caller.stream);
     }
-    if (req.n() == 0) return;
+    if (caller.n() == 0) return;
     // A device-memory search cut into blocks has its queries checked whole first: a block's own
     // check would name a row of its block, and the blocks before it would already have written
     // the caller's results. (Host queries were checked by Index::search.)
-    if (req.memory == MemoryKind::Device && cut_into_blocks(req) && !req.device_queries_checked) {
+    SearchRequest req = caller;
+    if (req.memory == MemoryKind::Device && cut_into_blocks(req)) {
       exchange_->reject_unusable_queries(req, params_.metric);
-      SearchRequest checked = req;
-      checked.device_queries_checked = true;  // the parts need not check their blocks again
-      return search_checked(st, checked);
+      req.device_queries_checked = true;  // the parts need not check their blocks again
     }
-    search_checked(st, req);
-  }
-
-  // search, past its checks.
-  void search_checked(const ShardedState& st, const SearchRequest& req) const {
     if (mode_ == ShardMode::Replicate) return search_replicas(st, req);
     // A few host queries: each part answers on its own (its small-batch path) and the host
     // merges a few rows, which costs less than the exchange's device round trips.

@@ -134,17 +134,16 @@ ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, cons
                                                                          g.pair_count.data());
     IVF_CUDA_CHECK_LAUNCH();
   }
-  if (small) {
+  if (small)  // the places and the cursors at once
     launch_small_exclusive_scan(stream, nlist, nlist, PairCountAt{g.pair_count.data()}, g.pair_begin.data(),
-                                n > 0 ? cursor.data() : nullptr);
-    if (n == 0) return g;
-  } else {
+                                cursor.data());
+  else
     IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, g.pair_count.data(), g.pair_begin.data(),
                                                  static_cast<int>(nlist), stream));
-    if (n == 0) return g;
+  if (n == 0) return g;
+  if (!small)
     IVF_CUDA_CHECK(
         cudaMemcpyAsync(cursor.data(), g.pair_begin.data(), g.pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
-  }
   if (shared)
     group_pairs_shared_kernel<<<shared_blocks, kThreads, 2 * nlist * sizeof(int32_t), stream>>>(
         probes, n, r, lo, nprobe, lists, cursor.data(), g.grouped.data());

@@ -1,6 +1,5 @@
 #include "rows.hpp"
 
-#include <algorithm>
 #include <type_traits>
 
 #include "check.hpp"
@@ -113,8 +112,7 @@ void fill_sequential(cudaStream_t stream, int64_t* v, int64_t n, int64_t first) 
 void enqueue_first_unusable_row(cudaStream_t stream, ElementType type, const void* x, int64_t n, int64_t dim,
                                 bool bounded, unsigned long long* first) {
   if (n <= 0) return;
-  const int64_t blocks = (n + kCheckWarps * 32 - 1) / (kCheckWarps * 32);
-  const auto grid = static_cast<unsigned>(std::min<int64_t>(blocks, 1 << 20));
+  const unsigned grid = grid_for(n, kCheckWarps * 32);  // a warp a 32 rows, grid-stride past the cap
   dispatch_element_type(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)

@@ -1,7 +1,7 @@
 // Exclusive prefix sums over a few thousand values (a search's per-list counts: nlist entries)
 // in one block and one launch. cub::DeviceScan takes two launches for them (its tile-state
 // initialisation and the scan) plus whatever fills its input and copies its output: a search's
-// two groupings and two unit prefixes took ~40 us of launches that way for 1,024 lists (ncu,
+// two groupings and two unit prefixes took ~34 us of launches that way for 1,024 lists (ncu,
 // H100, 1M x 128, nprobe 16, 10,000 queries: bench/RESULTS.md, session 66), each of which does
 // a few microseconds of work. Past kSmallScanMax values the callers keep cub's device-wide scan.
 #pragma once
