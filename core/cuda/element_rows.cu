@@ -17,6 +17,18 @@ __global__ void decode_kernel(const T* in, int64_t count, float* out) {
   for (int64_t e = global_thread(); e < count; e += thread_stride()) out[e] = DeviceElement<T>::load1(in + e);
 }
 
+// Four elements a thread (one load of their 4 * sizeof(T) bytes, one 16-byte store) where both
+// buffers are aligned for it, the last count % 4 one a thread. A batch's f16 queries to f32 for
+// the coarse stage (10,000 x 128) took 6.2 us an element a thread (ncu, H100).
+template <class T>
+__global__ void decode4_kernel(const T* in, int64_t count, float* out) {
+  const int64_t groups = count / 4;
+  for (int64_t g = global_thread(); g < groups; g += thread_stride())
+    reinterpret_cast<float4*>(out)[g] = DeviceElement<T>::load4(in + 4 * g);
+  const int64_t tail = groups * 4 + global_thread();
+  if (tail < count) out[tail] = DeviceElement<T>::load1(in + tail);
+}
+
 // Each element is checked as the host's encode_rows checks it; the first refused one (lowest
 // index) is reported.
 template <class T>
@@ -40,7 +52,12 @@ void decode_rows_on_device(cudaStream_t stream, ElementType type, const void* in
   if (count == 0) return;
   dispatch_element_type(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    decode_kernel<T><<<grid_for(count), kDefaultThreads, 0, stream>>>(static_cast<const T*>(in), count, out);
+    const bool aligned = reinterpret_cast<uintptr_t>(in) % (4 * sizeof(T)) == 0 &&
+                         reinterpret_cast<uintptr_t>(out) % sizeof(float4) == 0;
+    if (aligned)
+      decode4_kernel<T><<<grid_for(count / 4 + 1), kDefaultThreads, 0, stream>>>(static_cast<const T*>(in), count, out);
+    else
+      decode_kernel<T><<<grid_for(count), kDefaultThreads, 0, stream>>>(static_cast<const T*>(in), count, out);
   });
   IVF_CUDA_CHECK_LAUNCH();
 }
