@@ -542,7 +542,10 @@ void launch_seed_flagged(const DeviceContext& ctx, cudaStream_t stream, const Ti
   const int64_t grid = std::min<int64_t>(std::max(resident, flagged_chunk_bound(values.stride)), 1 << 30);
   kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(args, probes, seed, values, prune);
   IVF_CUDA_CHECK_LAUNCH();
-  seed_flagged_merge_kernel<T><<<grid_for(nq * 32, kThreads), kThreads, 0, stream>>>(args, probes, seed, values, prune);
+  // A warp a flagged query, and few are (none in most batches): two blocks an SM loop over any
+  // number of them, where a block a 256 queries left ~1,250 blocks at nq 10,000 to read a zero count.
+  const unsigned merge_grid = grid_for_sms(nq * 32, kThreads, ctx.limits().sm_count, 2);
+  seed_flagged_merge_kernel<T><<<merge_grid, kThreads, 0, stream>>>(args, probes, seed, values, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
