@@ -1,7 +1,5 @@
 #include "group_pairs.hpp"
 
-#include <cub/device/device_scan.cuh>
-
 #include <algorithm>
 
 #include "check.hpp"
@@ -113,13 +111,6 @@ ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, cons
   g.pair_begin = DeviceBuffer<int32_t>(ctx, nlist, stream);
   g.grouped = DeviceBuffer<int32_t>(ctx, std::max<int64_t>(1, n), stream);
   DeviceBuffer<int32_t> cursor(ctx, nlist, stream);
-  // A few thousand lists: the begins and the cursors in one launch (small_scan.cuh).
-  const bool small = nlist <= kSmallScanMax;
-  std::size_t bytes = 0;
-  if (!small)
-    IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, g.pair_count.data(), g.pair_begin.data(),
-                                                 static_cast<int>(nlist), stream));
-  DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
   IVF_CUDA_CHECK(cudaMemsetAsync(g.pair_count.data(), 0, g.pair_count.bytes(), stream));
   const bool shared = nlist <= kSharedGroupMaxLists && n >= kSharedGroupMinPairs;
   const auto shared_blocks = static_cast<unsigned>(std::max<int64_t>(1, (n + kThreads * kPairsPerThread - 1) /
@@ -134,16 +125,11 @@ ScanGroups group_probe_range(const DeviceContext& ctx, cudaStream_t stream, cons
                                                                          g.pair_count.data());
     IVF_CUDA_CHECK_LAUNCH();
   }
-  if (small)  // the places and the cursors at once
-    launch_small_exclusive_scan(stream, nlist, nlist, PairCountAt{g.pair_count.data()}, g.pair_begin.data(),
-                                cursor.data());
-  else
-    IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, g.pair_count.data(), g.pair_begin.data(),
-                                                 static_cast<int>(nlist), stream));
+  // The places, and the cursors that start at them (small_scan.cuh: one launch for a few
+  // thousand lists).
+  exclusive_scan(ctx, stream, nlist, nlist, PairCountAt{g.pair_count.data()}, g.pair_begin.data(),
+                 n > 0 ? cursor.data() : nullptr);
   if (n == 0) return g;
-  if (!small)
-    IVF_CUDA_CHECK(
-        cudaMemcpyAsync(cursor.data(), g.pair_begin.data(), g.pair_begin.bytes(), cudaMemcpyDeviceToDevice, stream));
   if (shared)
     group_pairs_shared_kernel<<<shared_blocks, kThreads, 2 * nlist * sizeof(int32_t), stream>>>(
         probes, n, r, lo, nprobe, lists, cursor.data(), g.grouped.data());

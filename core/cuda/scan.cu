@@ -1,7 +1,5 @@
 #include "scan.hpp"
 
-#include <cub/device/device_scan.cuh>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -60,25 +58,20 @@ __global__ void candidate_offsets_kernel(const int32_t* probes, int64_t nq, int6
 // Work units per list: tile_q queries x unit_rows rows (the SIMT scan's: kUnitTiles vector
 // tiles; the int8 seed's: kSeedUnitRows), or with unit_rows 0 the tensor-core pass's (tile_q
 // queries x kMmaUnitTiles row tiles: tensor_tiles).
-// Entry i counts the units of list order[i] (order null: list i); entry nlist is 0.
+// Entry i counts the units of list order[i] (order null: list i), i < nlist.
 struct UnitsOfList {
   const int32_t* pair_count;
   const int64_t* list_size;
   const int32_t* order;
-  int64_t nlist;
   int tile_q;
   int64_t unit_rows;
   __device__ int64_t operator()(int64_t i) const {
-    if (i >= nlist) return 0;
     const int64_t l = order != nullptr ? order[i] : i;
     if (unit_rows == 0) return scan_detail::tensor_tiles(pair_count[l], list_size[l], tile_q);
     const int64_t qt = (pair_count[l] + tile_q - 1) / tile_q;
     return qt * ((list_size[l] + unit_rows - 1) / unit_rows);
   }
 };
-__global__ void tiles_per_list_kernel(UnitsOfList units, int64_t* tiles) {
-  for (int64_t i = global_thread(); i <= units.nlist; i += thread_stride()) tiles[i] = units(i);
-}
 
 // IVFGPU_SCAN pins the kernel of resident scans (A/B runs, and tests that compare them in one
 // process: read at every scan): =simt; =tensor (pruned where k allows, else keys; the pruned
@@ -328,21 +321,9 @@ DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream
                                    const ScanGroups& g, int tile_q, int64_t unit_rows,
                                    const int32_t* order = nullptr) {
   const int64_t nlist = p.lists.nlist;
-  const UnitsOfList units{g.pair_count.data(), p.lists.size, order, nlist, tile_q, unit_rows};
+  const UnitsOfList units{g.pair_count.data(), p.lists.size, order, tile_q, unit_rows};
   DeviceBuffer<int64_t> tile_off(ctx, nlist + 1, stream);
-  if (nlist + 1 <= kSmallScanMax) {  // counted and summed in one launch
-    launch_small_exclusive_scan(stream, nlist + 1, nlist + 1, units, tile_off.data());
-    return tile_off;
-  }
-  DeviceBuffer<int64_t> tiles(ctx, nlist + 1, stream);
-  std::size_t bytes = 0;
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, tiles.data(), tile_off.data(),
-                                               static_cast<int>(nlist + 1), stream));
-  DeviceBuffer<unsigned char> tmp(ctx, bytes, stream);
-  tiles_per_list_kernel<<<grid_for(nlist + 1), kThreads, 0, stream>>>(units, tiles.data());
-  IVF_CUDA_CHECK_LAUNCH();
-  IVF_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data(), bytes, tiles.data(), tile_off.data(),
-                                               static_cast<int>(nlist + 1), stream));
+  exclusive_scan(ctx, stream, nlist, nlist + 1, units, tile_off.data());  // the total last
   return tile_off;
 }
 
