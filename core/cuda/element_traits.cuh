@@ -21,9 +21,15 @@ struct DeviceElement;
 
 // Every type loads four elements at once (4 * sizeof(T) bytes, aligned to that): callers
 // check that rows have a multiple of four elements and aligned bases before using load4.
+// One element is also loaded as its Bits (load_bits) and decoded apart (decode): a kernel that
+// keeps many loads in flight holds the bits and decodes them only when it uses them, so no load
+// waits behind an earlier one's decode (rows.cu's check); load1 is the two at once.
 template <>
 struct DeviceElement<float> {
   static constexpr bool kInteger = false;
+  using Bits = float;
+  __device__ static __forceinline__ Bits load_bits(const float* p) { return *p; }
+  __device__ static __forceinline__ float decode(Bits b) { return b; }
   __device__ static __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
   __device__ static __forceinline__ float load1(const float* p) { return *p; }
   __device__ static __forceinline__ float encode(float v) { return v; }
@@ -32,16 +38,16 @@ struct DeviceElement<float> {
 template <>
 struct DeviceElement<Half> {
   static constexpr bool kInteger = false;
-  __device__ static __forceinline__ float decode(uint16_t b) { return __half2float(__ushort_as_half(b)); }
+  using Bits = uint16_t;
+  __device__ static __forceinline__ Bits load_bits(const Half* p) { return *reinterpret_cast<const uint16_t*>(p); }
+  __device__ static __forceinline__ float decode(Bits b) { return __half2float(__ushort_as_half(b)); }
   // Four elements from their 8 bytes (the lowest first).
   __device__ static __forceinline__ float4 unpack4(uint2 w) {
     return make_float4(decode(static_cast<uint16_t>(w.x & 0xffffu)), decode(static_cast<uint16_t>(w.x >> 16)),
                        decode(static_cast<uint16_t>(w.y & 0xffffu)), decode(static_cast<uint16_t>(w.y >> 16)));
   }
   __device__ static __forceinline__ float4 load4(const Half* p) { return unpack4(*reinterpret_cast<const uint2*>(p)); }
-  __device__ static __forceinline__ float load1(const Half* p) {
-    return decode(*reinterpret_cast<const uint16_t*>(p));
-  }
+  __device__ static __forceinline__ float load1(const Half* p) { return decode(load_bits(p)); }
   __device__ static __forceinline__ Half encode(float v) {
     Half h;
     h.bits = __half_as_ushort(__float2half_rn(v));
@@ -52,7 +58,11 @@ struct DeviceElement<Half> {
 template <>
 struct DeviceElement<BFloat16> {
   static constexpr bool kInteger = false;
-  __device__ static __forceinline__ float decode(uint32_t b) { return __uint_as_float(b << 16); }
+  using Bits = uint16_t;
+  __device__ static __forceinline__ Bits load_bits(const BFloat16* p) {
+    return *reinterpret_cast<const uint16_t*>(p);
+  }
+  __device__ static __forceinline__ float decode(Bits b) { return __uint_as_float(uint32_t{b} << 16); }
   __device__ static __forceinline__ float4 unpack4(uint2 w) {
     return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
                        __uint_as_float(w.y & 0xffff0000u));
@@ -60,9 +70,7 @@ struct DeviceElement<BFloat16> {
   __device__ static __forceinline__ float4 load4(const BFloat16* p) {
     return unpack4(*reinterpret_cast<const uint2*>(p));
   }
-  __device__ static __forceinline__ float load1(const BFloat16* p) {
-    return decode(*reinterpret_cast<const uint16_t*>(p));
-  }
+  __device__ static __forceinline__ float load1(const BFloat16* p) { return decode(load_bits(p)); }
   __device__ static __forceinline__ BFloat16 encode(float v) {
     BFloat16 b;
     b.bits = __bfloat16_as_ushort(__float2bfloat16_rn(v));
@@ -73,6 +81,9 @@ struct DeviceElement<BFloat16> {
 template <>
 struct DeviceElement<uint8_t> {
   static constexpr bool kInteger = true;
+  using Bits = uint8_t;
+  __device__ static __forceinline__ Bits load_bits(const uint8_t* p) { return *p; }
+  __device__ static __forceinline__ float decode(Bits b) { return static_cast<float>(b); }
   __device__ static __forceinline__ float4 load4(const uint8_t* p) {
     const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
     return make_float4(static_cast<float>(w & 0xffu), static_cast<float>((w >> 8) & 0xffu),
@@ -85,6 +96,9 @@ struct DeviceElement<uint8_t> {
 template <>
 struct DeviceElement<int8_t> {
   static constexpr bool kInteger = true;
+  using Bits = int8_t;
+  __device__ static __forceinline__ Bits load_bits(const int8_t* p) { return *p; }
+  __device__ static __forceinline__ float decode(Bits b) { return static_cast<float>(b); }
   __device__ static __forceinline__ float4 load4(const int8_t* p) {
     const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
     // Each byte moved to the top, then an arithmetic shift sign-extends it.

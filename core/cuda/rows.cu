@@ -39,25 +39,16 @@ __global__ void normalize_rows_kernel(const float* in, int64_t n, int64_t dim, f
 // eight at a time, 22.7 us). The loads keep the elements' bits and are never predicated: with
 // each f16 load and its decode in a branch of their own (the PTX), the check took 23.0 us against
 // f32's 8.4 (ncu, H100), as if each waited for its load before the next was issued; now 5.8 us,
-// as f32 (H200). Past the rows or the dimensions a load reads
+// as f32 (H200): DeviceElement's load_bits and decode. Past the rows or the dimensions a load reads
 // the last row or dimension again, which no lane's sum or test counts. The key is row * 2 + 1
 // for a finite row over the bound, row * 2 for a non-finite one.
 constexpr int kCheckWarps = 2;
 template <class T>
-struct CheckBits {  // f32 as it is; f16 and bf16 as their 16 bits until they reach shared memory
-  using type = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
-  __device__ static __forceinline__ type load(const T* p) { return *reinterpret_cast<const type*>(p); }
-  __device__ static __forceinline__ float decode(type b) {
-    if constexpr (std::is_same_v<T, float>) return b;
-    else return DeviceElement<T>::decode(b);
-  }
-};
-template <class T>
 __device__ __forceinline__ void load_check_chunk(const T* x, int64_t r0, int rows, int64_t dim, int64_t j,
-                                                 typename CheckBits<T>::type (&v)[32]) {
+                                                 typename DeviceElement<T>::Bits (&v)[32]) {
   const T* const col = x + r0 * dim + (j < dim ? j : dim - 1);
 #pragma unroll
-  for (int r = 0; r < 32; ++r) v[r] = CheckBits<T>::load(col + (r < rows ? r : rows - 1) * dim);
+  for (int r = 0; r < 32; ++r) v[r] = DeviceElement<T>::load_bits(col + (r < rows ? r : rows - 1) * dim);
 }
 template <class T>
 __global__ void __launch_bounds__(kCheckWarps * 32)
@@ -70,11 +61,11 @@ __global__ void __launch_bounds__(kCheckWarps * 32)
     const int rows = static_cast<int>(n - r0 < 32 ? n - r0 : 32);
     float s = 0.0f;
     bool finite = true;
-    typename CheckBits<T>::type v[32];
+    typename DeviceElement<T>::Bits v[32];
     load_check_chunk(x, r0, rows, dim, lane, v);
     for (int64_t j0 = 0; j0 < dim; j0 += 32) {
 #pragma unroll
-      for (int r = 0; r < 32; ++r) c[r][lane] = CheckBits<T>::decode(v[r]);
+      for (int r = 0; r < 32; ++r) c[r][lane] = DeviceElement<T>::decode(v[r]);
       __syncwarp();
       if (j0 + 32 < dim) load_check_chunk(x, r0, rows, dim, j0 + 32 + lane, v);
       const int m = static_cast<int>(dim - j0 < 32 ? dim - j0 : 32);
