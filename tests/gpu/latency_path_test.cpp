@@ -877,4 +877,84 @@ TEST(GpuLatencyPath, DeviceMemoryArgumentsTheDeviceCannotAddressAreRefused) {
   cudaStreamDestroy(s);
 }
 
+// Device-memory queries and rows are read where the caller put them, at any element offset
+// (an f16 row 2-byte aligned, an f32 one 4-byte), not only at cudaMalloc's alignment: the decode
+// of f16, bf16 and uint8 queries or rows then takes its one-element kernel (element_rows.cu) and
+// the scans their scalar loads (scan.cu's four_element_loads). Each offset's answer equals the
+// aligned one, at the batch sizes of the fused path (16), the direct path (100) and the check
+// taken while the batch runs (3,001); rows added from an odd offset are stored as they were.
+TEST(GpuLatencyPath, DeviceQueriesAndRowsAtAnyElementOffset) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 128, k = 10, nmax = 3001, n = 20000, added = 777;
+  std::vector<float> x = random_vectors(n + nmax, dim, 71);
+  for (float& v : x) v = static_cast<float>(static_cast<int>((v + 1.0f) * 127.0f) & 255);  // exact in every type
+  const std::vector<float> rows(x.begin(), x.begin() + n * dim), q(x.begin() + n * dim, x.end());
+  for (ivf_dtype type : {IVF_DTYPE_F32, IVF_DTYPE_F16, IVF_DTYPE_BF16, IVF_DTYPE_U8}) {
+    const std::size_t esize = type == IVF_DTYPE_F32 ? 4 : type == IVF_DTYPE_U8 ? 1 : 2;
+    const std::string tname = "type " + std::to_string(type);
+    IndexPtr idx = cuda_index_of(dim, 64, IVF_METRIC_L2, type, rows);
+    ASSERT_TRUE(idx);
+    const std::vector<unsigned char> native =
+        type == IVF_DTYPE_F32 ? std::vector<unsigned char>(reinterpret_cast<const unsigned char*>(q.data()),
+                                                           reinterpret_cast<const unsigned char*>(q.data() + q.size()))
+                              : encode_rows(q, type);
+    ASSERT_EQ(native.size(), q.size() * esize);
+    DeviceArray<unsigned char> dq(native.size() + 4 * esize);
+    DeviceArray<int64_t> dids(static_cast<std::size_t>(nmax * k));
+    DeviceArray<float> dd(static_cast<std::size_t>(nmax * k));
+    auto dev = make_params({{IVF_PARAM_NPROBE, 8}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+    for (int64_t nq : {int64_t{16}, int64_t{100}, nmax}) {
+      Searched aligned;
+      for (int offset = 0; offset < 4; ++offset) {
+        const std::string what = tname + " nq " + std::to_string(nq) + " offset " + std::to_string(offset);
+        unsigned char* at = dq.get() + offset * esize;
+        ASSERT_EQ(cudaMemcpy(at, native.data(), nq * dim * esize, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dids.get(), 0xff, sizeof(int64_t) * nq * k), cudaSuccess);
+        ASSERT_EQ(ivf_search(idx.get(), dev.get(), at, type, nq, dim, k, dids.get(), dd.get()), IVF_OK)
+            << what << ": " << ivf_last_error_message();
+        Searched got;
+        got.ids.resize(static_cast<std::size_t>(nq * k));
+        got.dists.resize(got.ids.size());
+        ASSERT_EQ(cudaMemcpy(got.ids.data(), dids.get(), sizeof(int64_t) * nq * k, cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(got.dists.data(), dd.get(), sizeof(float) * nq * k, cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        if (offset == 0) {
+          const Searched host = search_raw(idx.get(), native.data(), type, nq, dim, k, 8);
+          EXPECT_EQ(same_results(got.ids, got.dists, host.ids, host.dists, nq, k), "")
+              << what << " against host memory";
+          aligned = got;
+        } else {
+          EXPECT_EQ(same_results(got.ids, got.dists, aligned.ids, aligned.dists, nq, k), "") << what;
+        }
+      }
+    }
+    // Rows added from device memory at offset 3 (their ids 10^7 + i) are stored exactly as the
+    // same rows added from the host (ids 2 x 10^7 + i): ivf_get in the storage type.
+    auto add_dev = make_params({{IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
+    std::vector<int64_t> dev_ids(added), host_ids(added);
+    for (int64_t i = 0; i < added; ++i) {
+      dev_ids[i] = 10000000 + i;
+      host_ids[i] = 20000000 + i;
+    }
+    DeviceArray<int64_t> ddev_ids(added);
+    ASSERT_EQ(cudaMemcpy(ddev_ids.get(), dev_ids.data(), sizeof(int64_t) * added, cudaMemcpyHostToDevice), cudaSuccess);
+    unsigned char* at = dq.get() + 3 * esize;
+    ASSERT_EQ(cudaMemcpy(at, native.data(), added * dim * esize, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(ivf_add_ex(idx.get(), add_dev.get(), at, type, added, dim, ddev_ids.get()), IVF_OK)
+        << tname << ": " << ivf_last_error_message();
+    ASSERT_EQ(ivf_add(idx.get(), native.data(), type, added, dim, host_ids.data()), IVF_OK)
+        << tname << ": " << ivf_last_error_message();
+    std::vector<unsigned char> from_dev(added * dim * esize), from_host(added * dim * esize);
+    std::vector<uint8_t> found_dev(added), found_host(added);
+    ASSERT_EQ(ivf_get(idx.get(), nullptr, dev_ids.data(), added, from_dev.data(), type, dim, found_dev.data()), IVF_OK);
+    ASSERT_EQ(ivf_get(idx.get(), nullptr, host_ids.data(), added, from_host.data(), type, dim, found_host.data()),
+              IVF_OK);
+    EXPECT_TRUE(std::all_of(found_dev.begin(), found_dev.end(), [](uint8_t f) { return f == 1; })) << tname;
+    EXPECT_TRUE(std::all_of(found_host.begin(), found_host.end(), [](uint8_t f) { return f == 1; })) << tname;
+    EXPECT_TRUE(from_dev == from_host) << tname << ": rows added from offset 3 differ from the host's";
+    EXPECT_TRUE(std::equal(from_dev.begin(), from_dev.end(), native.begin())) << tname << ": not the rows given";
+  }
+}
+
 }  // namespace
