@@ -53,7 +53,7 @@ __device__ __forceinline__ int64_t next_block_unit(const A& a, int64_t t, int64_
 
 // Work unit t of a SIMT scan: query tile qt of a resident list or of a segment of one (the host
 // tier), against kUnitTiles x kTileV of its rows from r0. The tiling is the same for both
-// kernels (tiles_per_list_kernel, scan_segment_tiles count it).
+// kernels (scan.cu's UnitsOfList and scan_segment_tiles count it).
 template <class T>
 struct ScanUnit {
   int64_t list, row0, size;  // row0: the first row of the list or segment within its list
