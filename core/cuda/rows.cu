@@ -1,7 +1,5 @@
 #include "rows.hpp"
 
-#include <type_traits>
-
 #include "check.hpp"
 #include "device_buffer.hpp"
 #include "element_traits.cuh"
@@ -36,11 +34,12 @@ __global__ void normalize_rows_kernel(const float* in, int64_t n, int64_t dim, f
 // shared memory; the next chunk's 32 loads are in flight while a lane sums the current one. A
 // thread reading its own row alone made each load touch 32 rows' lines (1M x 128 f16, 10,000
 // queries, H100: 14 us, after a separate 6 us decode into f32; with a chunk's loads waited for
-// eight at a time, 22.7 us). The loads keep the elements' bits and are never predicated: with
-// each f16 load and its decode in a branch of their own (the PTX), the check took 23.0 us against
-// f32's 8.4 (ncu, H100), as if each waited for its load before the next was issued; now 5.8 us,
-// as f32 (H200): DeviceElement's load_bits and decode. Past the rows or the dimensions a load reads
-// the last row or dimension again, which no lane's sum or test counts. The key is row * 2 + 1
+// eight at a time, 22.7 us). The loads keep the elements' bits (DeviceElement::load_bits,
+// decoded on their way to shared memory) and are never predicated: with each f16 load and its
+// decode in a branch of their own (the PTX), the check took 23.0 us against f32's 8.4 (ncu,
+// H100), as if each waited for its load before the next was issued; now 5.8 us, as f32 (H200).
+// Past the rows or the dimensions a load reads the last row or dimension again, which no lane's
+// sum or test counts. The key is row * 2 + 1
 // for a finite row over the bound, row * 2 for a non-finite one.
 constexpr int kCheckWarps = 2;
 template <class T>
@@ -120,7 +119,7 @@ void enqueue_first_unusable_row(cudaStream_t stream, ElementType type, const voi
   const unsigned grid = grid_for(n, kCheckWarps * 32);  // a warp a 32 rows, grid-stride past the cap
   dispatch_element_type(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    if constexpr (!DeviceElement<T>::kInteger)
       first_unusable_kernel<T><<<grid, kCheckWarps * 32, 0, stream>>>(static_cast<const T*>(x), n, dim, bounded,
                                                                        kMaxSquaredNorm, first);
     else
