@@ -146,23 +146,30 @@ struct DeviceSearchArgs {
   DeviceArray<float> dists;
 };
 
-// queries (nq x dim f32) searched with IVF_MEMORY_DEVICE: copied to the device, results back.
-Searched search_device(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
-                       int64_t nprobe) {
+// Queries already in device memory (nq x dim of qtype, at dq) searched with IVF_MEMORY_DEVICE
+// into device results (cleared to all ones first), copied back.
+Searched search_device_queries(const ivf_index* idx, const void* dq, ivf_dtype qtype, int64_t nq, int64_t dim,
+                               int64_t k, int64_t nprobe) {
   Searched s;
   s.ids.assign(static_cast<std::size_t>(nq * k), -7);
   s.dists.assign(s.ids.size(), -7.0f);
-  const DeviceSearchArgs dev(nq, dim, k);
-  float* dq = dev.queries.get();
-  int64_t* dids = dev.ids.get();
-  float* dd = dev.dists.get();
-  EXPECT_EQ(cudaMemcpy(dq, q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(cudaMemset(dids, 0xff, sizeof(int64_t) * nq * k), cudaSuccess);
+  const DeviceArray<int64_t> dids(s.ids.size());
+  const DeviceArray<float> dd(s.ids.size());
+  EXPECT_EQ(cudaMemset(dids.get(), 0xff, sizeof(int64_t) * nq * k), cudaSuccess);
   auto sp = make_params({{IVF_PARAM_NPROBE, nprobe}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
-  EXPECT_EQ(ivf_search(idx, sp.get(), dq, IVF_DTYPE_F32, nq, dim, k, dids, dd), IVF_OK) << ivf_last_error_message();
-  EXPECT_EQ(cudaMemcpy(s.ids.data(), dids, sizeof(int64_t) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(s.dists.data(), dd, sizeof(float) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(ivf_search(idx, sp.get(), dq, qtype, nq, dim, k, dids.get(), dd.get()), IVF_OK)
+      << ivf_last_error_message();
+  EXPECT_EQ(cudaMemcpy(s.ids.data(), dids.get(), sizeof(int64_t) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(s.dists.data(), dd.get(), sizeof(float) * nq * k, cudaMemcpyDeviceToHost), cudaSuccess);
   return s;
+}
+
+// queries (nq x dim f32) searched with IVF_MEMORY_DEVICE: copied to the device, results back.
+Searched search_device(const ivf_index* idx, const std::vector<float>& q, int64_t nq, int64_t dim, int64_t k,
+                       int64_t nprobe) {
+  const DeviceArray<float> dq(static_cast<std::size_t>(nq * dim));
+  EXPECT_EQ(cudaMemcpy(dq.get(), q.data(), sizeof(float) * nq * dim, cudaMemcpyHostToDevice), cudaSuccess);
+  return search_device_queries(idx, dq.get(), IVF_DTYPE_F32, nq, dim, k, nprobe);
 }
 
 // nq 1..64 (powers of two and the sizes between, which graphs pad to them), k 1..1024 (k above
@@ -900,25 +907,13 @@ TEST(GpuLatencyPath, DeviceQueriesAndRowsAtAnyElementOffset) {
                               : encode_rows(q, type);
     ASSERT_EQ(native.size(), q.size() * esize);
     DeviceArray<unsigned char> dq(native.size() + 4 * esize);
-    DeviceArray<int64_t> dids(static_cast<std::size_t>(nmax * k));
-    DeviceArray<float> dd(static_cast<std::size_t>(nmax * k));
-    auto dev = make_params({{IVF_PARAM_NPROBE, 8}, {IVF_PARAM_MEMORY_KIND, IVF_MEMORY_DEVICE}});
     for (int64_t nq : {int64_t{16}, int64_t{100}, nmax}) {
       Searched aligned;
       for (int offset = 0; offset < 4; ++offset) {
         const std::string what = tname + " nq " + std::to_string(nq) + " offset " + std::to_string(offset);
         unsigned char* at = dq.get() + offset * esize;
         ASSERT_EQ(cudaMemcpy(at, native.data(), nq * dim * esize, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemset(dids.get(), 0xff, sizeof(int64_t) * nq * k), cudaSuccess);
-        ASSERT_EQ(ivf_search(idx.get(), dev.get(), at, type, nq, dim, k, dids.get(), dd.get()), IVF_OK)
-            << what << ": " << ivf_last_error_message();
-        Searched got;
-        got.ids.resize(static_cast<std::size_t>(nq * k));
-        got.dists.resize(got.ids.size());
-        ASSERT_EQ(cudaMemcpy(got.ids.data(), dids.get(), sizeof(int64_t) * nq * k, cudaMemcpyDeviceToHost),
-                  cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(got.dists.data(), dd.get(), sizeof(float) * nq * k, cudaMemcpyDeviceToHost),
-                  cudaSuccess);
+        const Searched got = search_device_queries(idx.get(), at, type, nq, dim, k, 8);
         if (offset == 0) {
           const Searched host = search_raw(idx.get(), native.data(), type, nq, dim, k, 8);
           EXPECT_EQ(same_results(got.ids, got.dists, host.ids, host.dists, nq, k), "")
