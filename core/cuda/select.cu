@@ -3,7 +3,8 @@
 // winners, and a bitonic sort in shared memory orders them. Shared memory is sized by k only
 // (never by the segment length or nprobe x k). A row longer than the block's buffer streams
 // through it once (stream_row): when the buffer fills it is cut to its k best and only keys
-// below the k-th enter after that. For k <= 32, warp lists in registers (warp_select_kernel)
+// below the k-th enter after that; from k 256 a sample of the row sets a bar before the first key
+// enters (sampled_bar), so that few cuts are needed. For k <= 32, warp lists in registers (warp_select_kernel)
 // replace all of that, and for k <= 64 on rows of at most 4,096 keys a filter by the threads'
 // least entries (filter_select_kernel; a warp's lanes' for k <= 16 on many rows of at most 1,024
 // keys, row_filter_select_kernel), with the same output.
@@ -304,42 +305,103 @@ __device__ uint32_t cut_to_best(uint32_t* buf_key, uint32_t* buf_idx, int& nb, i
 // equal to an exact k-th loses the tie to the kept ones, which come first). Returns the count
 // in the buffer, which then holds the row's kk best (ties by smaller index) and keeps each key
 // value's copies in index order. Needs cap >= kk + kStep.
-template <class Get>
+//
+// open false: from the start only keys below `bar` enter (sampled_bar's). The buffer then holds
+// the row's kk best only where at least kk keys are below it; fewer come back (nb < kk) where
+// not, and the caller streams the row again, open.
+template <int AHEAD, class Get>
 __device__ int stream_row(Get get, int64_t len, int kk, int cap, uint32_t* buf_key, uint32_t* buf_idx,
-                          SelectShared& sh) {
+                          SelectShared& sh, bool open = true, uint32_t bar = 0xffffffffu) {
   int nb = 0, parity = 0;
-  bool open = true;            // every key enters until the first cut
-  uint32_t bar = 0xffffffffu;  // after it, keys below this one
-  for (int64_t c0 = 0; c0 < len; c0 += kStep, parity ^= 1) {
-    // Cut before a step that could overflow (block-uniform), while little else is live. The
-    // cut may keep extra keys, up to half the room past kk + kStep, so that its radix passes
-    // over the buffer can stop before the last digit.
-    if (nb + kStep > cap) {
-      bar = cut_to_best(buf_key, buf_idx, nb, kk, kk + (cap - kStep - kk) / 2, sh);
-      open = false;
-    }
-    uint32_t u[kPer];
-    bool enter[kPer];
+  // AHEAD steps' keys are loaded before the first of them is ranked: a block waits on its loads
+  // every step, and with few blocks an SM (large k: the buffer) one step's loads alone leave the
+  // memory system mostly idle.
+  for (int64_t s0 = 0; s0 < len; s0 += int64_t{AHEAD} * kStep) {
+    uint32_t u[AHEAD][kPer];
 #pragma unroll
-    for (int m = 0; m < kPer; ++m) {
-      const int64_t i = step_index(c0, m);
-      u[m] = i < len ? get(i) : 0xffffffffu;
-      enter[m] = i < len && (open || u[m] < bar);
-    }
-    StepRanks r;
-    r.publish(enter, sh.warp_count[parity][0]);
-    __syncthreads();
-    r.gather(sh.warp_count[parity][0]);
+    for (int a = 0; a < AHEAD; ++a)
 #pragma unroll
-    for (int m = 0; m < kPer; ++m)
-      if (enter[m]) {
-        buf_key[nb + r.rank(m)] = u[m];
-        buf_idx[nb + r.rank(m)] = static_cast<uint32_t>(step_index(c0, m));
+      for (int m = 0; m < kPer; ++m) {
+        const int64_t i = step_index(s0 + a * kStep, m);
+        u[a][m] = i < len ? get(i) : 0xffffffffu;
       }
-    nb += r.total;
+#pragma unroll
+    for (int a = 0; a < AHEAD; ++a, parity ^= 1) {
+      const int64_t c0 = s0 + a * kStep;
+      if (c0 >= len) break;  // block-uniform
+      // Cut before a step that could overflow (block-uniform), while little else is live. The
+      // cut may keep extra keys, up to half the room past kk + kStep, so that its radix passes
+      // over the buffer can stop before the last digit.
+      if (nb + kStep > cap) {
+        // Never above a sampled bar: at least kk keys of the buffer are below either.
+        bar = min(bar, cut_to_best(buf_key, buf_idx, nb, kk, kk + (cap - kStep - kk) / 2, sh));
+        open = false;
+      }
+      bool enter[kPer];
+#pragma unroll
+      for (int m = 0; m < kPer; ++m) enter[m] = step_index(c0, m) < len && (open || u[a][m] < bar);
+      StepRanks r;
+      r.publish(enter, sh.warp_count[parity][0]);
+      __syncthreads();
+      r.gather(sh.warp_count[parity][0]);
+#pragma unroll
+      for (int m = 0; m < kPer; ++m)
+        if (enter[m]) {
+          buf_key[nb + r.rank(m)] = u[a][m];
+          buf_idx[nb + r.rank(m)] = static_cast<uint32_t>(step_index(c0, m));
+        }
+      nb += r.total;
+    }
   }
   __syncthreads();
   return nb;
+}
+
+// A long row's starting bar for stream_row, from a sample: without one, the buffer fills with
+// whatever comes first and is cut to its k best again and again, each cut radix passes over the
+// buffer (at k 4,096 on rows of ~90K keys, ten or more a row). kSampleChunks runs of 8 keys (a
+// 32-byte sector each), spaced evenly over the row, stand for it: where kk of len keys are wanted,
+// about kSampleKeys * kk / len of the sample are below the row's kk-th key. The bar is taken a few
+// standard deviations past that rank (rank_for_bar), so that on any ordering of the row's keys
+// more than kk keys are below it all but rarely, and few enough to enter without a cut. Returns
+// false (no bar) where the rank would keep most of the row anyway. scratch: kSampleKeys words
+// (the block's buffer, not yet in use). Correctness never rests on the sample: a row with fewer
+// than kk keys below the bar is streamed again, open (block_select_kernel).
+constexpr int kSampleChunks = kThreads;
+constexpr int kSampleRun = 8;
+constexpr int kSampleKeys = kSampleChunks * kSampleRun;
+// Sampled bars only from this k: below it a buffer of kMinBuffer keys is cut rarely anyway.
+constexpr int kSampledBarMinK = 256;
+
+__device__ __forceinline__ int rank_for_bar(int64_t len, int kk) {
+  const float mean = static_cast<float>(kSampleKeys) * static_cast<float>(kk) / static_cast<float>(len);
+  return static_cast<int>(ceilf(1.2f * mean + 4.0f * sqrtf(mean) + 8.0f));
+}
+
+template <class Get>
+__device__ bool sampled_bar(Get get, int64_t len, int kk, uint32_t* scratch, SelectShared& sh, uint32_t& bar) {
+  if (kk < kSampledBarMinK || len < 2 * int64_t{kSampleKeys}) return false;
+  const int rank = rank_for_bar(len, kk);
+  if (rank > kSampleKeys / 4) return false;
+  // Thread t reads run t from (t * len / kSampleChunks) rounded down to a sector; len >= 2 *
+  // kSampleKeys keeps every run inside the row.
+  const int64_t start = (static_cast<int64_t>(threadIdx.x) * len / kSampleChunks) & ~int64_t{kSampleRun - 1};
+#pragma unroll
+  for (int j = 0; j < kSampleRun; ++j) scratch[j * kThreads + threadIdx.x] = get(start + j);
+  __syncthreads();
+  uint32_t prefix;
+  int need;
+  // A bin that leaves at most a quarter more than `rank` sample keys below its end will do.
+  const bool strict =
+      radix_threshold([&](int64_t i) { return scratch[i]; }, kSampleKeys, rank, sh, prefix, need, rank + rank / 4);
+  if (strict) {
+    bar = prefix;
+    return true;
+  }
+  // prefix is the rank-th sample key: keys up to it enter.
+  if (prefix == 0xffffffffu) return false;
+  bar = prefix + 1;
+  return true;
 }
 
 // The final order of a block's kk selected entries, (ordered key, index in the row): sel holds
@@ -430,6 +492,9 @@ template <int SORT_ITEMS>
 __global__ void __launch_bounds__(kThreads, select_blocks(SORT_ITEMS))
     block_select_kernel(SelectInput in, int64_t nseg, int k, bool larger, int cap, SelectOutput out) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  // Steps a long row's stream loads at once (stream_row): the radix-sort builds (k past 1,024) run
+  // four or fewer blocks an SM, held there by their buffers, with registers to spare.
+  constexpr int kAhead = SORT_ITEMS >= 16 ? 4 : SORT_ITEMS > 0 ? 2 : 1;
   const int k2 = k <= 1 ? 1 : 1 << (32 - __clz(k - 1));
   uint64_t* sel = reinterpret_cast<uint64_t*>(smem_raw);
   uint32_t* buf_key = reinterpret_cast<uint32_t*>(sel + k2);
@@ -453,7 +518,14 @@ __global__ void __launch_bounds__(kThreads, select_blocks(SORT_ITEMS))
       }
       nb = len;
     } else if (kk > 0 && kk + kStep <= cap) {
-      nb = stream_row(load, len, kk, cap, buf_key, buf_idx, sh);
+      uint32_t bar = 0xffffffffu;
+      bool open = !sampled_bar(load, len, kk, buf_key, sh, bar);
+      for (;;) {
+        nb = stream_row<kAhead>(load, len, kk, cap, buf_key, buf_idx, sh, open, bar);
+        if (nb >= kk || open) break;
+        open = true;  // the sample misled: fewer than kk keys are below its bar
+        bar = 0xffffffffu;
+      }
     }
     __syncthreads();
     // 2. Threshold of the kk best, then gather them into sel (ordered), then sort.

@@ -45,7 +45,10 @@ uint32_t ordered(float f) {
 // 256-thread block that read them striped hold every one (the filter select's most candidates).
 // OneLane: the best keys all sit at positions i with i % 32 == 0, so one lane of a warp that reads
 // the row striped holds them all, and more than 32 entries pass the warp filter's bound at once.
-enum class Pattern { Random, BestLast, BestFirst, AllEqual, FewValues, Signed, Clustered, OneLane };
+// Periodic: the best keys sit in runs of 8 every 512 positions, which an evenly spaced sample of
+// sector-long runs can hit every time (the select's sampled bar then has fewer than k keys below
+// it, and the row must be read again).
+enum class Pattern { Random, BestLast, BestFirst, AllEqual, FewValues, Signed, Clustered, OneLane, Periodic };
 
 const char* name(Pattern p) {
   switch (p) {
@@ -57,6 +60,7 @@ const char* name(Pattern p) {
     case Pattern::Signed: return "signed";
     case Pattern::Clustered: return "clustered";
     case Pattern::OneLane: return "one-lane";
+    case Pattern::Periodic: return "periodic";
   }
   return "?";
 }
@@ -80,6 +84,7 @@ std::vector<float> make_row(Pattern p, int64_t len, std::mt19937_64& rng) {
       }
       case Pattern::Clustered: v = i % 256 < 64 ? static_cast<float>(i % 97) : 100.0f + u(rng); break;
       case Pattern::OneLane: v = i % 32 == 0 ? static_cast<float>(i / 32) : 1000.0f + u(rng); break;
+      case Pattern::Periodic: v = i % 512 < 8 ? static_cast<float>(i / 512 % 97) : 1000.0f + u(rng); break;
     }
     r[static_cast<std::size_t>(i)] = v;
   }
@@ -214,6 +219,26 @@ TEST(GpuSelect, LargestKs) {
 // path for at least 1,024 rows whose longest (the stride, max_len here) is at most 2,048 keys
 // (kRowWarpMinSegments, kRowWarpMaxLen), so every length stays within 2,048, around the
 // warp's 128-key steps.
+// Rows of tens of thousands of keys at k 256 to 4,096 (a search's rows at nprobe 16): the
+// block select's bar from a sample of the row, which must never lose a key, whether the sample
+// overstates the best keys (periodic: fewer than k below its bar, the row read again), misses
+// them (clustered, best-last) or ties them (few values).
+TEST(GpuSelect, LongRowsFromASampledBar) {
+  REQUIRE_GPU();
+  for (int64_t k : {int64_t{256}, int64_t{1000}, int64_t{4096}}) {
+    std::vector<int64_t> lens = {131072, 90000, 28000, 4096 + 1, 8191, 2 * k + 1025, 0, k};
+    std::mt19937_64 rng(3 + k);
+    std::uniform_int_distribution<int64_t> len(4097, 131072);
+    while (lens.size() < 280) lens.push_back(len(rng));
+    for (Pattern p : {Pattern::Random, Pattern::Periodic, Pattern::BestLast, Pattern::Clustered, Pattern::FewValues})
+      for (bool larger : {false, true}) {
+        if (larger && p != Pattern::Random && p != Pattern::Periodic) continue;
+        check(p, lens, k, larger, 61 * k + static_cast<uint64_t>(p));
+        if (HasFailure()) return;
+      }
+  }
+}
+
 TEST(GpuSelect, ManyShortRowsTakeAWarpEach) {
   REQUIRE_GPU();
   for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{16}, int64_t{32}}) {
