@@ -145,6 +145,30 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
   }
 }
 
+// Each list's sample for the wide pass's bound (sampled_wide_bound): its first size / every rows,
+// the fraction rounded up or down by a hash of the list, so that a query's sample holds 1 / every
+// of its rows on average even where its lists are short (rounded up, lists of a few rows would be
+// sampled whole, and the bound drawn too tight for k).
+__global__ void sample_sizes_kernel(const int64_t* size, int64_t nlist, int64_t every, int64_t* sample) {
+  for (int64_t l = global_thread(); l < nlist; l += thread_stride()) {
+    const uint32_t spread = (static_cast<uint32_t>(l) * 0x9e3779b1u) >> 8;  // Fibonacci hashing
+    sample[l] = size[l] / every + (static_cast<int64_t>(spread % static_cast<uint32_t>(every)) < size[l] % every);
+  }
+}
+
+// The wide pass's starting state from its sample, a thread per query: no entries, and the bound
+// the rank-th best sampled cost (none where the sample held fewer, or its rank-th row was
+// excluded: the padding key).
+__global__ void sampled_bound_kernel(const float* sel_key, const int32_t* sel_count, int64_t nq, int64_t rank,
+                                     bool larger, float pad, scan_detail::PruneState pr) {
+  for (int64_t q = global_thread(); q < nq; q += thread_stride()) {
+    const float key = sel_count[q] == rank ? sel_key[q * rank + rank - 1] : pad;
+    pr.found[q] = 0;
+    pr.seeded[q] = 0;
+    pr.bound[q] = key != pad ? to_ordered(larger ? -key : key) : 0xffffffffu;
+  }
+}
+
 void write_candidate_offsets(cudaStream_t stream, const ScanProblem& p) {
   candidate_offsets_kernel<<<grid_for(p.nq * 32, kThreads), kThreads, 0, stream>>>(p.probes, p.nq, p.nprobe,
                                                                                  p.lists.size, p.cand);
@@ -229,7 +253,7 @@ void scan_pass(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // entries, re-scores) more rows; a larger one scans more rows exactly. Measured on the bench's
 // 1M-row mixtures (H100, 10,000 queries, nlist 1024, bench/RESULTS.md):
 // - The wide pass (k past kPruneNarrowMaxK): wide_seed_probes (scan_dispatch.hpp), nprobe / 8 + 3
-//   up to k 1,024 (where the dispatch gives it), nprobe / 5 + 3 past it. Session 61 made the pass
+//   up to k 1,024 (kWideSeedRuleMaxK), nprobe / 5 + 3 past it. Session 61 made the pass
 //   ~23% cheaper a probe, which moved the best seed at k 1000 down (H100, QPS): nprobe 16 seeds
 //   5 / 6 / 7 1.14-1.15M / 1.11-1.13M / 1.10M; nprobe 32 7 / 9 0.79-0.80M / 0.76-0.77M; nprobe
 //   64 10 / 11 / 12 / 15 530-533K / 519K / 512-515K / 489-491K, while 8 fell to 274K there (a
@@ -389,6 +413,54 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
   seed_prune_kernel<<<grid_for(nq * 32), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq,
                                                                 k, larger, p.excluded, prune);
+  IVF_CUDA_CHECK_LAUNCH();
+}
+
+// The wide pass's bound from a sample (docs/tensor-scan.md, "The wide pass's sampled bound").
+// The SIMT seed scanned a query's first probes exactly and took their k-th cost: a proven bound,
+// but ~40% of the batch at k 1000 (its scan and select), and a loose one, as the other probes hold
+// rows that beat it. Here the SIMT kernel scans only each probed list's first 1 / every of its
+// rows (in insertion order, which places a row in its list's prefix independently of any
+// query), and the rank-th best of those exact costs is the bound, rank chosen so that the rows of
+// all the probes under it number k or more all but rarely (sample_rank). The pass then covers
+// every probe with no entries to start from, appending each row whose optimistic cost reaches
+// the bound with its exact cost; a query that finds fewer than k of them within the bound
+// (its sample misled, or it has fewer than k rows) is scanned in full by the settle
+// (PruneState::estimated), so the bound is never trusted: an estimate costs speed, not results.
+// groups: the pairs of every probe, grouped by list.
+int64_t sample_every() {
+  const char* e = std::getenv("IVFGPU_WIDE_SAMPLE");  // A/B runs: 0 keeps the SIMT seed
+  return e != nullptr ? std::max<long long>(0, std::atoll(e)) : scan_detail::kWideSampleEvery;
+}
+void sampled_wide_bound(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& groups,
+                        int64_t every, const scan_detail::PruneState& prune) {
+  const int64_t nq = p.nq, nprobe = p.nprobe, nlist = p.lists.nlist;
+  const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
+  DeviceBuffer<int64_t> sizes(ctx, static_cast<std::size_t>(std::max<int64_t>(1, nlist)), stream);
+  sample_sizes_kernel<<<grid_for(nlist), kThreads, 0, stream>>>(p.lists.size, nlist, every, sizes.data());
+  IVF_CUDA_CHECK_LAUNCH();
+  ScanProblem sample = p;
+  sample.lists.size = sizes.data();
+  const int64_t stride = std::max<int64_t>(1, scan_detail::sampled_row_length(p.lists.largest_prefix[nprobe], nprobe,
+                                                                              every));
+  DeviceBuffer<float> dist(ctx, n * static_cast<std::size_t>(stride), stream);
+  DeviceBuffer<int64_t> offsets(ctx, n * static_cast<std::size_t>(nprobe + 1), stream), lengths(ctx, n, stream);
+  sample.cand = CandidateRows{dist.data(), stride, offsets.data(), lengths.data(), nprobe};
+  write_candidate_offsets(stream, sample);
+  const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, sample, groups, groups.tile_q, kSimtUnitRows);
+  scan_pass(ctx, stream, sample, groups, nullptr, 0, tile_off.data());
+  const int64_t rank = scan_detail::sample_rank(p.k, every);
+  DeviceBuffer<int32_t> sel_pos(ctx, n * static_cast<std::size_t>(rank), stream), sel_count(ctx, n, stream);
+  DeviceBuffer<float> sel_key(ctx, n * static_cast<std::size_t>(rank), stream);
+  SelectInput in;
+  in.keys = dist.data();
+  in.stride = stride;
+  in.lens = lengths.data();
+  in.max_len = stride;
+  const bool larger = p.metric != Metric::L2;
+  select_topk(ctx, stream, in, nq, rank, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
+  sampled_bound_kernel<<<grid_for(nq), kThreads, 0, stream>>>(sel_key.data(), sel_count.data(), nq, rank, larger,
+                                                              p.excluded, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
@@ -576,19 +648,26 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   out.seeded = DeviceBuffer<int32_t>(ctx, n, stream);
   out.pos = DeviceBuffer<int32_t>(ctx, n * static_cast<std::size_t>(out.cap), stream);
   out.opt = DeviceBuffer<float>(ctx, n * static_cast<std::size_t>(out.cap), stream);
+  // The wide pass with exact entries starts from a sampled bound (sampled_wide_bound), which the
+  // settle checks by the entries' exact costs; the others from a seed of their first probes.
+  const int64_t every = shape.wide && out.exact ? sample_every() : 0;
+  out.estimated = every > 0;
   const scan_detail::PruneState prune = out.prune_state(p);
   const bool larger = p.metric != Metric::L2;
-  const int64_t seed = pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
+  const int64_t seed = every > 0 ? 0 : pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
   const IntegerQueries packed =
       form == scan_detail::PrunedKernel::Integer ? pack_integer_queries(ctx, stream, p) : IntegerQueries{};
-  if (integer_seeded(form, k))
-    int8_seed(ctx, stream, p, seed, prune, packed);
-  else if (f16_seeded(shape, form, k))
-    f16_seed(ctx, stream, p, seed, prune, scan_detail::seed_native(shape));
-  else
-    simt_seed(ctx, stream, p, seed, prune);
-  if (p.nprobe <= seed) return;
   const ScanGroups rest = group_probe_range(ctx, stream, p.probes, p.nq, p.nprobe, p.lists.nlist, seed, p.nprobe);
+  if (every > 0) {
+    sampled_wide_bound(ctx, stream, p, rest, every, prune);
+  } else if (integer_seeded(form, k)) {
+    int8_seed(ctx, stream, p, seed, prune, packed);
+  } else if (f16_seeded(shape, form, k)) {
+    f16_seed(ctx, stream, p, seed, prune, scan_detail::seed_native(shape));
+  } else {
+    simt_seed(ctx, stream, p, seed, prune);
+  }
+  if (p.nprobe <= seed) return;
   // The resident and int8 passes group their query tiles where a row tile's slices all stay staged,
   // the tf32 ring where its lists hold enough of the pass's queries.
   const int64_t mean_list_queries = p.nq * (p.nprobe - seed) / std::max<int64_t>(1, p.lists.nlist);
@@ -626,14 +705,22 @@ int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprob
   // the lists are short), whichever is larger.
   const int64_t seed_words =
       std::max(std::max<int64_t>(1, largest_prefix[seed]), tensor_seed_words(largest_prefix, seed));
+  // Or the wide pass's sample (sampled_wide_bound): its candidate rows and offsets and its
+  // select's rank-th best, at the finest sample A/B runs pin.
+  const int64_t pinned = sample_every();
+  const int64_t every = pinned > 0 ? std::min(pinned, scan_detail::kWideSampleEvery) : scan_detail::kWideSampleEvery;
+  const int64_t sample_words = k <= scan_detail::kPruneNarrowMaxK
+                                   ? 0
+                                   : scan_detail::sampled_row_length(largest_prefix[nprobe], nprobe, every) +
+                                         2 * (nprobe + 2) + 2 * scan_detail::sample_rank(k, every) + 1;
   // Integer queries on integer rows also pack their bytes and squared norm (IntegerQueries).
   const int64_t packed_words = (dim + 3) / 4 + 1;
-  return seed_words + 2 * scan_detail::prune_cap(k) + 2 * k + 4 + packed_words;
+  return std::max(seed_words, sample_words) + 2 * scan_detail::prune_cap(k) + 2 * k + 4 + packed_words;
 }
 
 scan_detail::PruneState ScanOutcome::prune_state(const ScanProblem& p) const {
   return scan_detail::PruneState{bound.data(), found.data(), pos.data(), opt.data(), cap, p.cand.stride,
-                                 static_cast<int>(p.k), seeded.data(), exact};
+                                 static_cast<int>(p.k), seeded.data(), exact, estimated};
 }
 
 ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {

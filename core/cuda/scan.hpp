@@ -57,6 +57,7 @@ struct ScanOutcome {
   bool needs_refine = false;
   bool pruned = false;
   bool exact = false;  // the pruned pass ran on integers: every entry's cost is exact
+  bool estimated = false;  // its bounds are the wide pass's sampled estimates (PruneState::estimated)
   DeviceBuffer<float> list_norm;  // nlist: each probed list's largest row norm (the keys pass)
   // The pruned pass's state (scan_tensor.hpp, PruneState): per query a bound, a count and up
   // to cap entries (candidate position, optimistic cost).

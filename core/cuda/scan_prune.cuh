@@ -461,8 +461,10 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
     const int n = __ldcg(a.prune.found + q);
     if (tid == 0) count = 0;
     __syncthreads();
-    if (n <= a.prune.cap) {
-      const float bound = from_ordered(__ldcg(a.prune.bound + q));
+    bool full = n > a.prune.cap;  // overflowed: scanned in full below
+    if (!full) {
+      const uint32_t ordered_bound = __ldcg(a.prune.bound + q);
+      const float bound = from_ordered(ordered_bound);
       const int32_t* pos = a.prune.pos + q * a.prune.cap;
       const float* opt = a.prune.opt + q * a.prune.cap;
       const int seeded = seeded_entries(a.prune, q);
@@ -477,6 +479,12 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
         if (i < n) keys[i] = enters ? entry_key<T, IP, INT>(a, q, query, i, seeded, __ldcg(pos + i), o) : kNone;
       }
       __syncthreads();
+      // An estimated bound (PruneState::estimated) holds only where k exact costs are within it:
+      // else the query is scanned in full (count is the entries within it: their costs are
+      // exact). With none (all ones) every row it can return was appended.
+      full = a.prune.estimated && count < k && ordered_bound != 0xffffffffu;
+    }
+    if (!full) {
       // Past k keys (distinct: each holds its position) the k-th by a radix selection, else every
       // key that can enter; those up to it stay, in entry order, and only the appended ones
       // among them are sorted: each key's rank is then its place in its run plus the keys of the
@@ -501,6 +509,7 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       }
       for (int r = kept + tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, kNone);
     } else {
+      __syncthreads();  // every thread has read count
       for (int i = tid; i < k; i += kThreads) keys[i] = kNone;
       if (tid == 0) count = k;
       for (int64_t p = 0; p < a.nprobe; ++p) {

@@ -197,7 +197,30 @@ struct PruneState {
   int32_t* seeded = nullptr;
   // Every entry's cost is exact (the integer pass, scan_imma.cuh): the settle reads no row again.
   bool exact = false;
+  // The bounds are estimates (the wide pass's sampled bound, scan.cu's sampled_wide_bound), not
+  // proven: with exact entries, the settle scans in full a query with fewer than k entries within
+  // its bound.
+  bool estimated = false;
 };
+
+// The wide pass's sampled bound (scan.cu, sampled_wide_bound): each probed list's first 1 /
+// kWideSampleEvery of its rows are scanned exactly, and the bound is the sample_rank-th best of
+// them. Where about k / every sampled costs fall below the exact k-th of all the rows (the sample
+// is a fair one), the rank is that plus four standard deviations and eight, so that k or more
+// rows lie within the bound all but rarely; the rows the pass then appends are about every x
+// rank a query (~1,650 at k 1000).
+constexpr int64_t kWideSampleEvery = 16;
+__host__ __device__ constexpr int64_t sample_rank(int64_t k, int64_t every) {
+  const double mean = static_cast<double>(k) / static_cast<double>(every);
+  double sd = 1.0;  // a square root, by Newton's steps (constexpr)
+  for (int i = 0; i < 40; ++i) sd = 0.5 * (sd + mean / sd);
+  return static_cast<int64_t>(mean + 4.0 * sd) + 8;
+}
+// The longest sampled row of a query: at most largest rows over nprobe lists, each list's sample
+// rounded up.
+__host__ __device__ constexpr int64_t sampled_row_length(int64_t largest, int64_t nprobe, int64_t every) {
+  return largest / every + nprobe;
+}
 
 // The first pass on list_mma_kernel: pessimistic keys into args.cand and each list's largest
 // row norm into list_norm, zeroed by the caller (prune == nullptr: the keys pass), or the pruned

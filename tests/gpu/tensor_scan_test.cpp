@@ -3,7 +3,8 @@
 // scan_resident.cuh, else scan_mma.cuh; int8 operands for integer queries on integer rows,
 // scan_imma.cuh, seeded for k <= 32 by 16-query int8 tiles, scan_seed.cuh, and every other
 // pruned pass for k <= 16 by 16-query f16 tiles, scan_seed_f16.cuh; past k 128 its wide
-// form, seeded by several probes, with exact entries from 128 to 256 dimensions) and the keys pass with an exact refinement (TF32, scan_tensor.cuh), in
+// form, bounded from a sample of every list where its entries are exact, up to 256 dimensions,
+// else seeded by several probes) and the keys pass with an exact refinement (TF32, scan_tensor.cuh), in
 // one process and at one batch size (IVFGPU_SCAN pins the kernel per search, so the coarse stage
 // is the same call both times): the same results per shared/docs/results-contract.md on 1M x 128
 // (all 10,000 queries, nprobe 16, k 10, 100, 1000 and 4096, also as the dispatch chooses), on
@@ -42,6 +43,13 @@ struct KernelPin {
 struct SeedProbesPin {
   explicit SeedProbesPin(int probes) { setenv("IVFGPU_SEED_PROBES", std::to_string(probes).c_str(), 1); }
   ~SeedProbesPin() { unsetenv("IVFGPU_SEED_PROBES"); }
+};
+
+// IVFGPU_WIDE_SAMPLE: the wide pass's bound from a sample of every n-th row ("16", the default)
+// or, "0", from the SIMT seed of its first probes, for as long as the pin lives.
+struct WideSamplePin {
+  explicit WideSamplePin(const char* every) { setenv("IVFGPU_WIDE_SAMPLE", every, 1); }
+  ~WideSamplePin() { unsetenv("IVFGPU_WIDE_SAMPLE"); }
 };
 
 // IVFGPU_UNITS=static (the tensor kernels' old walk over their work units) while it lives, when
@@ -124,7 +132,7 @@ TEST(GpuTensorScan, EqualsTheSimtScanOnAMillionVectors) {
   const std::vector<float> q = clustered_vectors(nq, dim, 2048, 2);
   IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_F32, x);
   ASSERT_TRUE(idx);
-  // k 1000 and 4096: the wide pruned pass (a four-probe seed) against SIMT.
+  // k 1000 and 4096: the wide pruned pass (its sampled bound) against SIMT.
   for (int64_t k : {int64_t{10}, int64_t{100}, int64_t{1000}, int64_t{4096}})
     EXPECT_EQ(compare(idx.get(), q, nq, dim, k, 16, nullptr, true), "") << "k " << k;
   // Batches whose lists average 0.75 to 16 queries (the dispatch takes the pruned pass from 2
@@ -228,22 +236,63 @@ TEST(GpuTensorScan, WidePrunedPassEqualsTheSimtScanWhenEveryRowTies) {
   for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
     IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
     ASSERT_TRUE(idx);
-    for (int seed : {1, 4}) {
-      SeedProbesPin pin(seed);
-      for (int64_t k : {int64_t{1000}, int64_t{4096}})
-        EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nlist), "")
-            << "metric " << metric << " k " << k << " seed " << seed;
+    // The sampled bound (every row within it: the entries overflow), and the SIMT seed.
+    for (const char* sample : {"16", "0"}) {
+      WideSamplePin sampled(sample);
+      for (int seed : {1, 4}) {
+        SeedProbesPin pin(seed);
+        for (int64_t k : {int64_t{1000}, int64_t{4096}})
+          EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nlist), "")
+              << "metric " << metric << " k " << k << " sample " << sample << " seed " << seed;
+      }
     }
     // The full scan of an overflowed query leaves out removed rows (every third) and rows a deny
     // filter rejects (every fifth id).
     ivf_filter* f = remove_thirds_deny_fifths(idx.get(), n);
     ASSERT_NE(f, nullptr);
-    {
+    for (const char* sample : {"16", "0"}) {
+      WideSamplePin sampled(sample);
       SeedProbesPin pin(1);
       EXPECT_EQ(compare(idx.get(), q, nq, dim, 1000, nlist, f), "")
-          << "metric " << metric << " k 1000, removals and a filter";
+          << "metric " << metric << " k 1000, removals and a filter, sample " << sample;
     }
     ivf_filter_free(f);
+  }
+}
+
+// The wide pass's bound is estimated from each probed list's first rows in insertion order
+// (scan.cu, sampled_wide_bound). Where those are the rows nearest the queries, fewer than k rows
+// lie within it and the settle must scan the query in full; where they are the farthest, it lets
+// nearly every row in and the entries overflow. Four tight clusters of 4,000 rows, 250 of them
+// (a list's sample) close to the centre: added first, or last.
+TEST(GpuTensorScan, WidePassWhoseSampleMisleadsEqualsTheSimtScan) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t dim = 128, nlist = 4, per = 4000, close = 250, nq = 200;
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> centre(static_cast<std::size_t>(nlist * dim));
+  for (float& v : centre) v = 4.0f * g(rng);
+  const auto row_near = [&](int64_t c, float spread, std::vector<float>& out) {
+    for (int64_t j = 0; j < dim; ++j) out.push_back(centre[static_cast<std::size_t>(c * dim + j)] + spread * g(rng));
+  };
+  std::vector<float> q;
+  for (int64_t i = 0; i < nq; ++i) row_near(i % nlist, 0.01f, q);
+  for (bool close_first : {true, false}) {
+    std::vector<float> x;
+    for (int part = 0; part < 2; ++part) {
+      const bool closes = (part == 0) == close_first;
+      for (int64_t i = 0; i < (closes ? close : per - close); ++i)
+        for (int64_t c = 0; c < nlist; ++c) row_near(c, closes ? 0.05f : 1.0f, x);
+    }
+    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+      IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
+      ASSERT_TRUE(idx);
+      for (int64_t k : {int64_t{1000}, int64_t{3000}})
+        for (int64_t nprobe : {int64_t{2}, nlist})
+          EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "")
+              << (close_first ? "close rows first" : "close rows last") << ", metric " << metric << " k " << k
+              << " nprobe " << nprobe;
+    }
   }
 }
 
