@@ -29,17 +29,20 @@ constexpr int64_t kPrunedWideMinQueries = 8192;
 // Batch size and queries a probed list from which the narrow pruned pass serves k 33-128.
 constexpr int64_t kPrunedNarrowMinQueries = 1000;
 constexpr double kPrunedNarrowMinPerList = 15.0;
-// The largest k the dispatch gives the wide pruned pass. At k 2048 its seed (nprobe / 5 + 3
-// probes, the rule past k 1,024) was too small: against SIMT -29% at nprobe 32, -22% at 64 (pinned seeds of 12-14
-// probes at 32: +6%; of 16-21 at 64: +23-32%), -15% at 16 (8 probes, the best seed there); at
-// k 4096 a query's appended rows overflowed its entries (k + 4,096) and were scanned again in
-// full (40-180K QPS against SIMT's 650K at nprobe 16).
-constexpr int64_t kPrunedWideAutoMaxK = 1024;
-// The wide pass's seed by rule (scan.cu's seed_probes_by_rule gives the measurements): the first
-// nprobe / 8 + 3 probes where the dispatch gives it the pass, nprobe / 5 + 3 past that (pinned
-// runs only: k 2048 wanted more probes).
+// The largest k the dispatch gives the wide pruned pass. Seeded by the SIMT scan of its first
+// probes it lost past k 1,024: at k 2048 its seed (nprobe / 5 + 3 probes) was too small (against
+// SIMT -29% at nprobe 32, -22% at 64, -15% at 16 with the best seed there), and at k 4096 a
+// query's appended rows overflowed its entries. From a sampled bound (scan.cu,
+// sampled_wide_bound; session 69, H100, 1M x 128, 10,000 queries, nprobe 16, against SIMT in
+// one binary): k 1500 1,145K against 846K QPS, k 2048 1,044K against 838K, k 3000 774K against
+// 746K; k 4096 696K against 725K, so it stops at 3,000.
+constexpr int64_t kPrunedWideAutoMaxK = 3000;
+// The wide pass's seed by rule, where it still seeds (entries that are not exact, or
+// IVFGPU_WIDE_SAMPLE=0; scan.cu's seed_probes_by_rule gives the measurements): the first
+// nprobe / 8 + 3 probes up to k 1,024, nprobe / 5 + 3 past it (k 2048 wanted more probes).
+constexpr int64_t kWideSeedRuleMaxK = 1024;
 constexpr int64_t wide_seed_probes(int64_t nprobe, int64_t k) {
-  return k <= kPrunedWideAutoMaxK ? nprobe / 8 + 3 : nprobe / 5 + 3;
+  return k <= kWideSeedRuleMaxK ? nprobe / 8 + 3 : nprobe / 5 + 3;
 }
 
 enum class AutoScan { Simt, Keys, Pruned };
@@ -83,8 +86,9 @@ constexpr AutoScan auto_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, i
   if (query_tile(nq, nprobe, nlist) != 64) return AutoScan::Simt;
   if (k <= 32 && dim >= 16) return AutoScan::Pruned;
   if (dim >= 192 && k <= 256) return AutoScan::Keys;
-  // k 129-1024 at 128-256 dimensions: the wide pruned pass (a seed of several probes,
-  // pruned_seed_probes; exact entries, pruned_entries_exact), in large batches from nprobe 16.
+  // k 129-3000 at 128-256 dimensions: the wide pruned pass (a sampled bound; exact entries,
+  // pruned_entries_exact), in large batches from nprobe 16. Below, the measurements with its
+  // earlier seed of several probes (pruned_seed_probes) up to k 1,024; kPrunedWideAutoMaxK's past it.
   // On the 1M x 128 mixture (H200, 10,000 queries, against SIMT, bench/RESULTS.md): nprobe 16
   // k 256 +44%, k 500 +25%, k 1000 +5%; k 1000 +32% at nprobe 32, +56% at 64, and +126% with
   // uint8 queries on uint8 rows (the int8 pass) at 64; d 256, k 1000, nprobe 16 +15%. Below 128

@@ -288,10 +288,12 @@ TEST(ScanDispatch, KeysPassAndWidePassPastK128) {
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 256, 200), AutoScan::Keys);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 960, 256), AutoScan::Keys);
   EXPECT_EQ(auto_scan_kernel(1000, 16, 1024, 960, 200), AutoScan::Simt);  // 15.6 a list
-  // k 129-1,024 at 128-256 four-element dimensions, from 8,192 queries and nprobe 16: the wide pass.
+  // k 129-3,000 at 128-256 four-element dimensions, from 8,192 queries and nprobe 16: the wide pass.
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 1000), AutoScan::Pruned);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 256, 500), AutoScan::Pruned);
-  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 1025), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 2048), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 3000), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 3001), AutoScan::Simt);
   EXPECT_EQ(auto_scan_kernel(8191, 16, 1024, 128, 1000), AutoScan::Simt);
   EXPECT_EQ(auto_scan_kernel(10000, 15, 1024, 128, 1000), AutoScan::Simt);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 130, 1000), AutoScan::Simt);  // not four-element rows
@@ -299,8 +301,8 @@ TEST(ScanDispatch, KeysPassAndWidePassPastK128) {
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 260, 1000), AutoScan::Simt);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 4096), AutoScan::Simt);
 }
-// The wide pass's seed: the best measured at k 1000 (H100, 1M x 128, session 61) up to the k the
-// dispatch gives it, 5 / 7 / 11 / 19 probes at nprobe 16 / 32 / 64 / 128; more past it, where
+// The wide pass's seed, where it still seeds: the best measured at k 1000 (H100, 1M x 128, session
+// 61) up to k 1,024, 5 / 7 / 11 / 19 probes at nprobe 16 / 32 / 64 / 128; more past it, where
 // k 2048 had wanted 8 at nprobe 16 and 16-20 at 64.
 TEST(ScanDispatch, WideSeedProbesAreTheMeasuredBest) {
   for (int64_t k : {129, 1000, 1024}) {
