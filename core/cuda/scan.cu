@@ -384,6 +384,28 @@ TensorUnits tensor_units(const DeviceContext& ctx, cudaStream_t stream, const Sc
   return u;
 }
 
+// The k best keys of each of nq candidate rows (stride apart, lens[q] long; larger better for
+// inner products) by select_topk: their positions, keys (k a row) and counts. The SIMT seed's
+// and the wide pass's sample's.
+struct RowBest {
+  DeviceBuffer<int32_t> pos, count;
+  DeviceBuffer<float> key;
+};
+RowBest select_row_best(const DeviceContext& ctx, cudaStream_t stream, const float* keys, int64_t stride,
+                        const int64_t* lens, int64_t nq, int64_t k, bool larger) {
+  const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
+  const std::size_t entries = n * static_cast<std::size_t>(k);
+  RowBest best{DeviceBuffer<int32_t>(ctx, entries, stream), DeviceBuffer<int32_t>(ctx, n, stream),
+               DeviceBuffer<float>(ctx, entries, stream)};
+  SelectInput in;
+  in.keys = keys;
+  in.stride = stride;
+  in.lens = lens;
+  in.max_len = stride;
+  select_topk(ctx, stream, in, nq, k, larger, SelectOutput{best.pos.data(), best.key.data(), best.count.data()});
+  return best;
+}
+
 // The SIMT seed: the query's first `seed` probes scanned exactly by the SIMT kernel into a
 // buffer of their own, and their top-k (seed_prune_kernel makes them the first entries).
 void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, int64_t seed,
@@ -402,17 +424,10 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   DeviceBuffer<int64_t> first_len(ctx, n, stream);
   seed_lengths_kernel<<<grid_for(nq), kThreads, 0, stream>>>(p.cand.offsets, nq, p.nprobe, seed, first_len.data());
   IVF_CUDA_CHECK_LAUNCH();
-  DeviceBuffer<int32_t> sel_pos(ctx, n * static_cast<std::size_t>(k), stream), sel_count(ctx, n, stream);
-  DeviceBuffer<float> sel_key(ctx, n * static_cast<std::size_t>(k), stream);
-  SelectInput in;
-  in.keys = first_dist.data();
-  in.stride = largest;
-  in.lens = first_len.data();
-  in.max_len = largest;
   const bool larger = p.metric != Metric::L2;
-  select_topk(ctx, stream, in, nq, k, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
-  seed_prune_kernel<<<grid_for(nq * 32), kThreads, 0, stream>>>(sel_pos.data(), sel_key.data(), sel_count.data(), nq,
-                                                                k, larger, p.excluded, prune);
+  const RowBest best = select_row_best(ctx, stream, first_dist.data(), largest, first_len.data(), nq, k, larger);
+  seed_prune_kernel<<<grid_for(nq * 32), kThreads, 0, stream>>>(best.pos.data(), best.key.data(), best.count.data(),
+                                                                nq, k, larger, p.excluded, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
@@ -450,16 +465,9 @@ void sampled_wide_bound(const DeviceContext& ctx, cudaStream_t stream, const Sca
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, sample, groups, groups.tile_q, kSimtUnitRows);
   scan_pass(ctx, stream, sample, groups, nullptr, 0, tile_off.data());
   const int64_t rank = scan_detail::sample_rank(p.k, every);
-  DeviceBuffer<int32_t> sel_pos(ctx, n * static_cast<std::size_t>(rank), stream), sel_count(ctx, n, stream);
-  DeviceBuffer<float> sel_key(ctx, n * static_cast<std::size_t>(rank), stream);
-  SelectInput in;
-  in.keys = dist.data();
-  in.stride = stride;
-  in.lens = lengths.data();
-  in.max_len = stride;
   const bool larger = p.metric != Metric::L2;
-  select_topk(ctx, stream, in, nq, rank, larger, SelectOutput{sel_pos.data(), sel_key.data(), sel_count.data()});
-  sampled_bound_kernel<<<grid_for(nq), kThreads, 0, stream>>>(sel_key.data(), sel_count.data(), nq, rank, larger,
+  const RowBest best = select_row_best(ctx, stream, dist.data(), stride, lengths.data(), nq, rank, larger);
+  sampled_bound_kernel<<<grid_for(nq), kThreads, 0, stream>>>(best.key.data(), best.count.data(), nq, rank, larger,
                                                               p.excluded, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }

@@ -217,7 +217,7 @@ __host__ __device__ constexpr int64_t sample_rank(int64_t k, int64_t every) {
   return static_cast<int64_t>(mean + 4.0 * sd) + 8;
 }
 // The longest sampled row of a query: at most largest rows over nprobe lists, each list's sample
-// rounded up.
+// at most one row past its share (sample_sizes_kernel rounds the share up or down).
 __host__ __device__ constexpr int64_t sampled_row_length(int64_t largest, int64_t nprobe, int64_t every) {
   return largest / every + nprobe;
 }

@@ -3,9 +3,9 @@
 // winners, and a bitonic sort in shared memory orders them. Shared memory is sized by k only
 // (never by the segment length or nprobe x k). A row longer than the block's buffer streams
 // through it once (stream_row): when the buffer fills it is cut to its k best and only keys
-// below the k-th enter after that; from k 256 a sample of the row sets a bar before the first key
-// enters (sampled_bar), so that few cuts are needed. For k <= 32, warp lists in registers (warp_select_kernel)
-// replace all of that, and for k <= 64 on rows of at most 4,096 keys a filter by the threads'
+// below the k-th enter after that; from k 256 a sample of the row sets a bar before the first
+// key enters (sampled_bar), so that few cuts are needed. For k <= 32, warp lists in registers
+// (warp_select_kernel) replace all of that, and for k <= 64 on rows of at most 4,096 keys a filter by the threads'
 // least entries (filter_select_kernel; a warp's lanes' for k <= 16 on many rows of at most 1,024
 // keys, row_filter_select_kernel), with the same output.
 #include "select.hpp"
@@ -362,8 +362,9 @@ __device__ int stream_row(Get get, int64_t len, int kk, int cap, uint32_t* buf_k
 // buffer (at k 4,096 on rows of ~90K keys, ten or more a row). kSampleChunks runs of 8 keys (a
 // 32-byte sector each), spaced evenly over the row, stand for it: where kk of len keys are wanted,
 // about kSampleKeys * kk / len of the sample are below the row's kk-th key. The bar is taken a few
-// standard deviations past that rank (rank_for_bar), so that on any ordering of the row's keys
-// more than kk keys are below it all but rarely, and few enough to enter without a cut. Returns
+// standard deviations past that rank (rank_for_bar), so that on a row whose keys are in no
+// particular order more than kk keys are below it all but rarely, and few enough to enter
+// without a cut (a row whose best keys sit where the runs fall can defeat it: the second read). Returns
 // false (no bar) where the rank would keep most of the row anyway. scratch: kSampleKeys words
 // (the block's buffer, not yet in use). Correctness never rests on the sample: a row with fewer
 // than kk keys below the bar is streamed again, open (block_select_kernel).
