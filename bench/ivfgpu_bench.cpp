@@ -168,6 +168,7 @@ struct Options {
   int64_t shards = 1;              // --devices: parts of the index (IVF_PARAM_SHARDS)
   std::string shard_mode = "split";
   double zipf = 0;
+  std::string add_order = "random";  // --add-order
   ivftools::DataFiles files;
   std::string json_path, csv_path, backend = "auto";
   std::string dtype = "f32", query_dtype = "f32";  // --dtype, --query-dtype
@@ -255,6 +256,25 @@ void add_options(CLI::App& app, Options& o) {
           },
           ""))
       ->capture_default_str();
+  app.add_option("--add-order", o.add_order,
+                 "synthetic data: the order rows are generated in (random), or sorted by their first coordinate "
+                 "(an insertion order that drifts, as a stream of topics or of time does: each list's early rows "
+                 "are then unlike its later ones)")
+      ->check(CLI::IsMember({"random", "sorted"}))
+      ->capture_default_str();
+}
+
+// The rows of m in ascending order of their first coordinate (ties as they were).
+void sort_rows_by_first_coordinate(ivftools::Matrix& m) {
+  std::vector<int64_t> order(static_cast<std::size_t>(m.n));
+  for (int64_t i = 0; i < m.n; ++i) order[static_cast<std::size_t>(i)] = i;
+  const auto first = [&](int64_t r) { return m.data[static_cast<std::size_t>(r * m.dim)]; };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return first(a) < first(b); });
+  std::vector<float> sorted(m.data.size());
+  for (int64_t i = 0; i < m.n; ++i)
+    std::copy_n(m.data.begin() + order[static_cast<std::size_t>(i)] * m.dim, m.dim,
+                sorted.begin() + i * m.dim);
+  m.data.swap(sorted);
 }
 
 }  // namespace
@@ -300,6 +320,8 @@ int main(int argc, char** argv) {
   }
   if (opt.zipf > 0 && !base_path.empty())
     ivftools::usage_error(app, "--zipf skews the synthetic queries: it cannot be used with --base");
+  if (opt.add_order != "random" && !base_path.empty())
+    ivftools::usage_error(app, "--add-order orders the synthetic rows: --base data is added as it is");
   const DType& dtype = dtype_named(opt.dtype);
   const bool storage_queries = opt.query_dtype == "storage" && dtype.value != IVF_DTYPE_F32;
   const DType& qtype = storage_queries ? dtype : kDTypes[0];
@@ -320,6 +342,10 @@ int main(int argc, char** argv) {
       queries = ivftools::gaussian_mixture(nq, dim, nlist, static_cast<uint64_t>(seed), static_cast<uint64_t>(seed) + 2000,
                                            opt.zipf);
       data_name = "synthetic mixture";
+      if (opt.add_order == "sorted") {
+        sort_rows_by_first_coordinate(base);
+        data_name = "synthetic mixture, rows sorted by their first coordinate";
+      }
       if (integer_data) {
         quantise(base.data, dtype.value == IVF_DTYPE_I8);
         quantise(queries.data, dtype.value == IVF_DTYPE_I8);
