@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -145,14 +146,17 @@ __global__ void seed_prune_kernel(const int32_t* sel_pos, const float* sel_key, 
   }
 }
 
-// Each list's sample for the wide pass's bound (sampled_wide_bound): its first size / every rows,
-// the fraction rounded up or down by a hash of the list, so that a query's sample holds 1 / every
-// of its rows on average even where its lists are short (rounded up, lists of a few rows would be
-// sampled whole, and the bound drawn too tight for k).
-__global__ void sample_sizes_kernel(const int64_t* size, int64_t nlist, int64_t every, int64_t* sample) {
+// Each list's sample for the wide pass's bound (sampled_wide_bound): every every-th row from its
+// row sample_phase (the SIMT scan reads them row_step = every slots apart), so size / every rows
+// rounded up or down by the phase: a query's sample then holds 1 / every of its rows on average
+// even where its lists are short (rounded up, lists of a few rows would be sampled whole, and the
+// bound drawn too tight for k).
+__global__ void sample_lists_kernel(const int64_t* start, const int64_t* size, int64_t nlist, int64_t every,
+                                    int64_t* sample_start, int64_t* sample_size) {
   for (int64_t l = global_thread(); l < nlist; l += thread_stride()) {
-    const uint32_t spread = (static_cast<uint32_t>(l) * 0x9e3779b1u) >> 8;  // Fibonacci hashing
-    sample[l] = size[l] / every + (static_cast<int64_t>(spread % static_cast<uint32_t>(every)) < size[l] % every);
+    const int64_t phase = scan_detail::sample_phase(l, every);
+    sample_start[l] = start[l] + phase;
+    sample_size[l] = size[l] > phase ? (size[l] - phase + every - 1) / every : 0;
   }
 }
 
@@ -229,10 +233,17 @@ scan_detail::TileArgs<T> tile_args(const ScanProblem& p, const ScanGroups& g, co
   const bool vec4 = four_element_loads(p, segments);
   const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
   const uint64_t* removed = segments != nullptr ? nullptr : p.lists.removed;
-  return scan_detail::TileArgs<T>{segments, nseg, p.queries, p.lists.dim, p.lists.nlist, p.nprobe, p.lists.rows<T>(),
-                                  p.lists.start, p.lists.size, g.grouped.data(), g.pair_begin.data(),
-                                  g.pair_count.data(), tile_off, p.cand, vec4, removed != nullptr || filter != 0,
-                                  removed, p.lists.ids, filter, p.filter_set, p.excluded, p.centroids};
+  // Strided rows (the wide pass's sample) are the SIMT kernels' only, over resident lists, with a
+  // row tile's offsets (kTileV rows pitch apart) within an int as for dim alone.
+  if (p.row_step != 1 && (p.row_step < 1 || segments != nullptr ||
+                          p.lists.dim * p.row_step > std::numeric_limits<int32_t>::max() / scan_detail::kTileV))
+    fail(Errc::Internal, "strided list rows are for the SIMT scan of resident lists, pitch below 2^31 / 64");
+  scan_detail::TileArgs<T> a{segments, nseg, p.queries, p.lists.dim, p.lists.nlist, p.nprobe, p.lists.rows<T>(),
+                             p.lists.start, p.lists.size, g.grouped.data(), g.pair_begin.data(),
+                             g.pair_count.data(), tile_off, p.cand, vec4, removed != nullptr || filter != 0,
+                             removed, p.lists.ids, filter, p.filter_set, p.excluded, p.centroids};
+  a.row_step = p.row_step;
+  return a;
 }
 
 bool integer_arithmetic(const ScanProblem& p) { return p.integer_queries && is_integer(p.lists.type); }
@@ -434,10 +445,12 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // The wide pass's bound from a sample (docs/tensor-scan.md, "The wide pass's sampled bound").
 // The SIMT seed scanned a query's first probes exactly and took their k-th cost: a proven bound,
 // but ~40% of the batch at k 1000 (its scan and select), and a loose one, as the other probes hold
-// rows that beat it. Here the SIMT kernel scans only each probed list's first 1 / every of its
-// rows (in insertion order, which places a row in its list's prefix independently of any
-// query), and the rank-th best of those exact costs is the bound, rank chosen so that the rows of
-// all the probes under it number k or more all but rarely (sample_rank). The pass then covers
+// rows that beat it. Here the SIMT kernel scans only every every-th row of each probed list (a
+// stride, from a phase of the list's own, so that the sample spans the list's whole insertion
+// history: rows added in an order that drifts, a stream of topics or of time, leave a list's
+// first rows unlike its later ones, and session 69's first sample, a list's first 1 / every,
+// took only those), and the rank-th best of those exact costs is the bound, rank chosen so that
+// the rows of all the probes under it number k or more all but rarely (sample_rank). The pass then covers
 // every probe with no entries to start from, appending each row whose optimistic cost reaches
 // the bound with its exact cost; a query that finds fewer than k of them within the bound
 // (its sample misled, or it has fewer than k rows) is scanned in full by the settle
@@ -445,17 +458,22 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // groups: the pairs of every probe, grouped by list.
 int64_t sample_every() {
   const char* e = std::getenv("IVFGPU_WIDE_SAMPLE");  // A/B runs: 0 keeps the SIMT seed
-  return e != nullptr ? std::max<long long>(0, std::atoll(e)) : scan_detail::kWideSampleEvery;
+  // At most 4,096 apart: a strided row tile's offsets stay within an int (tile_args).
+  return e != nullptr ? std::clamp<long long>(std::atoll(e), 0, 4096) : scan_detail::kWideSampleEvery;
 }
 void sampled_wide_bound(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& groups,
                         int64_t every, const scan_detail::PruneState& prune) {
   const int64_t nq = p.nq, nprobe = p.nprobe, nlist = p.lists.nlist;
   const auto n = static_cast<std::size_t>(std::max<int64_t>(1, nq));
-  DeviceBuffer<int64_t> sizes(ctx, static_cast<std::size_t>(std::max<int64_t>(1, nlist)), stream);
-  sample_sizes_kernel<<<grid_for(nlist), kThreads, 0, stream>>>(p.lists.size, nlist, every, sizes.data());
+  const auto lists = static_cast<std::size_t>(std::max<int64_t>(1, nlist));
+  DeviceBuffer<int64_t> starts(ctx, lists, stream), sizes(ctx, lists, stream);
+  sample_lists_kernel<<<grid_for(nlist), kThreads, 0, stream>>>(p.lists.start, p.lists.size, nlist, every,
+                                                                starts.data(), sizes.data());
   IVF_CUDA_CHECK_LAUNCH();
   ScanProblem sample = p;
+  sample.lists.start = starts.data();
   sample.lists.size = sizes.data();
+  sample.row_step = every;
   const int64_t stride = std::max<int64_t>(1, scan_detail::sampled_row_length(p.lists.largest_prefix[nprobe], nprobe,
                                                                               every));
   DeviceBuffer<float> dist(ctx, n * static_cast<std::size_t>(stride), stream);
@@ -732,6 +750,7 @@ scan_detail::PruneState ScanOutcome::prune_state(const ScanProblem& p) const {
 }
 
 ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p) {
+  if (p.row_step != 1) fail(Errc::Internal, "strided list rows are scan_pass's alone (the wide pass's sample)");
   // Without candidate rows only the pruned pass can run (the caller asked scan_is_pruned).
   const ScanKernel kernel = p.cand.dist == nullptr
                                 ? ScanKernel::TensorPruned

@@ -44,6 +44,10 @@ struct ScanProblem {
   // nlist * dim (device): the lists' centroids. The pruned pass's L2 arithmetic runs on
   // vectors minus their list's centroid, where its error bound is far tighter (optional).
   const float* centroids = nullptr;
+  // The SIMT scan reads rows row_step apart from each list's start (the wide pass's strided
+  // sample, scan.cu's sampled_wide_bound): list l's row i is storage slot start[l] + i * row_step,
+  // and size[l] counts the rows so read. 1 for every other scan; the tensor passes require it.
+  int64_t row_step = 1;
 };
 
 // What the stage left: exact distances in the candidate rows; or (the tensor-core pass,

@@ -203,13 +203,17 @@ struct PruneState {
   bool estimated = false;
 };
 
-// The wide pass's sampled bound (scan.cu, sampled_wide_bound): each probed list's first 1 /
-// kWideSampleEvery of its rows are scanned exactly, and the bound is the sample_rank-th best of
-// them. Where about k / every sampled costs fall below the exact k-th of all the rows (the sample
-// is a fair one), the rank is that plus four standard deviations and eight, so that k or more
-// rows lie within the bound all but rarely; the rows the pass then appends are about every x
-// rank a query (~1,650 at k 1000).
+// The wide pass's sampled bound (scan.cu, sampled_wide_bound): every kWideSampleEvery-th row of
+// each probed list, from its row sample_phase, is scanned exactly, and the bound is the
+// sample_rank-th best of them. Where about k / every sampled costs fall below the exact k-th of
+// all the rows (the sample is a fair one), the rank is that plus four standard deviations and
+// eight, so that k or more rows lie within the bound all but rarely; the rows the pass then
+// appends are about every x rank a query (~1,650 at k 1000).
 constexpr int64_t kWideSampleEvery = 16;
+// The first sampled row of list l: phases that differ from list to list round the lists' shares
+// (size / every) up and down alike, so short lists are not sampled whole. The tests place rows
+// at the phases of lists 0-3 (tensor_scan_test.cpp, WidePassWhoseSampleMisleadsEqualsTheSimtScan).
+__host__ __device__ constexpr int64_t sample_phase(int64_t list, int64_t every) { return list % every; }
 __host__ __device__ constexpr int64_t sample_rank(int64_t k, int64_t every) {
   const double mean = static_cast<double>(k) / static_cast<double>(every);
   double sd = 1.0;  // a square root, by Newton's steps (constexpr)
@@ -217,7 +221,7 @@ __host__ __device__ constexpr int64_t sample_rank(int64_t k, int64_t every) {
   return static_cast<int64_t>(mean + 4.0 * sd) + 8;
 }
 // The longest sampled row of a query: at most largest rows over nprobe lists, each list's sample
-// at most one row past its share (sample_sizes_kernel rounds the share up or down).
+// at most one row past its share (sample_lists_kernel rounds the share up or down).
 __host__ __device__ constexpr int64_t sampled_row_length(int64_t largest, int64_t nprobe, int64_t every) {
   return largest / every + nprobe;
 }

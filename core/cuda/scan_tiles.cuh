@@ -97,12 +97,12 @@ __device__ __forceinline__ void load_query_tile(const TileArgs<T>& a, int64_t l,
   }
 }
 
-// The storage slot of row `row` of list l, for the removed bits: read only where there are
-// some. Segments (the host tier) have none, and their list_start is the host store's: a load
-// of it faulted once the compiler no longer sank it under the removed test.
+// The storage slot of row `row` of list l (row_step slots apart), for the removed bits: read
+// only where there are some. Segments (the host tier) have none, and their list_start is the
+// host store's: a load of it faulted once the compiler no longer sank it under the removed test.
 template <class T>
 __device__ __forceinline__ int64_t removed_slot(const TileArgs<T>& a, int64_t l, int64_t row) {
-  return a.removed != nullptr ? a.list_start[l] + row : 0;
+  return a.removed != nullptr ? a.list_start[l] + row * a.row_step : 0;
 }
 
 // Integer rows against integer queries (INT) are summed in fp32 within each staged block of
@@ -139,26 +139,27 @@ __device__ __forceinline__ void stage_tile(float (*t)[PITCH], RowPtr row_ptr, in
 // A step's kTileV rows x kTileD dimensions of a row tile in registers (list_tile_kernel): loaded
 // during the previous step's products, stored transposed after them. Thread tid holds elements
 // e = tid + m * kThreads: with four-element loads, row e / 8, dimensions 4 (e % 8) .. + 3; else
-// four elements e = tid + (4 m + c) * kThreads, row e / 32, dimension e % 32 (component c).
+// four elements e = tid + (4 m + c) * kThreads, row e / 32, dimension e % 32 (component c). Rows
+// are pitch elements apart (dim, or dim x row_step: the wide pass's strided sample).
 struct RowSliceRegs {
   static constexpr int kVecs = kTileV * kTileD / 4 / kThreads;
   float4 v[kVecs];
 
   template <class T>
-  __device__ __forceinline__ void load(const T* x, int vcount, int d0, int dim, bool vec4) {
+  __device__ __forceinline__ void load(const T* x, int vcount, int d0, int dim, int pitch, bool vec4) {
     using E = DeviceElement<T>;
     const int tid = threadIdx.x;
 #pragma unroll
     for (int m = 0; m < kVecs; ++m) {
       if (vec4) {
         const int e = tid + m * kThreads, r = e / (kTileD / 4), j = (e % (kTileD / 4)) * 4;
-        v[m] = r < vcount && d0 + j < dim ? E::load4(x + r * dim + d0 + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[m] = r < vcount && d0 + j < dim ? E::load4(x + r * pitch + d0 + j) : make_float4(0.f, 0.f, 0.f, 0.f);
       } else {
         float f[4];
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const int e = tid + (4 * m + c) * kThreads, r = e / kTileD, j = e % kTileD;
-          f[c] = r < vcount && d0 + j < dim ? E::load1(x + r * dim + d0 + j) : 0.0f;
+          f[c] = r < vcount && d0 + j < dim ? E::load1(x + r * pitch + d0 + j) : 0.0f;
         }
         v[m] = make_float4(f[0], f[1], f[2], f[3]);
       }
@@ -247,9 +248,10 @@ __global__ void __launch_bounds__(kThreads, INT ? kSimtTileIntBlocks : kSimtTile
       return static_cast<int>(size - vt * kTileV < kTileV ? size - vt * kTileV : kTileV);
     };
     const int dim = static_cast<int>(a.dim);  // below 2^24 (kMaxDim): a tile's offsets fit an int
-    const T* xt = rows + vt_begin * kTileV * a.dim;  // the row tile's first row
+    const int pitch = static_cast<int>(a.dim * a.row_step);  // so does a strided tile's (tile_args)
+    const T* xt = rows + vt_begin * kTileV * pitch;  // the row tile's first row
     RowSliceRegs xr;
-    xr.load(xt, tile_rows(vt_begin), 0, dim, a.vec4);
+    xr.load(xt, tile_rows(vt_begin), 0, dim, pitch, a.vec4);
     __syncthreads();  // the previous unit is done with out_base, q_row and the query tile
     load_query_tile<TQ>(a, l, qt, pcount, row0, q_row, out_base);
     __syncthreads();
@@ -259,13 +261,13 @@ __global__ void __launch_bounds__(kThreads, INT ? kSimtTileIntBlocks : kSimtTile
     };
     if (resident)  // read after the first step's barrier
       for (int d0 = 0; d0 < dim; d0 += kTileD) stage_tile<TQ, QP, float>(query_slice(d0, 0), q_ptr, d0, a.dim, a.vec4);
-    for (int64_t vt = vt_begin; vt < vt_end; ++vt, xt += kTileV * a.dim) {
+    for (int64_t vt = vt_begin; vt < vt_end; ++vt, xt += kTileV * pitch) {
       const int64_t v0 = vt * kTileV;
       const int vcount = tile_rows(vt);
       bool* const kept = keep[vt & 1];  // last read by row tile vt - 2, before vt - 1's barriers
       if (a.check_rows && tid < kTileV) {
         kept[tid] = tid < vcount && row_allowed(a.removed, a.filter, a.filter_set, removed_slot(a, l, row0 + v0 + tid),
-                                                [&] { return row_ids[v0 + tid]; });
+                                                [&] { return row_ids[(v0 + tid) * a.row_step]; });
       }
       // fp32 sums, or (INT) the exact integer sums of the finished blocks.
       using Total = std::conditional_t<INT, long long, float>;
@@ -279,9 +281,9 @@ __global__ void __launch_bounds__(kThreads, INT ? kSimtTileIntBlocks : kSimtTile
         xr.store<VP>(xs[b], a.vec4);
         if (!resident) stage_tile<TQ, QP, float>(query_slice(d0, b), q_ptr, d0, a.dim, a.vec4);
         if (d0 + kTileD < dim)
-          xr.load(xt, vcount, d0 + kTileD, dim, a.vec4);
+          xr.load(xt, vcount, d0 + kTileD, dim, pitch, a.vec4);
         else if (vt + 1 < vt_end)  // the next row tile's first step travels over the write-out
-          xr.load(xt + kTileV * a.dim, tile_rows(vt + 1), 0, dim, a.vec4);
+          xr.load(xt + kTileV * pitch, tile_rows(vt + 1), 0, dim, pitch, a.vec4);
         __syncthreads();
         // A warp holds query rows 8w..8w+7: skip it when they are all past the tile's last query
         // (its results are never written).
@@ -375,8 +377,9 @@ __global__ void __launch_bounds__(kThreads, 4) list_rows_kernel(TileArgs<T> a) {
     const bool mine = tid < rcount;
     const bool keep = mine && (!a.check_rows || row_allowed(a.removed, a.filter, a.filter_set,
                                                             removed_slot(a, l, row0 + r0 + tid),
-                                                            [&] { return row_ids[r0 + tid]; }));
-    const T* x = rows + r0 * a.dim;
+                                                            [&] { return row_ids[(r0 + tid) * a.row_step]; }));
+    const int64_t pitch = a.dim * a.row_step;  // rows apart: dim, or a strided sample's
+    const T* x = rows + r0 * pitch;
     using Total = std::conditional_t<INT, long long, float>;
     Total acc[TQ];
 #pragma unroll
@@ -392,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, 4) list_rows_kernel(TileArgs<T> a) {
         for (int m = 0; m < kLoads; ++m) {
           const int e = tid + m * kThreads, r = e / (kStep / 4), j = (e % (kStep / 4)) * 4;
           v[m] = make_float4(0.f, 0.f, 0.f, 0.f);
-          if (r < rcount && d0 + j < a.dim) v[m] = E::load4(x + r * a.dim + d0 + j);
+          if (r < rcount && d0 + j < a.dim) v[m] = E::load4(x + r * pitch + d0 + j);
         }
 #pragma unroll
         for (int m = 0; m < kLoads; ++m) {
@@ -402,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 4) list_rows_kernel(TileArgs<T> a) {
       } else {
         for (int e = tid; e < kRows * kStep; e += kThreads) {
           const int r = e / kStep, j = e % kStep;
-          xs[r][j] = (r < rcount && d0 + j < a.dim) ? E::load1(x + r * a.dim + d0 + j) : 0.0f;
+          xs[r][j] = (r < rcount && d0 + j < a.dim) ? E::load1(x + r * pitch + d0 + j) : 0.0f;
         }
       }
       for (int e = tid; e < TQ * kStep; e += kThreads) {

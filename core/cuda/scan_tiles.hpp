@@ -58,6 +58,10 @@ struct TileArgs {
   // gridDim-th unit). Both are set together (tensor_units, scan.cu) or not at all.
   const int32_t* unit_list = nullptr;
   unsigned long long* next_unit = nullptr;
+  // The SIMT kernels' rows are row_step storage slots apart (ScanProblem::row_step): a list's
+  // row r is at vectors + (list_start + r * row_step) * dim, its id at ids[list_start + r *
+  // row_step]. 1 for every tensor kernel.
+  int64_t row_step = 1;
 };
 
 // tile_q: 16 (list_rows_kernel: a thread per row) or 64 (list_tile_kernel: a register tile of
