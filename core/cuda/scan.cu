@@ -442,6 +442,14 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
   IVF_CUDA_CHECK_LAUNCH();
 }
 
+// The wide pass's sample: every n-th row of a list (sampled_wide_bound), n from IVFGPU_WIDE_SAMPLE
+// where set (A/B runs: 0 keeps the SIMT seed), at most 4,096 so that a strided row tile's offsets
+// stay within an int (tile_args).
+int64_t sample_every() {
+  const char* e = std::getenv("IVFGPU_WIDE_SAMPLE");
+  return e != nullptr ? std::clamp<long long>(std::atoll(e), 0, 4096) : scan_detail::kWideSampleEvery;
+}
+
 // The wide pass's bound from a sample (docs/tensor-scan.md, "The wide pass's sampled bound").
 // The SIMT seed scanned a query's first probes exactly and took their k-th cost: a proven bound,
 // but ~40% of the batch at k 1000 (its scan and select), and a loose one, as the other probes hold
@@ -456,11 +464,6 @@ void simt_seed(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem&
 // (its sample misled, or it has fewer than k rows) is scanned in full by the settle
 // (PruneState::estimated), so the bound is never trusted: an estimate costs speed, not results.
 // groups: the pairs of every probe, grouped by list.
-int64_t sample_every() {
-  const char* e = std::getenv("IVFGPU_WIDE_SAMPLE");  // A/B runs: 0 keeps the SIMT seed
-  // At most 4,096 apart: a strided row tile's offsets stay within an int (tile_args).
-  return e != nullptr ? std::clamp<long long>(std::atoll(e), 0, 4096) : scan_detail::kWideSampleEvery;
-}
 void sampled_wide_bound(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanGroups& groups,
                         int64_t every, const scan_detail::PruneState& prune) {
   const int64_t nq = p.nq, nprobe = p.nprobe, nlist = p.lists.nlist;

@@ -215,10 +215,6 @@ TEST(GpuSelect, LargestKs) {
     }
 }
 
-// Many short rows (a batch's coarse scores): a warp per row for k <= 32. select.cu takes that
-// path for at least 1,024 rows whose longest (the stride, max_len here) is at most 2,048 keys
-// (kRowWarpMinSegments, kRowWarpMaxLen), so every length stays within 2,048, around the
-// warp's 128-key steps.
 // Rows of tens of thousands of keys at k 256 to 4,096 (a search's rows at nprobe 16): the
 // block select's bar from a sample of the row, which must never lose a key, whether the sample
 // overstates the best keys (periodic: fewer than k below its bar, the row read again), misses
@@ -239,6 +235,10 @@ TEST(GpuSelect, LongRowsFromASampledBar) {
   }
 }
 
+// Many short rows (a batch's coarse scores): a warp per row for k <= 32. select.cu takes that
+// path for at least 1,024 rows whose longest (the stride, max_len here) is at most 2,048 keys
+// (kRowWarpMinSegments, kRowWarpMaxLen), so every length stays within 2,048, around the
+// warp's 128-key steps.
 TEST(GpuSelect, ManyShortRowsTakeAWarpEach) {
   REQUIRE_GPU();
   for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{16}, int64_t{32}}) {
