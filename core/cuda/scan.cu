@@ -161,15 +161,15 @@ __global__ void sample_lists_kernel(const int64_t* start, const int64_t* size, i
 }
 
 // The wide pass's starting state from its sample, a thread per query: no entries, and the bound
-// the rank-th best sampled cost (none where the sample held fewer, or its rank-th row was
-// excluded: the padding key).
-__global__ void sampled_bound_kernel(const float* sel_key, const int32_t* sel_count, int64_t nq, int64_t rank,
-                                     bool larger, float pad, scan_detail::PruneState pr) {
+// the rank-th best sampled cost (select_rank_key: none where the sample held fewer, or its rank-th
+// row was excluded: the padding key).
+__global__ void sampled_bound_kernel(const uint32_t* rank_key, int64_t nq, bool larger, float pad,
+                                     scan_detail::PruneState pr) {
+  const uint32_t pad_key = to_ordered(larger ? -pad : pad);  // as the select orders keys
   for (int64_t q = global_thread(); q < nq; q += thread_stride()) {
-    const float key = sel_count[q] == rank ? sel_key[q * rank + rank - 1] : pad;
     pr.found[q] = 0;
     pr.seeded[q] = 0;
-    pr.bound[q] = key != pad ? to_ordered(larger ? -key : key) : 0xffffffffu;
+    pr.bound[q] = rank_key[q] != pad_key ? rank_key[q] : 0xffffffffu;
   }
 }
 
@@ -487,9 +487,9 @@ void sampled_wide_bound(const DeviceContext& ctx, cudaStream_t stream, const Sca
   scan_pass(ctx, stream, sample, groups, nullptr, 0, tile_off.data());
   const int64_t rank = scan_detail::sample_rank(p.k, every);
   const bool larger = p.metric != Metric::L2;
-  const RowBest best = select_row_best(ctx, stream, dist.data(), stride, lengths.data(), nq, rank, larger);
-  sampled_bound_kernel<<<grid_for(nq), kThreads, 0, stream>>>(best.key.data(), best.count.data(), nq, rank, larger,
-                                                              p.excluded, prune);
+  DeviceBuffer<uint32_t> rank_key(ctx, n, stream);
+  select_rank_key(ctx, stream, dist.data(), stride, lengths.data(), nq, rank, larger, rank_key.data());
+  sampled_bound_kernel<<<grid_for(nq), kThreads, 0, stream>>>(rank_key.data(), nq, larger, p.excluded, prune);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
@@ -735,13 +735,13 @@ int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprob
   const int64_t seed_words =
       std::max(std::max<int64_t>(1, largest_prefix[seed]), tensor_seed_words(largest_prefix, seed));
   // Or the wide pass's sample (sampled_wide_bound): its candidate rows and offsets and its
-  // select's rank-th best, at the finest sample A/B runs pin.
+  // rank-th keys, at the finest sample A/B runs pin.
   const int64_t pinned = sample_every();
   const int64_t every = pinned > 0 ? std::min(pinned, scan_detail::kWideSampleEvery) : scan_detail::kWideSampleEvery;
   const int64_t sample_words = k <= scan_detail::kPruneNarrowMaxK
                                    ? 0
                                    : scan_detail::sampled_row_length(largest_prefix[nprobe], nprobe, every) +
-                                         2 * (nprobe + 2) + 2 * scan_detail::sample_rank(k, every) + 1;
+                                         2 * (nprobe + 2) + 1;
   // Integer queries on integer rows also pack their bytes and squared norm (IntegerQueries).
   const int64_t packed_words = (dim + 3) / 4 + 1;
   return std::max(seed_words, sample_words) + 2 * scan_detail::prune_cap(k) + 2 * k + 4 + packed_words;

@@ -15,6 +15,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "../errors.hpp"
@@ -913,7 +914,58 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
   IVF_CUDA_CHECK_LAUNCH();
 }
 
+// Keys a lane of rank_key_kernel holds in registers: rows of up to 2,048 keys are read once,
+// the rest of a longer row again at every bit.
+constexpr int kRankKeysPerLane = 64;
+
+// A warp per row: the rank-th smallest ordered key t, bit by bit from the top, as the largest t
+// with fewer than rank keys below it (the count is monotone in t, so each bit is kept where the
+// count with it set stays below rank). 32 counts of the row held in registers: no shared memory,
+// no barriers, where block_select_kernel would also gather and sort the rank best (the wide
+// pass's sample needs only its rank-th key, scan.cu's sampled_wide_bound).
+__global__ void __launch_bounds__(kThreads) rank_key_kernel(const float* keys, int64_t stride, const int64_t* lens,
+                                                            int64_t nseg, int rank, bool larger, uint32_t* out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  for (int64_t s = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32; s < nseg; s += warps) {
+    const int64_t len = lens[s];
+    if (len < rank) {
+      if (lane == 0) out[s] = 0xffffffffu;
+      continue;
+    }
+    const RowKeys load{keys + s * stride, nullptr, larger};
+    uint32_t held[kRankKeysPerLane];
+#pragma unroll
+    for (int j = 0; j < kRankKeysPerLane; ++j) {
+      const int64_t i = j * 32 + lane;
+      held[j] = i < len ? load(i) : 0xffffffffu;  // never below a probe: counts no key
+    }
+    uint32_t t = 0;
+    for (int bit = 31; bit >= 0; --bit) {
+      const uint32_t probe = t | (1u << bit);
+      unsigned below = 0;
+#pragma unroll
+      for (int j = 0; j < kRankKeysPerLane; ++j) below += held[j] < probe ? 1u : 0u;
+      for (int64_t i = int64_t{kRankKeysPerLane} * 32 + lane; i < len; i += 32) below += load(i) < probe ? 1u : 0u;
+      if (__reduce_add_sync(0xffffffffu, below) < static_cast<unsigned>(rank)) t = probe;
+    }
+    if (lane == 0) out[s] = t;
+  }
+}
+
 }  // namespace
+
+void select_rank_key(const DeviceContext& ctx, cudaStream_t stream, const float* keys, int64_t stride,
+                     const int64_t* lens, int64_t nseg, int64_t rank, bool larger_is_better, uint32_t* out) {
+  (void)ctx;
+  if (nseg == 0) return;
+  if (rank < 1 || rank > std::numeric_limits<int32_t>::max())
+    fail(Errc::Internal, "select_rank_key: rank " + std::to_string(rank) + " out of range");
+  const int64_t blocks = std::min<int64_t>((nseg + kWarps - 1) / kWarps, int64_t{1} << 20);
+  rank_key_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(keys, stride, lens, nseg,
+                                                                          static_cast<int>(rank), larger_is_better, out);
+  IVF_CUDA_CHECK_LAUNCH();
+}
 
 int64_t select_max_k(const DeviceLimits& limits) {
   int64_t k = 1;

@@ -40,4 +40,11 @@ int64_t select_max_k(const DeviceLimits& limits);
 void select_topk(const DeviceContext& ctx, cudaStream_t stream, const SelectInput& in, int64_t nseg,
                  int64_t k, bool larger_is_better, const SelectOutput& out);
 
+// The rank-th best key (rank 1: the best) of each of nseg rows (row s: keys + s * stride, lens[s]
+// long, fewer than 2^31), as select_topk orders keys (ordered_key.cuh, negated where larger is
+// better): the ordered key select_topk would put at position rank - 1, without selecting the rest.
+// A row shorter than rank gets 0xffffffff. out: nseg words on the device.
+void select_rank_key(const DeviceContext& ctx, cudaStream_t stream, const float* keys, int64_t stride,
+                     const int64_t* lens, int64_t nseg, int64_t rank, bool larger_is_better, uint32_t* out);
+
 }  // namespace ivfgpu::cuda

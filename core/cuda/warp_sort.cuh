@@ -33,14 +33,20 @@ __device__ inline void block_bitonic_sort(unsigned long long* a, int m) {
     }
 }
 
-// The k-th smallest (1 <= k <= count) of the distinct keys a[0, count) (shared memory), by every
-// thread of the block: a radix selection, eight bits a pass from the top, counting in hist (256
-// shared words); picked (shared) hands each pass's digit and remaining rank to the block. The
-// caller has synchronised after writing a; every thread returns the same key. For a block that
-// needs only the k best of many keys: selecting and sorting k is far cheaper than sorting all.
+// A bound of the k smallest (1 <= k <= count) of the distinct keys a[0, count) (shared memory):
+// a key `last` such that exactly k keys are not above it (the k-th smallest, or a value between
+// it and the next key), by every thread of the block. A radix selection, eight bits a pass from
+// the top, counting in hist (256 shared words); picked (shared) hands each pass's digit, remaining
+// rank and the digit's count to the block. It stops at the first pass whose chosen digit holds
+// only keys of the k smallest (its count is the rank still wanted): the digit's prefix with every
+// lower bit set is then the bound. Keys are (cost, position) pairs, and costs seldom tie: the
+// four passes over the positions are then skipped. The caller has synchronised after writing a;
+// every thread returns the same key. For a block that needs only the k best of many keys:
+// selecting and sorting k is far cheaper than sorting all.
 struct KthPick {
   unsigned long long prefix;
   int k;
+  unsigned bin;  // keys with the chosen digit
 };
 __device__ inline unsigned long long block_kth_key(const unsigned long long* a, int count, int k, unsigned* hist,
                                                    KthPick* picked) {
@@ -74,24 +80,31 @@ __device__ inline unsigned long long block_kth_key(const unsigned long long* a, 
       }
       const unsigned excl = incl - sum, want = static_cast<unsigned>(k);
       if (excl < want && incl >= want) {  // exactly one lane holds the k-th
-        unsigned run = excl;  // keys below the digit so far
+        unsigned run = excl, in_digit = 0;  // keys below the digit so far; keys with it
         int digit = -1;
 #pragma unroll
         for (int b = 0; b < 8; ++b)
           if (digit < 0) {
-            if (run + c[b] >= want)
+            if (run + c[b] >= want) {
               digit = lane * 8 + b;
-            else
+              in_digit = c[b];
+            } else {
               run += c[b];
+            }
           }
         picked->prefix = prefix | (static_cast<unsigned long long>(digit) << shift);
         picked->k = k - static_cast<int>(run);
+        picked->bin = in_digit;
       }
     }
     __syncthreads();
     prefix = picked->prefix;
     k = picked->k;
     mask |= 0xffull << shift;
+    if (picked->bin == static_cast<unsigned>(k)) {  // the whole digit is wanted: the rest of the bits are free
+      prefix |= (1ull << shift) - 1;
+      break;
+    }
   }
   __syncthreads();  // every thread has read the last pick
   return prefix;
