@@ -485,7 +485,11 @@ void sampled_wide_bound(const DeviceContext& ctx, cudaStream_t stream, const Sca
   write_candidate_offsets(stream, sample);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, sample, groups, groups.tile_q, kSimtUnitRows);
   scan_pass(ctx, stream, sample, groups, nullptr, 0, tile_off.data());
-  const int64_t rank = scan_detail::sample_rank(p.k, every);
+  static const double sigmas = [] {  // IVFGPU_WIDE_SIGMAS (A/B runs): the rank's margin, 0 to 8
+    const char* e = std::getenv("IVFGPU_WIDE_SIGMAS");
+    return e != nullptr ? std::clamp(std::atof(e), 0.0, 8.0) : 4.0;
+  }();
+  const int64_t rank = scan_detail::sample_rank(p.k, every, sigmas);
   const bool larger = p.metric != Metric::L2;
   DeviceBuffer<uint32_t> rank_key(ctx, n, stream);
   select_rank_key(ctx, stream, dist.data(), stride, lengths.data(), nq, rank, larger, rank_key.data());
