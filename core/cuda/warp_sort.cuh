@@ -12,10 +12,13 @@
 
 namespace ivfgpu::cuda {
 
-// Sorts a[0, m) ascending (shared memory), m a power of two, with every thread of the block. The
-// caller has synchronised after writing a; the block is synchronised on return. For lists too
-// long for a warp's registers: the fused kernels' wide probe and tile selections, the pruned
-// pass's settling for k past 32.
+// Sorts a[0, m) ascending (shared memory), m a power of two, with every thread of the block (a
+// multiple of 32 threads). The caller has synchronised after writing a; the block is synchronised
+// on return. For lists too long for a warp's registers: the fused kernels' wide probe and tile
+// selections, the pruned pass's settling for k past 32. Thread t handles the entries t + r x
+// blockDim.x, so a stage whose pairs lie less than 32 apart keeps each entry within its warp:
+// between two such stages a warp's barrier is enough (40 of the 55 stages of 1,024 entries),
+// and the block waits only where a stage reaches across warps.
 __device__ inline void block_bitonic_sort(unsigned long long* a, int m) {
   for (int size = 2; size <= m; size <<= 1)
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
@@ -29,7 +32,11 @@ __device__ inline void block_bitonic_sort(unsigned long long* a, int m) {
           }
         }
       }
-      __syncthreads();
+      const int next = stride > 1 ? stride >> 1 : (size < m ? size : 0);  // the next stage's stride, 0: done
+      if (stride < 32 && next > 0 && next < 32)
+        __syncwarp();
+      else
+        __syncthreads();
     }
 }
 
