@@ -914,21 +914,28 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
   IVF_CUDA_CHECK_LAUNCH();
 }
 
-// Keys a lane of rank_key_kernel holds in registers: rows of up to 2,048 keys are read once,
-// the rest of a longer row again at every bit.
+// Keys a lane of rank_key_kernel holds in registers: rows of up to 2,048 keys (kRankKeyMaxLen).
+// Longer rows take the block select (select_rank_key): read again at each of 32 bits, rows of
+// ~6,000 keys (the wide pass's sample at nprobe 64) made the warp kernel slower than that select.
 constexpr int kRankKeysPerLane = 64;
+constexpr int64_t kRankKeyMaxLen = int64_t{kRankKeysPerLane} * 32;
 
-// A warp per row: the rank-th smallest ordered key t, bit by bit from the top, as the largest t
-// with fewer than rank keys below it (the count is monotone in t, so each bit is kept where the
-// count with it set stays below rank). 32 counts of the row held in registers: no shared memory,
-// no barriers, where block_select_kernel would also gather and sort the rank best (the wide
-// pass's sample needs only its rank-th key, scan.cu's sampled_wide_bound).
+// A warp per row of at most kRankKeyMaxLen keys: the rank-th smallest ordered key t, bit by bit
+// from the top, as the largest t with fewer than rank keys below it (the count is monotone in t,
+// so each bit is kept where the count with it set stays below rank). 32 counts of the row held in
+// registers: no shared memory, no barriers, where block_select_kernel would also gather and sort
+// the rank best (the wide pass's sample needs only its rank-th key, scan.cu's sampled_wide_bound).
+// A longer row (only where long_len is given) is left to selected_rank_key_kernel: long_len holds
+// its length, and 0 for the rows done here.
 __global__ void __launch_bounds__(kThreads) rank_key_kernel(const float* keys, int64_t stride, const int64_t* lens,
-                                                            int64_t nseg, int rank, bool larger, uint32_t* out) {
+                                                            int64_t nseg, int rank, bool larger, int64_t* long_len,
+                                                            uint32_t* out) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
   for (int64_t s = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32; s < nseg; s += warps) {
     const int64_t len = lens[s];
+    if (long_len != nullptr && lane == 0) long_len[s] = len > kRankKeyMaxLen ? len : 0;
+    if (len > kRankKeyMaxLen) continue;
     if (len < rank) {
       if (lane == 0) out[s] = 0xffffffffu;
       continue;
@@ -946,10 +953,21 @@ __global__ void __launch_bounds__(kThreads) rank_key_kernel(const float* keys, i
       unsigned below = 0;
 #pragma unroll
       for (int j = 0; j < kRankKeysPerLane; ++j) below += held[j] < probe ? 1u : 0u;
-      for (int64_t i = int64_t{kRankKeysPerLane} * 32 + lane; i < len; i += 32) below += load(i) < probe ? 1u : 0u;
       if (__reduce_add_sync(0xffffffffu, below) < static_cast<unsigned>(rank)) t = probe;
     }
     if (lane == 0) out[s] = t;
+  }
+}
+
+// The rank-th key of the rows too long for rank_key_kernel (long_len[s] > 0), from the block
+// select's rank best of those rows.
+__global__ void selected_rank_key_kernel(const float* key, const int32_t* count, const int64_t* long_len, int64_t nseg,
+                                         int64_t rank, bool larger, uint32_t* out) {
+  for (int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; s < nseg;
+       s += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (long_len[s] == 0) continue;
+    const float f = key[s * rank + rank - 1];
+    out[s] = count[s] == rank ? to_ordered(larger ? -f : f) : 0xffffffffu;
   }
 }
 
@@ -957,13 +975,30 @@ __global__ void __launch_bounds__(kThreads) rank_key_kernel(const float* keys, i
 
 void select_rank_key(const DeviceContext& ctx, cudaStream_t stream, const float* keys, int64_t stride,
                      const int64_t* lens, int64_t nseg, int64_t rank, bool larger_is_better, uint32_t* out) {
-  (void)ctx;
   if (nseg == 0) return;
   if (rank < 1 || rank > std::numeric_limits<int32_t>::max())
     fail(Errc::Internal, "select_rank_key: rank " + std::to_string(rank) + " out of range");
+  const bool some_long = stride > kRankKeyMaxLen;
+  const auto n = static_cast<std::size_t>(nseg);
+  DeviceBuffer<int64_t> long_len(ctx, some_long ? n : 1, stream);
   const int64_t blocks = std::min<int64_t>((nseg + kWarps - 1) / kWarps, int64_t{1} << 20);
-  rank_key_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(keys, stride, lens, nseg,
-                                                                          static_cast<int>(rank), larger_is_better, out);
+  rank_key_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      keys, stride, lens, nseg, static_cast<int>(rank), larger_is_better, some_long ? long_len.data() : nullptr, out);
+  IVF_CUDA_CHECK_LAUNCH();
+  if (!some_long) return;
+  // The long rows by the block select, the others given no keys (a block passes them quickly).
+  const auto entries = n * static_cast<std::size_t>(rank);
+  DeviceBuffer<int32_t> pos(ctx, entries, stream), count(ctx, n, stream);
+  DeviceBuffer<float> key(ctx, entries, stream);
+  SelectInput in;
+  in.keys = keys;
+  in.stride = stride;
+  in.lens = long_len.data();
+  in.max_len = stride;
+  select_topk(ctx, stream, in, nseg, rank, larger_is_better, SelectOutput{pos.data(), key.data(), count.data()});
+  selected_rank_key_kernel<<<static_cast<unsigned>(std::min<int64_t>((nseg + kThreads - 1) / kThreads, 1 << 20)),
+                             kThreads, 0, stream>>>(key.data(), count.data(), long_len.data(), nseg, rank,
+                                                    larger_is_better, out);
   IVF_CUDA_CHECK_LAUNCH();
 }
 

@@ -41,9 +41,10 @@ void select_topk(const DeviceContext& ctx, cudaStream_t stream, const SelectInpu
                  int64_t k, bool larger_is_better, const SelectOutput& out);
 
 // The rank-th best key (rank 1: the best) of each of nseg rows (row s: keys + s * stride, lens[s]
-// long, fewer than 2^31), as select_topk orders keys (ordered_key.cuh, negated where larger is
-// better): the ordered key select_topk would put at position rank - 1, without selecting the rest.
-// A row shorter than rank gets 0xffffffff. out: nseg words on the device.
+// <= stride long), as select_topk orders keys (ordered_key.cuh, negated where larger is better):
+// the ordered key select_topk would put at position rank - 1. A row shorter than rank gets
+// 0xffffffff. out: nseg words on the device. A warp finds it in a row of up to 2,048 keys
+// without selecting the rest; longer rows take select_topk (rank at most select_max_k).
 void select_rank_key(const DeviceContext& ctx, cudaStream_t stream, const float* keys, int64_t stride,
                      const int64_t* lens, int64_t nseg, int64_t rank, bool larger_is_better, uint32_t* out);
 

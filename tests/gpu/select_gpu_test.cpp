@@ -309,59 +309,60 @@ TEST(GpuSelect, FewLongRowsAreSplit) {
 }
 
 // select_rank_key (the wide pass's sampled bound): each row's rank-th ordered key, the one the
-// host's order puts at rank - 1, and 0xffffffff for a row shorter than rank; rows held in a warp's
-// registers (up to 2,048 keys) and longer ones, whose tail is read again at every bit.
+// host's order puts at rank - 1, and 0xffffffff for a row shorter than rank; rows of a stride of
+// up to 2,048 keys (a warp's registers) and of longer ones, where rows past 2,048 take the block select.
 TEST(GpuSelect, RankKeyIsTheHostOrdersRankThKey) {
   REQUIRE_GPU();
   DeviceContext ctx(0);
   DeviceContext::Lease lease(ctx, nullptr);
   cudaStream_t stream = lease.stream();
-  for (int64_t rank : {int64_t{1}, int64_t{7}, int64_t{102}, int64_t{1000}}) {
-    std::vector<int64_t> lens = {0, 1, rank - 1, rank, rank + 1, 2047, 2048, 2049, 5000, 20000};
-    std::mt19937_64 rng(77 + rank);
-    std::uniform_int_distribution<int64_t> len(0, 3000);
-    while (lens.size() < 400) lens.push_back(len(rng));
-    const int64_t nseg = static_cast<int64_t>(lens.size());
-    const int64_t stride = *std::max_element(lens.begin(), lens.end());
-    for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::AllEqual, Pattern::FewValues, Pattern::Signed,
-                      Pattern::OneLane})
-      for (bool larger : {false, true}) {
-        std::vector<float> keys(static_cast<std::size_t>(nseg * stride), 0.0f);
-        for (int64_t s = 0; s < nseg; ++s) {
-          const std::vector<float> row = make_row(p, lens[s], rng);
-          std::copy(row.begin(), row.end(), keys.begin() + s * stride);
-        }
-        float* d_keys = nullptr;
-        int64_t* d_lens = nullptr;
-        uint32_t* d_out = nullptr;
-        CUDA_OK(cudaMalloc(&d_keys, sizeof(float) * keys.size()));
-        CUDA_OK(cudaMalloc(&d_lens, sizeof(int64_t) * lens.size()));
-        CUDA_OK(cudaMalloc(&d_out, sizeof(uint32_t) * lens.size()));
-        CUDA_OK(cudaMemcpy(d_keys, keys.data(), sizeof(float) * keys.size(), cudaMemcpyHostToDevice));
-        CUDA_OK(cudaMemcpy(d_lens, lens.data(), sizeof(int64_t) * lens.size(), cudaMemcpyHostToDevice));
-        ivfgpu::cuda::select_rank_key(ctx, stream, d_keys, stride, d_lens, nseg, rank, larger, d_out);
-        CUDA_OK(cudaStreamSynchronize(stream));
-        std::vector<uint32_t> got(lens.size());
-        CUDA_OK(cudaMemcpy(got.data(), d_out, sizeof(uint32_t) * got.size(), cudaMemcpyDeviceToHost));
-        for (void* ptr : {static_cast<void*>(d_keys), static_cast<void*>(d_lens), static_cast<void*>(d_out)})
-          CUDA_OK(cudaFree(ptr));
-        for (int64_t s = 0; s < nseg; ++s) {
-          uint32_t want = 0xffffffffu;
-          if (lens[s] >= rank) {
-            std::vector<uint32_t> row(static_cast<std::size_t>(lens[s]));
-            for (int64_t i = 0; i < lens[s]; ++i) {
-              const float f = keys[static_cast<std::size_t>(s * stride + i)];
-              row[static_cast<std::size_t>(i)] = ordered(larger ? -f : f);
-            }
-            std::nth_element(row.begin(), row.begin() + (rank - 1), row.end());
-            want = row[static_cast<std::size_t>(rank - 1)];
+  for (int64_t longest : {int64_t{2048}, int64_t{20000}})
+    for (int64_t rank : {int64_t{1}, int64_t{7}, int64_t{102}, int64_t{1000}}) {
+      std::vector<int64_t> lens = {0, 1, rank - 1, rank, rank + 1, 31, 32, 33, 2047, longest};
+      std::mt19937_64 rng(77 + rank + longest);
+      std::uniform_int_distribution<int64_t> len(0, std::min<int64_t>(longest, 3000));
+      while (lens.size() < 400) lens.push_back(len(rng));
+      const int64_t nseg = static_cast<int64_t>(lens.size());
+      const int64_t stride = *std::max_element(lens.begin(), lens.end());
+      for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::AllEqual, Pattern::FewValues, Pattern::Signed,
+                        Pattern::OneLane})
+        for (bool larger : {false, true}) {
+          std::vector<float> keys(static_cast<std::size_t>(nseg * stride), 0.0f);
+          for (int64_t s = 0; s < nseg; ++s) {
+            const std::vector<float> row = make_row(p, lens[s], rng);
+            std::copy(row.begin(), row.end(), keys.begin() + s * stride);
           }
-          ASSERT_EQ(got[static_cast<std::size_t>(s)], want)
-              << name(p) << (larger ? " larger" : " smaller") << " rank " << rank << " row " << s << " of length "
-              << lens[s];
+          float* d_keys = nullptr;
+          int64_t* d_lens = nullptr;
+          uint32_t* d_out = nullptr;
+          CUDA_OK(cudaMalloc(&d_keys, sizeof(float) * keys.size()));
+          CUDA_OK(cudaMalloc(&d_lens, sizeof(int64_t) * lens.size()));
+          CUDA_OK(cudaMalloc(&d_out, sizeof(uint32_t) * lens.size()));
+          CUDA_OK(cudaMemcpy(d_keys, keys.data(), sizeof(float) * keys.size(), cudaMemcpyHostToDevice));
+          CUDA_OK(cudaMemcpy(d_lens, lens.data(), sizeof(int64_t) * lens.size(), cudaMemcpyHostToDevice));
+          ivfgpu::cuda::select_rank_key(ctx, stream, d_keys, stride, d_lens, nseg, rank, larger, d_out);
+          CUDA_OK(cudaStreamSynchronize(stream));
+          std::vector<uint32_t> got(lens.size());
+          CUDA_OK(cudaMemcpy(got.data(), d_out, sizeof(uint32_t) * got.size(), cudaMemcpyDeviceToHost));
+          for (void* ptr : {static_cast<void*>(d_keys), static_cast<void*>(d_lens), static_cast<void*>(d_out)})
+            CUDA_OK(cudaFree(ptr));
+          for (int64_t s = 0; s < nseg; ++s) {
+            uint32_t want = 0xffffffffu;
+            if (lens[s] >= rank) {
+              std::vector<uint32_t> row(static_cast<std::size_t>(lens[s]));
+              for (int64_t i = 0; i < lens[s]; ++i) {
+                const float f = keys[static_cast<std::size_t>(s * stride + i)];
+                row[static_cast<std::size_t>(i)] = ordered(larger ? -f : f);
+              }
+              std::nth_element(row.begin(), row.begin() + (rank - 1), row.end());
+              want = row[static_cast<std::size_t>(rank - 1)];
+            }
+            ASSERT_EQ(got[static_cast<std::size_t>(s)], want)
+                << name(p) << (larger ? " larger" : " smaller") << " rank " << rank << " row " << s << " of length "
+                << lens[s] << ", stride " << stride;
+          }
         }
-      }
-  }
+    }
 }
 
 }  // namespace
