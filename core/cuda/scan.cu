@@ -397,7 +397,7 @@ TensorUnits tensor_units(const DeviceContext& ctx, cudaStream_t stream, const Sc
 
 // The k best keys of each of nq candidate rows (stride apart, lens[q] long; larger better for
 // inner products) by select_topk: their positions, keys (k a row) and counts. The SIMT seed's
-// and the wide pass's sample's.
+// (the wide pass's sample needs only each row's rank-th key: select_rank_key).
 struct RowBest {
   DeviceBuffer<int32_t> pos, count;
   DeviceBuffer<float> key;
