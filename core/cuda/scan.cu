@@ -450,6 +450,13 @@ int64_t sample_every() {
   return e != nullptr ? std::clamp<long long>(std::atoll(e), 0, 4096) : scan_detail::kWideSampleEvery;
 }
 
+// The sampled bound's margin in standard deviations (sample_rank), from IVFGPU_WIDE_SIGMAS where
+// set (A/B runs, 0 to 8), read at every scan as IVFGPU_WIDE_SAMPLE is.
+double sample_sigmas() {
+  const char* e = std::getenv("IVFGPU_WIDE_SIGMAS");
+  return e != nullptr ? std::clamp(std::atof(e), 0.0, 8.0) : scan_detail::kWideSampleSigmas;
+}
+
 // The wide pass's bound from a sample (docs/tensor-scan.md, "The wide pass's sampled bound").
 // The SIMT seed scanned a query's first probes exactly and took their k-th cost: a proven bound,
 // but ~40% of the batch at k 1000 (its scan and select), and a loose one, as the other probes hold
@@ -485,11 +492,7 @@ void sampled_wide_bound(const DeviceContext& ctx, cudaStream_t stream, const Sca
   write_candidate_offsets(stream, sample);
   const DeviceBuffer<int64_t> tile_off = unit_offsets(ctx, stream, sample, groups, groups.tile_q, kSimtUnitRows);
   scan_pass(ctx, stream, sample, groups, nullptr, 0, tile_off.data());
-  static const double sigmas = [] {  // IVFGPU_WIDE_SIGMAS (A/B runs): the rank's margin, 0 to 8
-    const char* e = std::getenv("IVFGPU_WIDE_SIGMAS");
-    return e != nullptr ? std::clamp(std::atof(e), 0.0, 8.0) : 4.0;
-  }();
-  const int64_t rank = scan_detail::sample_rank(p.k, every, sigmas);
+  const int64_t rank = scan_detail::sample_rank(p.k, every, sample_sigmas());
   const bool larger = p.metric != Metric::L2;
   DeviceBuffer<uint32_t> rank_key(ctx, n, stream);
   select_rank_key(ctx, stream, dist.data(), stride, lengths.data(), nq, rank, larger, rank_key.data());

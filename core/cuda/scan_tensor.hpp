@@ -214,8 +214,9 @@ constexpr int64_t kWideSampleEvery = 16;
 // (size / every) up and down alike, so short lists are not sampled whole. The tests place rows
 // at the phases of lists 0-3 (tensor_scan_test.cpp, WidePassWhoseSampleMisleadsEqualsTheSimtScan).
 __host__ __device__ constexpr int64_t sample_phase(int64_t list, int64_t every) { return list % every; }
-// sigmas: the standard deviations past the mean (4; IVFGPU_WIDE_SIGMAS in A/B runs).
-__host__ __device__ constexpr int64_t sample_rank(int64_t k, int64_t every, double sigmas = 4.0) {
+// sigmas: the standard deviations past the mean (IVFGPU_WIDE_SIGMAS in A/B runs).
+constexpr double kWideSampleSigmas = 4.0;
+__host__ __device__ constexpr int64_t sample_rank(int64_t k, int64_t every, double sigmas = kWideSampleSigmas) {
   const double mean = static_cast<double>(k) / static_cast<double>(every);
   double sd = 1.0;  // a square root, by Newton's steps (constexpr)
   for (int i = 0; i < 40; ++i) sd = 0.5 * (sd + mean / sd);

@@ -915,8 +915,8 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
 }
 
 // Keys a lane of rank_key_kernel holds in registers: rows of up to 2,048 keys (kRankKeyMaxLen).
-// Longer rows take the block select (select_rank_key): read again at each of 32 bits, rows of
-// ~6,000 keys (the wide pass's sample at nprobe 64) made the warp kernel slower than that select.
+// Longer rows take the block select (select_rank_key): read again at each of 32 bits, the
+// wide pass's sample rows at nprobe 64 (thousands of keys) made the warp kernel slower than it.
 constexpr int kRankKeysPerLane = 64;
 constexpr int64_t kRankKeyMaxLen = int64_t{kRankKeysPerLane} * 32;
 
@@ -966,8 +966,8 @@ __global__ void selected_rank_key_kernel(const float* key, const int32_t* count,
   for (int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; s < nseg;
        s += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     if (long_len[s] == 0) continue;
-    const float f = key[s * rank + rank - 1];
-    out[s] = count[s] == rank ? to_ordered(larger ? -f : f) : 0xffffffffu;
+    const RowKeys order{nullptr, nullptr, larger};  // the select's order of its output keys
+    out[s] = count[s] == rank ? order.ordered(key[s * rank + rank - 1], 0.0f) : 0xffffffffu;
   }
 }
 
