@@ -260,14 +260,15 @@ TEST(GpuTensorScan, WidePrunedPassEqualsTheSimtScanWhenEveryRowTies) {
   }
 }
 
-// The wide pass's bound is estimated from every 16th row of each probed list, from a phase of
-// the list's own (scan.cu, sampled_wide_bound; scan_tensor.hpp's sample_phase: list % 16, so rows
-// 0-3 of every 16 hold the samples of lists 0-3, whichever list a cluster became). Where those
-// are the rows nearest the queries, fewer than k rows lie within it and the settle must scan the
-// query in full; where they are the farthest, it lets nearly every row in and the entries
-// overflow. Four tight clusters of 4,000 rows; in each, the rows at positions 0-3 mod 16 (1,000,
-// every list's sample among them) are close to the centre and the rest spread, or the rows at
-// positions 4-7 are close and those at 0-3 among the spread ones.
+// The wide pass's bound is estimated from every n-th row of each probed list (16 by default),
+// from a phase of the list's own (scan.cu, sampled_wide_bound; scan_tensor.hpp's sample_phase:
+// list % n, so rows 0-3 of every n hold the samples of lists 0-3, whichever list a cluster
+// became). Where those are the rows nearest the queries, fewer than k rows lie within it and the
+// settle must scan the query in full; where they are the farthest, it lets nearly every row in
+// and the entries overflow. Four tight clusters of 4,000 rows; in each, the rows at positions 0-3
+// mod n (every list's sample among them) are close to the centre and the rest spread, or the
+// rows at positions 4-7 are close and those at 0-3 among the spread ones. Both strides A/B runs
+// compare (16 and 32) are pinned in turn.
 TEST(GpuTensorScan, WidePassWhoseSampleMisleadsEqualsTheSimtScan) {
   IVFTEST_REQUIRE_GPU();
   const int64_t dim = 128, nlist = 4, per = 4000, nq = 200;
@@ -280,22 +281,26 @@ TEST(GpuTensorScan, WidePassWhoseSampleMisleadsEqualsTheSimtScan) {
   };
   std::vector<float> q;
   for (int64_t i = 0; i < nq; ++i) row_near(i % nlist, 0.01f, q);
-  for (bool close_sampled : {true, false}) {
-    // Row i of each cluster is the i-th row its list receives (the clusters interleave).
-    std::vector<float> x;
-    const int64_t close_from = close_sampled ? 0 : 4;
-    for (int64_t i = 0; i < per; ++i) {
-      const bool close = i % 16 >= close_from && i % 16 < close_from + 4;
-      for (int64_t c = 0; c < nlist; ++c) row_near(c, close ? 0.05f : 1.0f, x);
-    }
-    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
-      IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
-      ASSERT_TRUE(idx);
-      for (int64_t k : {int64_t{1000}, int64_t{3000}})
-        for (int64_t nprobe : {int64_t{2}, nlist})
-          EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "")
-              << (close_sampled ? "the samples close" : "the samples spread") << ", metric " << metric << " k " << k
-              << " nprobe " << nprobe;
+  for (const char* stride : {"16", "32"}) {
+    WideSamplePin sampled(stride);
+    const int64_t every = std::atoll(stride);
+    for (bool close_sampled : {true, false}) {
+      // Row i of each cluster is the i-th row its list receives (the clusters interleave).
+      std::vector<float> x;
+      const int64_t close_from = close_sampled ? 0 : 4;
+      for (int64_t i = 0; i < per; ++i) {
+        const bool close = i % every >= close_from && i % every < close_from + 4;
+        for (int64_t c = 0; c < nlist; ++c) row_near(c, close ? 0.05f : 1.0f, x);
+      }
+      for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+        IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
+        ASSERT_TRUE(idx);
+        for (int64_t k : {int64_t{1000}, int64_t{3000}})
+          for (int64_t nprobe : {int64_t{2}, nlist})
+            EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "")
+                << "every " << every << (close_sampled ? ", the samples close" : ", the samples spread")
+                << ", metric " << metric << " k " << k << " nprobe " << nprobe;
+      }
     }
   }
 }
