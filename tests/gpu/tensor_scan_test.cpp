@@ -45,7 +45,7 @@ struct SeedProbesPin {
   ~SeedProbesPin() { unsetenv("IVFGPU_SEED_PROBES"); }
 };
 
-// IVFGPU_WIDE_SAMPLE: the wide pass's bound from a sample of every n-th row ("16", the default)
+// IVFGPU_WIDE_SAMPLE: the wide pass's bound from a sample of every n-th row ("32", the default)
 // or, "0", from the SIMT seed of its first probes, for as long as the pin lives.
 struct WideSamplePin {
   explicit WideSamplePin(const char* every) { setenv("IVFGPU_WIDE_SAMPLE", every, 1); }
