@@ -1002,6 +1002,11 @@ void select_rank_key(const DeviceContext& ctx, cudaStream_t stream, const float*
   IVF_CUDA_CHECK_LAUNCH();
 }
 
+int64_t select_rank_key_words(int64_t stride, int64_t rank) {
+  // long_len (an int64_t), then select_topk's positions and keys (rank each) and its count.
+  return stride > kRankKeyMaxLen ? 2 + 2 * rank + 1 : 0;
+}
+
 int64_t select_max_k(const DeviceLimits& limits) {
   int64_t k = 1;
   while (sort_bytes(k * 2) + 8 * 1024 <= limits.smem_per_block_optin) k *= 2;
