@@ -456,7 +456,7 @@ __device__ void scan_tile(const TileScanArgs<T>& a, const float* qs, const TileR
   unsigned long long entry = kNoEntry;
   if (ok) {
     const float d = INT ? __ll2float_rn(iacc) : acc;
-    entry = (static_cast<unsigned long long>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(r);
+    entry = (static_cast<unsigned long long>(cost_key(d, IP)) << 32) | static_cast<uint32_t>(r);
   }
   const int64_t slot = (q * a.max_tiles + t) * a.kk;
   if (a.kk <= 32) {

@@ -18,4 +18,11 @@ __device__ __forceinline__ float from_ordered(uint32_t o) {
   return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
 }
 
+// The ordered key of a distance taken as a cost, smaller first: a metric whose larger values are
+// better (inner product) is negated first. Every scan, seed and select that ranks distances keys
+// them through this one function, so that their keys agree bit for bit.
+__device__ __forceinline__ uint32_t cost_key(float d, bool larger_is_better) {
+  return to_ordered(larger_is_better ? -d : d);
+}
+
 }  // namespace ivfgpu::cuda

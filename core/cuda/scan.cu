@@ -165,7 +165,7 @@ __global__ void sample_lists_kernel(const int64_t* start, const int64_t* size, i
 // row was excluded: the padding key).
 __global__ void sampled_bound_kernel(const uint32_t* rank_key, int64_t nq, bool larger, float pad,
                                      scan_detail::PruneState pr) {
-  const uint32_t pad_key = to_ordered(larger ? -pad : pad);  // as the select orders keys
+  const uint32_t pad_key = cost_key(pad, larger);  // as the select orders keys
   for (int64_t q = global_thread(); q < nq; q += thread_stride()) {
     pr.found[q] = 0;
     pr.seeded[q] = 0;

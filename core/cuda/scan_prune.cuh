@@ -276,7 +276,7 @@ __device__ __forceinline__ uint64_t exact_key(const SettleArgs<T>& a, const floa
                                               int64_t pos) {
   const float d = exact_row_distance<T, IP, INT>(query, a.vectors + (a.list_start[l] + row) * a.dim, a.dim,
                                                  exact_vec4(a.vectors, a.queries, a.dim));
-  return (static_cast<uint64_t>(to_ordered(IP ? -d : d)) << 32) | static_cast<uint32_t>(pos);
+  return (static_cast<uint64_t>(cost_key(d, IP)) << 32) | static_cast<uint32_t>(pos);
 }
 
 // The key of query q's entry i at candidate position p with stored cost `cost` (its probe and

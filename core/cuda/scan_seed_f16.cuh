@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(kThreads) seed_rescore_kernel(TileArgs<T> a, i
         a.cand.locate(q, at, probe, row);
         const T* x = a.vectors + (a.list_start[probes[q * a.nprobe + probe]] + row) * a.dim;
         const float d = exact_row_distance_ahead<T, IP>(query, x, a.dim);
-        key = static_cast<unsigned long long>(to_ordered(IP ? -d : d)) << 32 | static_cast<uint32_t>(at);
+        key = static_cast<unsigned long long>(cost_key(d, IP)) << 32 | static_cast<uint32_t>(at);
       }
       exact.offer(key, pr.k);
     };

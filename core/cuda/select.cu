@@ -175,7 +175,7 @@ struct RowKeys {
   bool larger;
   __device__ uint32_t ordered(float f, float a) const {
     if (addend) f += a;  // only then: adding 0 would turn -0 into +0
-    return to_ordered(larger ? -f : f);
+    return cost_key(f, larger);
   }
   __device__ uint32_t operator()(int64_t i) const { return ordered(keys[i], addend ? addend[i] : 0.0f); }
 };
