@@ -15,25 +15,27 @@ namespace ivfgpu::cuda {
 // Sorts a[0, m) ascending (shared memory), m a power of two, with every thread of the block (a
 // multiple of 32 threads). The caller has synchronised after writing a; the block is synchronised
 // on return. For lists too long for a warp's registers: the fused kernels' wide probe and tile
-// selections, the pruned pass's settling for k past 32. Thread t handles the entries t + r x
-// blockDim.x, so a stage whose pairs lie less than 32 apart keeps each entry within its warp:
-// between two such stages a warp's barrier is enough (40 of the 55 stages of 1,024 entries),
-// and the block waits only where a stage reaches across warps.
+// selections, the pruned pass's settling for k past 32. Each stage compares m / 2 pairs (i, i +
+// stride), i with the stride's bit clear: thread t takes pairs t + r x blockDim.x, pair p being p
+// with a zero bit inserted at the stride's position. Warp w then touches entries 64 w .. + 63 (+ 2 r
+// blockDim.x) in every stage of stride at most 32, so between two such stages a warp's barrier is
+// enough (40 of the 54 between the 55 stages of 1,024 entries), and the block waits only where a
+// stage reaches across warps. A loop over the m entries, half of whose threads found no pair, was the settle's
+// largest cost at k 1000 (ncu, H100, session 73: 51% of settle_wide_kernel's stall samples).
 __device__ inline void block_bitonic_sort(unsigned long long* a, int m) {
+  const int pairs = m >> 1;
   for (int size = 2; size <= m; size <<= 1)
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = threadIdx.x; i < m; i += blockDim.x) {
-        const int j = i ^ stride;
-        if (j > i) {
-          const unsigned long long x = a[i], y = a[j];
-          if ((x > y) == ((i & size) == 0)) {
-            a[i] = y;
-            a[j] = x;
-          }
+      for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+        const int i = ((p & ~(stride - 1)) << 1) | (p & (stride - 1)), j = i | stride;
+        const unsigned long long x = a[i], y = a[j];
+        if ((x > y) == ((i & size) == 0)) {
+          a[i] = y;
+          a[j] = x;
         }
       }
       const int next = stride > 1 ? stride >> 1 : (size < m ? size : 0);  // the next stage's stride, 0: done
-      if (stride < 32 && next > 0 && next < 32)
+      if (stride <= 32 && next > 0 && next <= 32)
         __syncwarp();
       else
         __syncthreads();
