@@ -35,8 +35,11 @@ constexpr double kPrunedNarrowMinPerList = 15.0;
 // query's appended rows overflowed its entries. From a sampled bound (scan.cu,
 // sampled_wide_bound; session 69, H100, 1M x 128, 10,000 queries, nprobe 16, against SIMT in
 // one binary): k 1500 1,145K against 846K QPS, k 2048 1,044K against 838K, k 3000 774K against
-// 746K; k 4096 696K against 725K, so it stops at 3,000.
-constexpr int64_t kPrunedWideAutoMaxK = 3000;
+// 746K; k 4096 696K against 725K, so it stopped at 3,000. Since the settle's block sort takes a
+// compare pair a thread (session 73, H100, same binary, IVFGPU_SCAN=tensor against the dispatch):
+// k 4096 819K against SIMT's 719K at nprobe 16 and 474K against 227K at 64, so it serves every k
+// the pruned pass takes.
+constexpr int64_t kPrunedWideAutoMaxK = kPruneMaxK;
 // The wide pass's seed by rule, where it still seeds (entries that are not exact, or
 // IVFGPU_WIDE_SAMPLE=0; scan.cu's seed_probes_by_rule gives the measurements): the first
 // nprobe / 8 + 3 probes up to k 1,024, nprobe / 5 + 3 past it (k 2048 wanted more probes).
@@ -86,7 +89,7 @@ constexpr AutoScan auto_scan_kernel(int64_t nq, int64_t nprobe, int64_t nlist, i
   if (query_tile(nq, nprobe, nlist) != 64) return AutoScan::Simt;
   if (k <= 32 && dim >= 16) return AutoScan::Pruned;
   if (dim >= 192 && k <= 256) return AutoScan::Keys;
-  // k 129-3000 at 128-256 dimensions: the wide pruned pass (a sampled bound; exact entries,
+  // k 129-4096 at 128-256 dimensions: the wide pruned pass (a sampled bound; exact entries,
   // pruned_entries_exact), in large batches from nprobe 16. Below, the measurements with its
   // earlier seed of several probes (pruned_seed_probes) up to k 1,024; kPrunedWideAutoMaxK's past it.
   // On the 1M x 128 mixture (H200, 10,000 queries, against SIMT, bench/RESULTS.md): nprobe 16

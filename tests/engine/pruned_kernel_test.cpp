@@ -288,18 +288,22 @@ TEST(ScanDispatch, KeysPassAndWidePassPastK128) {
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 256, 200), AutoScan::Keys);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 960, 256), AutoScan::Keys);
   EXPECT_EQ(auto_scan_kernel(1000, 16, 1024, 960, 200), AutoScan::Simt);  // 15.6 a list
-  // k 129-3,000 at 128-256 four-element dimensions, from 8,192 queries and nprobe 16: the wide pass.
+  // k 129-4,096 (kPruneMaxK) at 128-256 four-element dimensions, from 8,192 queries and nprobe 16:
+  // the wide pass (to 3,000 until session 73's block sort made its settle cheaper at k 4096).
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 1000), AutoScan::Pruned);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 256, 500), AutoScan::Pruned);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 2048), AutoScan::Pruned);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 3000), AutoScan::Pruned);
-  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 3001), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 3001), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 4096), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 64, 1024, 256, 4096), AutoScan::Pruned);
+  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 4097), AutoScan::Simt);  // past the pruned pass's k
   EXPECT_EQ(auto_scan_kernel(8191, 16, 1024, 128, 1000), AutoScan::Simt);
   EXPECT_EQ(auto_scan_kernel(10000, 15, 1024, 128, 1000), AutoScan::Simt);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 130, 1000), AutoScan::Simt);  // not four-element rows
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 96, 1000), AutoScan::Simt);
   EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 260, 1000), AutoScan::Simt);
-  EXPECT_EQ(auto_scan_kernel(10000, 16, 1024, 128, 4096), AutoScan::Simt);
+  EXPECT_EQ(auto_scan_kernel(8191, 16, 1024, 128, 4096), AutoScan::Simt);
 }
 // The wide pass's seed, where it still seeds: the best measured at k 1000 (H100, 1M x 128, session
 // 61) up to k 1,024, 5 / 7 / 11 / 19 probes at nprobe 16 / 32 / 64 / 128; more past it, where

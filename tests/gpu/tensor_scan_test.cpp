@@ -31,7 +31,7 @@ using namespace ivftest;
 namespace {
 
 // kernel "auto": nothing pinned, the dispatch decides (on the million-row batch: the pruned pass
-// for k 10, SIMT for k 100 and 4096, the wide pruned pass for k 1000).
+// for k 10, SIMT for k 100, the wide pruned pass for k 1000 and 4096).
 struct KernelPin {
   explicit KernelPin(const char* kernel) {
     if (std::string(kernel) != "auto") setenv("IVFGPU_SCAN", kernel, 1);
