@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
-#include <string>
 #include <vector>
 
 #include "core/backend.hpp"
