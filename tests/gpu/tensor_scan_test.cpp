@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/id_workload.hpp"
@@ -654,6 +655,38 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
 
 // The int8 pass on the million-row mixture as integers (uint8 rows and queries): its own seed
 // over each query's first probe (k <= 64) and the SIMT seed past it, against the SIMT scan.
+// The wide pass at the large k the dispatch gives it (k 1000 and 4,096, up to kPruneMaxK since
+// session 73) on compact rows, which the other tests take only to k 300: uint8 rows with uint8
+// queries (the int8 pass, exact integers), uint8 rows with f32 queries, and f16 and bf16 rows with
+// f32 queries (the bf16 pass, re-scored exactly), in a batch of 8,192 queries so that "auto" takes
+// the wide pass too.
+TEST(GpuTensorScan, WidePassOnCompactRowsEqualsTheSimtScanAtLargeK) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t n = 200000, dim = 128, nlist = 256, nq = 8192, nprobe = 16;
+  const auto to_u8 = [](std::vector<float> v) {
+    for (float& e : v) e = std::min(255.0f, std::max(0.0f, std::nearbyint(128.0f + 32.0f * e)));
+    return v;
+  };
+  for (ivf_dtype t : {IVF_DTYPE_U8, IVF_DTYPE_F16, IVF_DTYPE_BF16}) {
+    const bool integer = t == IVF_DTYPE_U8;
+    std::vector<float> x = clustered_vectors(n, dim, 512, 31), q = clustered_vectors(nq, dim, 512, 32);
+    if (integer) {
+      x = to_u8(std::move(x));
+      q = to_u8(std::move(q));
+    }
+    IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, t, x);
+    ASSERT_TRUE(idx);
+    for (int64_t k : {int64_t{1000}, int64_t{4096}}) {
+      EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe, nullptr, true), "") << "type " << t << " k " << k;
+      if (integer) {  // the same values as uint8 queries: the int8 pass
+        const std::vector<uint8_t> qb(q.begin(), q.end());
+        EXPECT_EQ(compare_raw(idx.get(), qb.data(), IVF_DTYPE_U8, nq, dim, k, nprobe, nullptr, true), "")
+            << "uint8 queries, k " << k;
+      }
+    }
+  }
+}
+
 TEST(GpuTensorScan, IntegerPassEqualsTheSimtScanOnAMillionRows) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000;
