@@ -19,8 +19,9 @@ __device__ __forceinline__ float from_ordered(uint32_t o) {
 }
 
 // The ordered key of a distance taken as a cost, smaller first: a metric whose larger values are
-// better (inner product) is negated first. Every scan, seed and select that ranks distances keys
-// them through this one function, so that their keys agree bit for bit.
+// better (inner product) is negated first. Where a distance (not yet a cost) is keyed, the scans,
+// seeds and select go through this one function, so that their keys agree bit for bit; values
+// that are costs already (bounds, stored optimistic or exact costs) take to_ordered as they are.
 __device__ __forceinline__ uint32_t cost_key(float d, bool larger_is_better) {
   return to_ordered(larger_is_better ? -d : d);
 }

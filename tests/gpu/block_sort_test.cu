@@ -12,17 +12,10 @@
 #include <random>
 #include <vector>
 
-#include "core/backend.hpp"
 #include "core/cuda/warp_sort.cuh"
+#include "gpu_test_util.hpp"
 
 namespace {
-
-#define REQUIRE_GPU()                                                                              \
-  do {                                                                                             \
-    if (ivfgpu::cuda_device_count() == 0) GTEST_SKIP() << "no usable CUDA device: GPU test skipped"; \
-  } while (0)
-
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 constexpr int kMaxKeys = 4096;  // 32 KiB of shared keys: no opt-in needed
 
@@ -37,7 +30,7 @@ __global__ void sort_rows_kernel(unsigned long long* keys, int m) {
 }
 
 TEST(BlockBitonicSort, EqualsTheHostSortForEveryLengthAndBlockSize) {
-  REQUIRE_GPU();
+  IVFGPU_REQUIRE_GPU();
   constexpr int kRows = 6;
   std::mt19937_64 rng(73);
   for (int threads : {32, 64, 96, 256, 1024}) {
@@ -56,13 +49,13 @@ TEST(BlockBitonicSort, EqualsTheHostSortForEveryLengthAndBlockSize) {
           }
         }
       unsigned long long* d = nullptr;
-      CUDA_OK(cudaMalloc(&d, keys.size() * sizeof(unsigned long long)));
-      CUDA_OK(cudaMemcpy(d, keys.data(), keys.size() * sizeof(unsigned long long), cudaMemcpyHostToDevice));
+      IVFGPU_CUDA_OK(cudaMalloc(&d, keys.size() * sizeof(unsigned long long)));
+      IVFGPU_CUDA_OK(cudaMemcpy(d, keys.data(), keys.size() * sizeof(unsigned long long), cudaMemcpyHostToDevice));
       sort_rows_kernel<<<kRows, threads>>>(d, m);
-      CUDA_OK(cudaGetLastError());
+      IVFGPU_CUDA_OK(cudaGetLastError());
       std::vector<unsigned long long> got(keys.size());
-      CUDA_OK(cudaMemcpy(got.data(), d, got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-      CUDA_OK(cudaFree(d));
+      IVFGPU_CUDA_OK(cudaMemcpy(got.data(), d, got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+      IVFGPU_CUDA_OK(cudaFree(d));
       for (int r = 0; r < kRows; ++r) {
         const auto first = keys.begin() + static_cast<std::ptrdiff_t>(r) * m;
         std::sort(first, first + m);

@@ -28,6 +28,8 @@ using ivfgpu::Metric;
   do {                                                                                \
     if (ivfgpu::cuda_device_count() == 0) GTEST_SKIP() << "no usable CUDA device: GPU test skipped"; \
   } while (0)
+// A CUDA runtime call in a test body that must succeed (the caller includes cuda_runtime.h).
+#define IVFGPU_CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 // Gaussian mixture: `centres` centres N(0,1), spread 0.35 (the benchmark's distribution).
 inline std::vector<float> mixture(int64_t n, int64_t dim, int64_t centres, uint64_t seed) {

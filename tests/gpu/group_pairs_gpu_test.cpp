@@ -22,8 +22,6 @@ namespace {
 
 using ivfgpu::cuda::DeviceContext;
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
 // nq x nprobe probes: half of them among 8 popular lists, the rest anywhere.
 std::vector<int32_t> skewed_probes(int64_t nq, int64_t nprobe, int64_t nlist, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -41,18 +39,19 @@ void check_groups(int64_t nq, int64_t nprobe, int64_t nlist, int64_t lo, int64_t
   DeviceContext::Lease lease(ctx, nullptr);
   cudaStream_t stream = lease.stream();
   int32_t* d_probes = nullptr;
-  CUDA_OK(cudaMalloc(&d_probes, sizeof(int32_t) * probes.size()));
-  CUDA_OK(cudaMemcpy(d_probes, probes.data(), sizeof(int32_t) * probes.size(), cudaMemcpyHostToDevice));
+  IVFGPU_CUDA_OK(cudaMalloc(&d_probes, sizeof(int32_t) * probes.size()));
+  IVFGPU_CUDA_OK(cudaMemcpy(d_probes, probes.data(), sizeof(int32_t) * probes.size(), cudaMemcpyHostToDevice));
   const ivfgpu::cuda::ScanGroups g = ivfgpu::cuda::group_probe_range(ctx, stream, d_probes, nq, nprobe, nlist, lo, hi);
-  CUDA_OK(cudaStreamSynchronize(stream));
+  IVFGPU_CUDA_OK(cudaStreamSynchronize(stream));
   const int64_t n = nq * (hi - lo);
   std::vector<int32_t> count(static_cast<std::size_t>(nlist)), begin(static_cast<std::size_t>(nlist)),
       grouped(static_cast<std::size_t>(n));
-  CUDA_OK(cudaMemcpy(count.data(), g.pair_count.data(), sizeof(int32_t) * count.size(), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(begin.data(), g.pair_begin.data(), sizeof(int32_t) * begin.size(), cudaMemcpyDeviceToHost));
+  IVFGPU_CUDA_OK(cudaMemcpy(count.data(), g.pair_count.data(), sizeof(int32_t) * count.size(), cudaMemcpyDeviceToHost));
+  IVFGPU_CUDA_OK(cudaMemcpy(begin.data(), g.pair_begin.data(), sizeof(int32_t) * begin.size(), cudaMemcpyDeviceToHost));
   if (n > 0)
-    CUDA_OK(cudaMemcpy(grouped.data(), g.grouped.data(), sizeof(int32_t) * grouped.size(), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaFree(d_probes));
+    IVFGPU_CUDA_OK(
+        cudaMemcpy(grouped.data(), g.grouped.data(), sizeof(int32_t) * grouped.size(), cudaMemcpyDeviceToHost));
+  IVFGPU_CUDA_OK(cudaFree(d_probes));
 
   std::vector<std::vector<int32_t>> want(static_cast<std::size_t>(nlist));
   for (int64_t q = 0; q < nq; ++q)

@@ -20,19 +20,13 @@
 #include "core/backend.hpp"
 #include "core/cuda/device_context.hpp"
 #include "core/cuda/select.hpp"
+#include "gpu_test_util.hpp"
 
 namespace {
 
 using ivfgpu::cuda::DeviceContext;
 using ivfgpu::cuda::SelectInput;
 using ivfgpu::cuda::SelectOutput;
-
-#define REQUIRE_GPU()                                                                              \
-  do {                                                                                             \
-    if (ivfgpu::cuda_device_count() == 0) GTEST_SKIP() << "no usable CUDA device: GPU test skipped"; \
-  } while (0)
-
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 // The selection's order of float keys (ordered_key.cuh): -0 before +0.
 uint32_t ordered(float f) {
@@ -119,16 +113,16 @@ void check(Pattern p, const std::vector<int64_t>& lens, int64_t k, bool larger, 
   float *d_keys = nullptr, *d_out_key = nullptr, *d_addend = nullptr;
   int64_t* d_lens = nullptr;
   int32_t *d_pos = nullptr, *d_count = nullptr;
-  CUDA_OK(cudaMalloc(&d_keys, sizeof(float) * keys.size()));
-  CUDA_OK(cudaMalloc(&d_lens, sizeof(int64_t) * lens.size()));
-  CUDA_OK(cudaMalloc(&d_pos, sizeof(int32_t) * nseg * k));
-  CUDA_OK(cudaMalloc(&d_out_key, sizeof(float) * nseg * k));
-  CUDA_OK(cudaMalloc(&d_count, sizeof(int32_t) * nseg));
-  CUDA_OK(cudaMemcpy(d_keys, keys.data(), sizeof(float) * keys.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d_lens, lens.data(), sizeof(int64_t) * lens.size(), cudaMemcpyHostToDevice));
+  IVFGPU_CUDA_OK(cudaMalloc(&d_keys, sizeof(float) * keys.size()));
+  IVFGPU_CUDA_OK(cudaMalloc(&d_lens, sizeof(int64_t) * lens.size()));
+  IVFGPU_CUDA_OK(cudaMalloc(&d_pos, sizeof(int32_t) * nseg * k));
+  IVFGPU_CUDA_OK(cudaMalloc(&d_out_key, sizeof(float) * nseg * k));
+  IVFGPU_CUDA_OK(cudaMalloc(&d_count, sizeof(int32_t) * nseg));
+  IVFGPU_CUDA_OK(cudaMemcpy(d_keys, keys.data(), sizeof(float) * keys.size(), cudaMemcpyHostToDevice));
+  IVFGPU_CUDA_OK(cudaMemcpy(d_lens, lens.data(), sizeof(int64_t) * lens.size(), cudaMemcpyHostToDevice));
   if (with_addend) {
-    CUDA_OK(cudaMalloc(&d_addend, sizeof(float) * addend.size()));
-    CUDA_OK(cudaMemcpy(d_addend, addend.data(), sizeof(float) * addend.size(), cudaMemcpyHostToDevice));
+    IVFGPU_CUDA_OK(cudaMalloc(&d_addend, sizeof(float) * addend.size()));
+    IVFGPU_CUDA_OK(cudaMemcpy(d_addend, addend.data(), sizeof(float) * addend.size(), cudaMemcpyHostToDevice));
   }
   SelectInput in;
   in.keys = d_keys;
@@ -137,15 +131,15 @@ void check(Pattern p, const std::vector<int64_t>& lens, int64_t k, bool larger, 
   in.max_len = stride;
   in.addend = d_addend;
   ivfgpu::cuda::select_topk(ctx, stream, in, nseg, k, larger, SelectOutput{d_pos, d_out_key, d_count});
-  CUDA_OK(cudaStreamSynchronize(stream));
+  IVFGPU_CUDA_OK(cudaStreamSynchronize(stream));
   std::vector<int32_t> pos(static_cast<std::size_t>(nseg * k)), count(static_cast<std::size_t>(nseg));
   std::vector<float> out_key(static_cast<std::size_t>(nseg * k));
-  CUDA_OK(cudaMemcpy(pos.data(), d_pos, sizeof(int32_t) * pos.size(), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(out_key.data(), d_out_key, sizeof(float) * out_key.size(), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(count.data(), d_count, sizeof(int32_t) * count.size(), cudaMemcpyDeviceToHost));
+  IVFGPU_CUDA_OK(cudaMemcpy(pos.data(), d_pos, sizeof(int32_t) * pos.size(), cudaMemcpyDeviceToHost));
+  IVFGPU_CUDA_OK(cudaMemcpy(out_key.data(), d_out_key, sizeof(float) * out_key.size(), cudaMemcpyDeviceToHost));
+  IVFGPU_CUDA_OK(cudaMemcpy(count.data(), d_count, sizeof(int32_t) * count.size(), cudaMemcpyDeviceToHost));
   for (void* ptr : {static_cast<void*>(d_keys), static_cast<void*>(d_lens), static_cast<void*>(d_pos),
                     static_cast<void*>(d_out_key), static_cast<void*>(d_count), static_cast<void*>(d_addend)})
-    CUDA_OK(cudaFree(ptr));
+    IVFGPU_CUDA_OK(cudaFree(ptr));
 
   int bad_rows = 0;
   for (int64_t s = 0; s < nseg && bad_rows < 3; ++s) {
@@ -189,7 +183,7 @@ std::vector<int64_t> mixed_lengths(int64_t k, uint64_t seed) {
 class Select : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(Select, EveryPatternMatchesTheHostOrder) {
-  REQUIRE_GPU();
+  IVFGPU_REQUIRE_GPU();
   const int64_t k = GetParam();
   for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::BestFirst, Pattern::AllEqual, Pattern::FewValues,
                     Pattern::Signed})
@@ -206,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, Select, ::testing::Values(1, 10, 100, 1000, 1500, 
 
 // k past the streaming limit of the buffer (the in-place radix passes) and near it.
 TEST(GpuSelect, LargestKs) {
-  REQUIRE_GPU();
+  IVFGPU_REQUIRE_GPU();
   for (int64_t k : {int64_t{8192}, int64_t{16384}})
     for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::FewValues}) {
       std::vector<int64_t> lens = {k - 1, k, k + 1, 3 * k, 60000};
@@ -220,7 +214,7 @@ TEST(GpuSelect, LargestKs) {
 // overstates the best keys (periodic: fewer than k below its bar, the row read again), misses
 // them (clustered, best-last) or ties them (few values).
 TEST(GpuSelect, LongRowsFromASampledBar) {
-  REQUIRE_GPU();
+  IVFGPU_REQUIRE_GPU();
   for (int64_t k : {int64_t{256}, int64_t{1000}, int64_t{4096}}) {
     std::vector<int64_t> lens = {131072, 90000, 28000, 4096 + 1, 8191, 2 * k + 1025, 0, k};
     std::mt19937_64 rng(3 + k);
@@ -240,7 +234,7 @@ TEST(GpuSelect, LongRowsFromASampledBar) {
 // (kRowWarpMinSegments, kRowWarpMaxLen), so every length stays within 2,048, around the
 // warp's 128-key steps.
 TEST(GpuSelect, ManyShortRowsTakeAWarpEach) {
-  REQUIRE_GPU();
+  IVFGPU_REQUIRE_GPU();
   for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{16}, int64_t{32}}) {
     std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 127, 128, 129, 1023, 1024, 1025, 2047, 2048};
     std::mt19937_64 rng(3 + k);
@@ -262,7 +256,7 @@ TEST(GpuSelect, ManyShortRowsTakeAWarpEach) {
 // list on the same rows. One lane holding every best key (one-lane) makes more than 32 entries
 // pass at once (the staged entries' flush); the addend is the coarse stage's centroid norms.
 TEST(GpuSelect, ManyRowsOfAtMost1024KeysAreFilteredByAWarp) {
-  REQUIRE_GPU();
+  IVFGPU_REQUIRE_GPU();
   for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{10}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{32}}) {
     std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 31, 32, 33, 511, 512, 1023, 1024};
     std::mt19937_64 rng(5 + k);
@@ -284,7 +278,7 @@ TEST(GpuSelect, ManyRowsOfAtMost1024KeysAreFilteredByAWarp) {
 // keys with k <= 32 (a warp each, above), so these sets have 600 rows. Strides of 1,024, 2,048
 // and 4,096 keys are its three builds (4, 8 and 16 keys a thread).
 TEST(GpuSelect, RowsOfAtMost4096KeysAreFiltered) {
-  REQUIRE_GPU();
+  IVFGPU_REQUIRE_GPU();
   for (int64_t stride : {int64_t{1024}, int64_t{2048}, int64_t{4096}})
     for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{32}, int64_t{33}, int64_t{50}, int64_t{64}}) {
       std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, 255, 256, 257, stride - 1, stride};
@@ -302,7 +296,7 @@ TEST(GpuSelect, RowsOfAtMost4096KeysAreFiltered) {
 
 // Few long rows: split into pieces whose bests a second pass merges.
 TEST(GpuSelect, FewLongRowsAreSplit) {
-  REQUIRE_GPU();
+  IVFGPU_REQUIRE_GPU();
   for (int64_t k : {int64_t{1}, int64_t{10}, int64_t{1000}})
     for (Pattern p : {Pattern::Random, Pattern::BestLast, Pattern::AllEqual, Pattern::FewValues})
       check(p, {300000, 123457, 8191, 0, 1}, k, false, 9 + k);
@@ -312,7 +306,7 @@ TEST(GpuSelect, FewLongRowsAreSplit) {
 // host's order puts at rank - 1, and 0xffffffff for a row shorter than rank; rows of a stride of
 // up to 2,048 keys (a warp's registers) and of longer ones, where rows past 2,048 take the block select.
 TEST(GpuSelect, RankKeyIsTheHostOrdersRankThKey) {
-  REQUIRE_GPU();
+  IVFGPU_REQUIRE_GPU();
   DeviceContext ctx(0);
   DeviceContext::Lease lease(ctx, nullptr);
   cudaStream_t stream = lease.stream();
@@ -335,17 +329,17 @@ TEST(GpuSelect, RankKeyIsTheHostOrdersRankThKey) {
           float* d_keys = nullptr;
           int64_t* d_lens = nullptr;
           uint32_t* d_out = nullptr;
-          CUDA_OK(cudaMalloc(&d_keys, sizeof(float) * keys.size()));
-          CUDA_OK(cudaMalloc(&d_lens, sizeof(int64_t) * lens.size()));
-          CUDA_OK(cudaMalloc(&d_out, sizeof(uint32_t) * lens.size()));
-          CUDA_OK(cudaMemcpy(d_keys, keys.data(), sizeof(float) * keys.size(), cudaMemcpyHostToDevice));
-          CUDA_OK(cudaMemcpy(d_lens, lens.data(), sizeof(int64_t) * lens.size(), cudaMemcpyHostToDevice));
+          IVFGPU_CUDA_OK(cudaMalloc(&d_keys, sizeof(float) * keys.size()));
+          IVFGPU_CUDA_OK(cudaMalloc(&d_lens, sizeof(int64_t) * lens.size()));
+          IVFGPU_CUDA_OK(cudaMalloc(&d_out, sizeof(uint32_t) * lens.size()));
+          IVFGPU_CUDA_OK(cudaMemcpy(d_keys, keys.data(), sizeof(float) * keys.size(), cudaMemcpyHostToDevice));
+          IVFGPU_CUDA_OK(cudaMemcpy(d_lens, lens.data(), sizeof(int64_t) * lens.size(), cudaMemcpyHostToDevice));
           ivfgpu::cuda::select_rank_key(ctx, stream, d_keys, stride, d_lens, nseg, rank, larger, d_out);
-          CUDA_OK(cudaStreamSynchronize(stream));
+          IVFGPU_CUDA_OK(cudaStreamSynchronize(stream));
           std::vector<uint32_t> got(lens.size());
-          CUDA_OK(cudaMemcpy(got.data(), d_out, sizeof(uint32_t) * got.size(), cudaMemcpyDeviceToHost));
+          IVFGPU_CUDA_OK(cudaMemcpy(got.data(), d_out, sizeof(uint32_t) * got.size(), cudaMemcpyDeviceToHost));
           for (void* ptr : {static_cast<void*>(d_keys), static_cast<void*>(d_lens), static_cast<void*>(d_out)})
-            CUDA_OK(cudaFree(ptr));
+            IVFGPU_CUDA_OK(cudaFree(ptr));
           for (int64_t s = 0; s < nseg; ++s) {
             uint32_t want = 0xffffffffu;
             if (lens[s] >= rank) {

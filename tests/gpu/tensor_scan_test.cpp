@@ -103,6 +103,13 @@ std::string compare_integer(const ivf_index* idx, const void* q, ivf_dtype qtype
   }
   return "";
 }
+// Clustered values (about N(0, 1)) mapped to integers 0..255 (128 + 32 v, rounded, clamped): the
+// million-row mixture and the large-k cases as uint8 rows and queries.
+std::vector<float> as_uint8_values(std::vector<float> v) {
+  for (float& e : v) e = std::min(255.0f, std::max(0.0f, std::nearbyint(128.0f + 32.0f * e)));
+  return v;
+}
+
 // Removes every third id of ids 0 .. n - 1 and returns a filter denying every fifth (the
 // caller frees it; null if either failed): rows the scan excludes, which a full exact scan of an
 // overflowed query must leave out as well.
@@ -261,7 +268,7 @@ TEST(GpuTensorScan, WidePrunedPassEqualsTheSimtScanWhenEveryRowTies) {
   }
 }
 
-// The wide pass's bound is estimated from every n-th row of each probed list (16 by default),
+// The wide pass's bound is estimated from every n-th row of each probed list (32 by default),
 // from a phase of the list's own (scan.cu, sampled_wide_bound; scan_tensor.hpp's sample_phase:
 // list % n, so rows 0-3 of every n hold the samples of lists 0-3, whichever list a cluster
 // became). Where those are the rows nearest the queries, fewer than k rows lie within it and the
@@ -653,8 +660,6 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
   }
 }
 
-// The int8 pass on the million-row mixture as integers (uint8 rows and queries): its own seed
-// over each query's first probe (k <= 64) and the SIMT seed past it, against the SIMT scan.
 // The wide pass at the large k the dispatch gives it (k 1000 and 4,096, up to kPruneMaxK since
 // session 73) on compact rows, which the other tests take only to k 300: uint8 rows with uint8
 // queries (the int8 pass, exact integers), uint8 rows with f32 queries, and f16 and bf16 rows with
@@ -663,16 +668,12 @@ TEST(GpuTensorScan, IntegerPassEqualsTheSimtScan) {
 TEST(GpuTensorScan, WidePassOnCompactRowsEqualsTheSimtScanAtLargeK) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 200000, dim = 128, nlist = 256, nq = 8192, nprobe = 16;
-  const auto to_u8 = [](std::vector<float> v) {
-    for (float& e : v) e = std::min(255.0f, std::max(0.0f, std::nearbyint(128.0f + 32.0f * e)));
-    return v;
-  };
   for (ivf_dtype t : {IVF_DTYPE_U8, IVF_DTYPE_F16, IVF_DTYPE_BF16}) {
     const bool integer = t == IVF_DTYPE_U8;
     std::vector<float> x = clustered_vectors(n, dim, 512, 31), q = clustered_vectors(nq, dim, 512, 32);
     if (integer) {
-      x = to_u8(std::move(x));
-      q = to_u8(std::move(q));
+      x = as_uint8_values(std::move(x));
+      q = as_uint8_values(std::move(q));
     }
     IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, t, x);
     ASSERT_TRUE(idx);
@@ -687,14 +688,13 @@ TEST(GpuTensorScan, WidePassOnCompactRowsEqualsTheSimtScanAtLargeK) {
   }
 }
 
+// The int8 pass on the million-row mixture as integers (uint8 rows and queries): its own seed
+// over each query's first probe (k <= 64) and the SIMT seed past it, against the SIMT scan.
 TEST(GpuTensorScan, IntegerPassEqualsTheSimtScanOnAMillionRows) {
   IVFTEST_REQUIRE_GPU();
   const int64_t n = 1000000, dim = 128, nlist = 1024, nq = 10000;
-  const auto to_u8 = [](std::vector<float> v) {
-    for (float& e : v) e = std::min(255.0f, std::max(0.0f, std::nearbyint(128.0f + 32.0f * e)));
-    return v;
-  };
-  const std::vector<float> x = to_u8(clustered_vectors(n, dim, 2048, 3)), q = to_u8(clustered_vectors(nq, dim, 2048, 4));
+  const std::vector<float> x = as_uint8_values(clustered_vectors(n, dim, 2048, 3));
+  const std::vector<float> q = as_uint8_values(clustered_vectors(nq, dim, 2048, 4));
   std::vector<uint8_t> qb(q.begin(), q.end());
   IndexPtr idx = cuda_index_of(dim, nlist, IVF_METRIC_L2, IVF_DTYPE_U8, x);
   ASSERT_TRUE(idx);
