@@ -798,7 +798,7 @@ void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
   const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const scan_detail::SettleArgs<T> args{p.queries,
+    scan_detail::SettleArgs<T> args{p.queries,
                                           p.nq,
                                           p.lists.dim,
                                           p.nprobe,
@@ -817,6 +817,7 @@ void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
                                           p.lists.removed,
                                           filter,
                                           p.filter_set};
+    args.register_sort = !env_is("IVFGPU_SETTLE_SORT", "shared");
     scan_detail::launch_settle<T>(ctx, stream, p.metric != Metric::L2, integer_arithmetic(p), args);
   });
 }

@@ -33,6 +33,7 @@
 #include "ordered_key.cuh"
 #include "scan_tensor.hpp"
 #include "scan_tiles.hpp"
+#include "block_register_sort.cuh"
 #include "warp_sort.cuh"
 
 namespace ivfgpu::cuda::scan_detail {
@@ -446,13 +447,19 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
   __shared__ int warp_counts[2 * kThreads / 32];
   __shared__ int seed_kept;
   const int tid = threadIdx.x, k = static_cast<int>(a.k), nkeys = static_cast<int>(a.prune.cap);
+  const auto settle_sort = [&](unsigned long long* first, int m) {  // ends with a barrier
+    if (a.register_sort)
+      block_sort(first, m);
+    else
+      block_bitonic_sort(first, m);
+  };
   // Sorts keys[0, count) (padded to a power of two, at least k) and keeps the first k.
   const auto sort_keep_k = [&]() {
     __syncthreads();
     const int c = count, m = pow2_at_least(c > k ? c : k);
     for (int i = c + tid; i < m; i += kThreads) keys[i] = kNone;
     __syncthreads();
-    block_bitonic_sort(keys, m);  // ends with a barrier: every thread has read count
+    settle_sort(keys, m);  // ends with a barrier: every thread has read count
     if (tid == 0) count = k;
     __syncthreads();
   };
@@ -515,7 +522,7 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       const int m = pow2_at_least(max(kept - seeds, 1));  // seeds + m <= 2 kept <= cap
       for (int i = kept + tid; i < seeds + m; i += kThreads) keys[i] = kNone;
       __syncthreads();
-      block_bitonic_sort(keys + seeds, m);  // ends with a barrier
+      settle_sort(keys + seeds, m);  // ends with a barrier
       for (int i = tid; i < kept; i += kThreads) {
         const unsigned long long key = keys[i];
         // Keys not above key - 1 are the keys below it (a key is never 0: that is a NaN's order).

@@ -334,6 +334,9 @@ struct SettleArgs {
   const uint64_t* removed;
   int filter;  // 0 none, 1 allow, 2 deny
   IdSetView filter_set;
+  // The wide settle sorts in registers (block_sort); false: in shared memory (block_bitonic_sort),
+  // as before session 74 (IVFGPU_SETTLE_SORT=shared, for A/B runs).
+  bool register_sort = true;
 };
 template <class T>
 void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const SettleArgs<T>& args);

@@ -15,7 +15,8 @@ namespace ivfgpu::cuda {
 // Sorts a[0, m) ascending (shared memory), m a power of two, with every thread of the block (a
 // multiple of 32 threads). The caller has synchronised after writing a; the block is synchronised
 // on return. For lists too long for a warp's registers: the fused kernels' wide probe and tile
-// selections, the pruned pass's settling for k past 32. Each stage compares m / 2 pairs (i, i +
+// selections, the pruned pass's settling for k past 32 where block_sort (block_register_sort.cuh,
+// which sorts 1 to 16 keys a thread in registers) does not take the length. Each stage compares m / 2 pairs (i, i +
 // stride), i with the stride's bit clear: thread t takes pairs t + r x blockDim.x, pair p being p
 // with a zero bit inserted at the stride's position. Warp w then touches entries 64 w .. + 63 (+ 2 r
 // blockDim.x) in every stage of stride at most 32, so between two such stages a warp's barrier is
