@@ -798,7 +798,8 @@ void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
   const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scan_detail::SettleArgs<T> args{p.queries,
+    // The last member: the settle's sort in registers unless IVFGPU_SETTLE_SORT=shared pins the old one.
+    const scan_detail::SettleArgs<T> args{p.queries,
                                           p.nq,
                                           p.lists.dim,
                                           p.nprobe,
@@ -816,8 +817,8 @@ void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
                                           p.lists.size,
                                           p.lists.removed,
                                           filter,
-                                          p.filter_set};
-    args.register_sort = !env_is("IVFGPU_SETTLE_SORT", "shared");
+                                          p.filter_set,
+                                          !env_is("IVFGPU_SETTLE_SORT", "shared")};
     scan_detail::launch_settle<T>(ctx, stream, p.metric != Metric::L2, integer_arithmetic(p), args);
   });
 }

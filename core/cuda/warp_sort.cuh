@@ -16,14 +16,14 @@ namespace ivfgpu::cuda {
 // multiple of 32 threads). The caller has synchronised after writing a; the block is synchronised
 // on return. For lists too long for a warp's registers: the fused kernels' wide probe and tile
 // selections, the pruned pass's settling for k past 32 where block_sort (block_register_sort.cuh,
-// which sorts 1 to 16 keys a thread in registers) does not take the length. Each stage compares m / 2 pairs (i, i +
-// stride), i with the stride's bit clear: thread t takes pairs t + r x blockDim.x, pair p being p
-// with a zero bit inserted at the stride's position. Warp w then touches entries 64 w .. + 63 (+ 2 r
-// blockDim.x) in every stage of stride at most 32, so between two such stages a warp's barrier is
-// enough (40 of the 54 between the 55 stages of 1,024 entries), and the block waits only where a
-// stage reaches across warps. A loop over the m entries, half of whose threads found no pair, was
-// the settle's largest cost at k 1000 (ncu, H100, session 73: 51% of settle_wide_kernel's stall
-// samples).
+// which sorts 1 to 16 keys a thread in registers) does not take the length. Each stage compares
+// m / 2 pairs (i, i + stride), i with the stride's bit clear: thread t takes pairs t + r x
+// blockDim.x, pair p being p with a zero bit inserted at the stride's position. Warp w then touches
+// entries 64 w .. + 63 (+ 2 r blockDim.x) in every stage of stride at most 32, so between two such stages a
+// warp's barrier is enough (40 of the 54 between the 55 stages of 1,024 entries), and the block
+// waits only where a stage reaches across warps. A loop over the m entries, half of whose threads
+// found no pair, was the settle's largest cost at k 1000 (ncu, H100, session 73: 51% of
+// settle_wide_kernel's stall samples).
 __device__ inline void block_bitonic_sort(unsigned long long* a, int m) {
   const int pairs = m >> 1;
   for (int size = 2; size <= m; size <<= 1)
