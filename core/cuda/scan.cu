@@ -742,7 +742,7 @@ int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprob
   const int64_t seed_words =
       std::max(std::max<int64_t>(1, largest_prefix[seed]), tensor_seed_words(largest_prefix, seed));
   // Or the wide pass's sample (sampled_wide_bound): its candidate rows and offsets, its rank-th
-  // keys and the select's scratch for rows too long for a warp, at the finest sample A/B runs pin.
+  // keys and the lengths of rows too long for a warp, at the finest sample A/B runs pin.
   const int64_t pinned = sample_every();
   const int64_t every = pinned > 0 ? std::min(pinned, scan_detail::kWideSampleEvery) : scan_detail::kWideSampleEvery;
   const int64_t sample_stride =
@@ -750,8 +750,7 @@ int64_t pruned_scan_words_per_query(const int64_t* largest_prefix, int64_t nprob
   const int64_t sample_words =
       k <= scan_detail::kPruneNarrowMaxK
           ? 0
-          : sample_stride + 2 * (nprobe + 2) + 1 +
-                select_rank_key_words(sample_stride, scan_detail::sample_rank(k, every, sample_sigmas()));
+          : sample_stride + 2 * (nprobe + 2) + 1 + select_rank_key_words(sample_stride);
   // Integer queries on integer rows also pack their bytes and squared norm (IntegerQueries).
   const int64_t packed_words = (dim + 3) / 4 + 1;
   return std::max(seed_words, sample_words) + 2 * scan_detail::prune_cap(k) + 2 * k + 4 + packed_words;

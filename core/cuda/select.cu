@@ -915,8 +915,9 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
 }
 
 // Keys a lane of rank_key_kernel holds in registers: rows of up to 2,048 keys (kRankKeyMaxLen).
-// Longer rows take the block select (select_rank_key): read again at each of 32 bits, the
-// wide pass's sample rows at nprobe 64 (thousands of keys) made the warp kernel slower than it.
+// Longer rows take a block each (long_rank_key_kernel): read again at each of 32 bits, the
+// wide pass's sample rows at nprobe 64 (thousands of keys) made the warp kernel slower than the
+// block select.
 constexpr int kRankKeysPerLane = 64;
 constexpr int64_t kRankKeyMaxLen = int64_t{kRankKeysPerLane} * 32;
 
@@ -925,7 +926,7 @@ constexpr int64_t kRankKeyMaxLen = int64_t{kRankKeysPerLane} * 32;
 // so each bit is kept where the count with it set stays below rank). 32 counts of the row held in
 // registers: no shared memory, no barriers, where block_select_kernel would also gather and sort
 // the rank best (the wide pass's sample needs only its rank-th key, scan.cu's sampled_wide_bound).
-// A longer row (only where long_len is given) is left to selected_rank_key_kernel: long_len holds
+// A longer row (only where long_len is given) is left to long_rank_key_kernel: long_len holds
 // its length, and 0 for the rows done here.
 __global__ void __launch_bounds__(kThreads) rank_key_kernel(const float* keys, int64_t stride, const int64_t* lens,
                                                             int64_t nseg, int rank, bool larger, int64_t* long_len,
@@ -959,15 +960,53 @@ __global__ void __launch_bounds__(kThreads) rank_key_kernel(const float* keys, i
   }
 }
 
-// The rank-th key of the rows too long for rank_key_kernel (long_len[s] > 0), from the block
-// select's rank best of those rows.
-__global__ void selected_rank_key_kernel(const float* key, const int32_t* count, const int64_t* long_len, int64_t nseg,
-                                         int64_t rank, bool larger, uint32_t* out) {
-  for (int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; s < nseg;
-       s += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    if (long_len[s] == 0) continue;
-    const RowKeys order{nullptr, nullptr, larger};  // the select's order of its output keys
-    out[s] = count[s] == rank ? order.ordered(key[s * rank + rank - 1], 0.0f) : 0xffffffffu;
+// Keys a thread of long_rank_key_kernel holds in registers: rows of up to 8,192 keys; the rest of
+// a longer row is read again at each bit.
+constexpr int kLongRankKeysPerThread = 32;
+
+// A block per row too long for rank_key_kernel (long_len[s] > 0): its rank-th smallest ordered
+// key as rank_key_kernel finds it, bit by bit from the top, the block's threads counting the keys
+// below each probe (a warp's sum, then the block's through shared memory, one barrier a bit: the
+// warp sums alternate between two slots, so a slot is rewritten only after every thread has read
+// it). Session 71 had given these rows to the block select, which also gathered and sorted the
+// rank best: 0.52 ms of a k 1000 batch at nprobe 64, where every query's sample is long (ncu, H100,
+// session 74).
+__global__ void __launch_bounds__(kThreads) long_rank_key_kernel(const float* keys, int64_t stride,
+                                                                 const int64_t* long_len, int64_t nseg, int rank,
+                                                                 bool larger, uint32_t* out) {
+  __shared__ unsigned warp_below[2][kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  for (int64_t s = blockIdx.x; s < nseg; s += gridDim.x) {
+    const int64_t len = long_len[s];  // the same for the whole block
+    if (len == 0) continue;           // rank_key_kernel's row
+    if (len < rank) {
+      if (threadIdx.x == 0) out[s] = 0xffffffffu;
+      continue;
+    }
+    const RowKeys load{keys + s * stride, nullptr, larger};
+    constexpr int64_t kHeld = int64_t{kLongRankKeysPerThread} * kThreads;
+    uint32_t held[kLongRankKeysPerThread];
+#pragma unroll
+    for (int j = 0; j < kLongRankKeysPerThread; ++j) {
+      const int64_t i = j * kThreads + threadIdx.x;
+      held[j] = i < len ? load(i) : 0xffffffffu;  // never below a probe: counts no key
+    }
+    uint32_t t = 0;
+    for (int bit = 31; bit >= 0; --bit) {
+      const uint32_t probe = t | (1u << bit);
+      unsigned below = 0;
+#pragma unroll
+      for (int j = 0; j < kLongRankKeysPerThread; ++j) below += held[j] < probe ? 1u : 0u;
+      for (int64_t i = kHeld + threadIdx.x; i < len; i += kThreads) below += load(i) < probe ? 1u : 0u;
+      below = __reduce_add_sync(0xffffffffu, below);
+      if (lane == 0) warp_below[bit & 1][warp] = below;
+      __syncthreads();
+      unsigned total = 0;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) total += warp_below[bit & 1][w];
+      if (total < static_cast<unsigned>(rank)) t = probe;
+    }
+    if (threadIdx.x == 0) out[s] = t;
   }
 }
 
@@ -986,25 +1025,15 @@ void select_rank_key(const DeviceContext& ctx, cudaStream_t stream, const float*
       keys, stride, lens, nseg, static_cast<int>(rank), larger_is_better, some_long ? long_len.data() : nullptr, out);
   IVF_CUDA_CHECK_LAUNCH();
   if (!some_long) return;
-  // The long rows by the block select, the others given no keys (a block passes them quickly).
-  const auto entries = n * static_cast<std::size_t>(rank);
-  DeviceBuffer<int32_t> pos(ctx, entries, stream), count(ctx, n, stream);
-  DeviceBuffer<float> key(ctx, entries, stream);
-  SelectInput in;
-  in.keys = keys;
-  in.stride = stride;
-  in.lens = long_len.data();
-  in.max_len = stride;
-  select_topk(ctx, stream, in, nseg, rank, larger_is_better, SelectOutput{pos.data(), key.data(), count.data()});
-  selected_rank_key_kernel<<<static_cast<unsigned>(std::min<int64_t>((nseg + kThreads - 1) / kThreads, 1 << 20)),
-                             kThreads, 0, stream>>>(key.data(), count.data(), long_len.data(), nseg, rank,
-                                                    larger_is_better, out);
+  // The long rows, a block each (the others' blocks pass them at once).
+  long_rank_key_kernel<<<static_cast<unsigned>(std::min<int64_t>(nseg, int64_t{1} << 20)), kThreads, 0, stream>>>(
+      keys, stride, long_len.data(), nseg, static_cast<int>(rank), larger_is_better, out);
   IVF_CUDA_CHECK_LAUNCH();
 }
 
-int64_t select_rank_key_words(int64_t stride, int64_t rank) {
-  // long_len (an int64_t), then select_topk's positions and keys (rank each) and its count.
-  return stride > kRankKeyMaxLen ? 2 + 2 * rank + 1 : 0;
+int64_t select_rank_key_words(int64_t stride) {
+  // long_len (an int64_t) where some row may be long.
+  return stride > kRankKeyMaxLen ? 2 : 0;
 }
 
 int64_t select_max_k(const DeviceLimits& limits) {

@@ -44,11 +44,11 @@ void select_topk(const DeviceContext& ctx, cudaStream_t stream, const SelectInpu
 // <= stride long), as select_topk orders keys (ordered_key.cuh, negated where larger is better):
 // the ordered key select_topk would put at position rank - 1. A row shorter than rank gets
 // 0xffffffff. out: nseg words on the device. A warp finds it in a row of up to 2,048 keys
-// without selecting the rest; longer rows take select_topk (rank at most select_max_k).
+// without selecting the rest; a block each the longer rows (any rank).
 void select_rank_key(const DeviceContext& ctx, cudaStream_t stream, const float* keys, int64_t stride,
                      const int64_t* lens, int64_t nseg, int64_t rank, bool larger_is_better, uint32_t* out);
 // The device words a row of select_rank_key allocates beside its output, for a caller's memory
-// plan: where rows may pass 2,048 keys (stride), their lengths and select_topk's rank best; else none.
-int64_t select_rank_key_words(int64_t stride, int64_t rank);
+// plan: where rows may pass 2,048 keys (stride), their lengths; else none.
+int64_t select_rank_key_words(int64_t stride);
 
 }  // namespace ivfgpu::cuda

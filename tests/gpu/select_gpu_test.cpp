@@ -304,7 +304,8 @@ TEST(GpuSelect, FewLongRowsAreSplit) {
 
 // select_rank_key (the wide pass's sampled bound): each row's rank-th ordered key, the one the
 // host's order puts at rank - 1, and 0xffffffff for a row shorter than rank; rows of a stride of
-// up to 2,048 keys (a warp's registers) and of longer ones, where rows past 2,048 take the block select.
+// up to 2,048 keys (a warp's registers) and of longer ones, where rows past 2,048 take a block
+// each (one of 20,000 keys: past the 8,192 a block holds in registers).
 TEST(GpuSelect, RankKeyIsTheHostOrdersRankThKey) {
   IVFGPU_REQUIRE_GPU();
   DeviceContext ctx(0);
