@@ -306,27 +306,71 @@ __device__ __forceinline__ uint64_t candidate_row_key(const SettleArgs<T>& a, co
   return exact_key<T, IP, INT>(a, query, l, row, off + row);
 }
 
-// Result `rank` (< k) of query q from its (rank + 1)-th best key, as the finaliser writes it:
-// padding past the candidates and for distances equal to the padding value.
+// Results rank[g] (< k) of query q from their (rank + 1)-th best keys best[g], for each g with
+// live[g], as the finaliser writes them: padding past the candidates and for distances equal to
+// the padding value. The G keys' lookups go together: each key's probe (a binary search of the
+// query's candidate offsets, the same steps for every key), list and id. A key at a time, each
+// result waited on its own chain of ~7 dependent loads: 27% of the wide settle's stall samples at
+// k 4096 (ncu, H100, session 75).
+template <class T, bool IP, int G>
+__device__ __forceinline__ void write_settled_group(const SettleArgs<T>& a, int64_t q, const int (&rank)[G],
+                                                    const uint64_t (&best)[G], const bool (&live)[G]) {
+  constexpr uint64_t kNone = ~uint64_t{0};
+  const int64_t* off = a.cand.offsets + q * (a.nprobe + 1);
+  const int64_t first = off[0];
+  float d[G];
+  bool real[G];  // a neighbour, not padding
+  uint32_t pos[G];
+  int lo[G];
+  int64_t start[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    d[g] = a.pad;
+    if (best[g] != kNone) {
+      const float cost = from_ordered(static_cast<uint32_t>(best[g] >> 32));
+      d[g] = IP ? -cost : cost;
+    }
+    real[g] = live[g] && best[g] != kNone && d[g] != a.pad;
+    pos[g] = static_cast<uint32_t>(best[g]);
+    lo[g] = 0;
+    start[g] = first;
+  }
+  // off[lo] <= pos < off[lo + n] (CandidateRows::locate's probe, empty probes skipped alike).
+  for (int n = static_cast<int>(a.nprobe); n > 1;) {
+    const int half = n / 2;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (!real[g]) continue;
+      const int64_t o = off[lo[g] + half];
+      if (o <= static_cast<int64_t>(pos[g])) {
+        lo[g] += half;
+        start[g] = o;
+      }
+    }
+    n -= half;
+  }
+  int64_t id[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    id[g] = -1;
+    if (!real[g]) continue;
+    const int64_t l = a.probes[q * a.nprobe + lo[g]], row = static_cast<int64_t>(pos[g]) - start[g];
+    id[g] = a.list_ids != nullptr ? a.list_ids[l][row] : a.ids[a.list_start[l] + row];
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (!live[g]) continue;
+    const int64_t e = q * a.k + rank[g];
+    a.out_ids[e] = id[g];
+    a.out_dists[e] = real[g] ? d[g] : a.pad;
+  }
+}
 template <class T, bool IP>
 __device__ __forceinline__ void write_settled(const SettleArgs<T>& a, int64_t q, int64_t rank, uint64_t best) {
-  constexpr uint64_t kNone = ~uint64_t{0};
-  const int64_t e = q * a.k + rank;
-  float d = a.pad;
-  if (best != kNone) {
-    const float cost = from_ordered(static_cast<uint32_t>(best >> 32));
-    d = IP ? -cost : cost;
-  }
-  if (best == kNone || d == a.pad) {
-    a.out_ids[e] = -1;
-    a.out_dists[e] = a.pad;
-    return;
-  }
-  int64_t probe, row;
-  a.cand.locate(q, static_cast<int64_t>(best & 0xffffffffu), probe, row);
-  const int64_t l = a.probes[q * a.nprobe + probe];
-  a.out_ids[e] = a.list_ids != nullptr ? a.list_ids[l][row] : a.ids[a.list_start[l] + row];
-  a.out_dists[e] = d;
+  const int ranks[1] = {static_cast<int>(rank)};
+  const uint64_t keys[1] = {best};
+  const bool live[1] = {true};
+  write_settled_group<T, IP, 1>(a, q, ranks, keys, live);
 }
 
 // A warp's share of query q's entries: rounds of 32 entries starting at `first`, one every
@@ -437,6 +481,9 @@ __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
 // exact keys join the k best so far, and whenever the shared keys fill up they are sorted and cut
 // back to k. The keys are dynamic shared memory: one per entry (prune.cap, a power of two at
 // least 2k and k + kThreads).
+// Results a thread of settle_wide_kernel writes together (write_settled_group): four make the
+// k 1000 settle's one round; k 4096 takes four.
+constexpr int kWriteGroup = 4;
 template <class T, bool IP, bool INT>
 __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) {
   constexpr unsigned long long kNone = ~0ull;
@@ -446,6 +493,7 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
   __shared__ KthPick picked;
   __shared__ int warp_counts[2 * kThreads / 32];
   __shared__ int seed_kept;
+  __shared__ unsigned long long entering_and, entering_or;  // of the keys that can enter
   const int tid = threadIdx.x, k = static_cast<int>(a.k), nkeys = static_cast<int>(a.prune.cap);
   const auto settle_sort = [&](unsigned long long* first, int m) {  // ends with a barrier
     if (a.register_sort)
@@ -466,7 +514,11 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
   for (int64_t q = blockIdx.x; q < a.nq; q += gridDim.x) {
     const float* query = a.queries + q * a.dim;
     const int n = __ldcg(a.prune.found + q);
-    if (tid == 0) count = 0;
+    if (tid == 0) {
+      count = 0;
+      entering_and = ~0ull;
+      entering_or = 0;
+    }
     __syncthreads();
     bool full = n > a.prune.cap;  // overflowed: scanned in full below
     if (!full) {
@@ -482,6 +534,7 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       // waiting on a chain of dependent loads (~1,650 entries a query at k 1000).
       constexpr int kSettleSpan = 4;
       int entering = 0;
+      unsigned long long key_and = ~0ull, key_or = 0;
       for (int i0 = tid; i0 < n; i0 += kSettleSpan * kThreads) {
         float o[kSettleSpan];
         int32_t at[kSettleSpan];
@@ -495,12 +548,31 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
         for (int s = 0; s < kSettleSpan; ++s) {
           const int i = i0 + s * kThreads;
           const bool enters = i < n && !(o[s] > bound);  // worse than the final bound: cannot enter
-          entering += enters ? 1 : 0;
-          if (i < n) keys[i] = enters ? entry_key<T, IP, INT>(a, q, query, i, seeded, at[s], o[s]) : kNone;
+          if (!enters) {
+            if (i < n) keys[i] = kNone;
+            continue;
+          }
+          const unsigned long long key = entry_key<T, IP, INT>(a, q, query, i, seeded, at[s], o[s]);
+          keys[i] = key;
+          ++entering;
+          key_and &= key;
+          key_or |= key;
         }
       }
       entering = __reduce_add_sync(kFullMask, entering);
-      if (tid % 32 == 0 && entering != 0) atomicAdd(&count, entering);
+      if (entering != 0) {  // the bits every entering key shares (block_kth_key's first digits)
+        const auto halves = [](unsigned long long v, auto reduce) {
+          return static_cast<unsigned long long>(reduce(static_cast<uint32_t>(v >> 32))) << 32 |
+                 reduce(static_cast<uint32_t>(v));
+        };
+        key_and = halves(key_and, [](uint32_t v) { return __reduce_and_sync(kFullMask, v); });
+        key_or = halves(key_or, [](uint32_t v) { return __reduce_or_sync(kFullMask, v); });
+        if (tid % 32 == 0) {
+          atomicAdd(&count, entering);
+          atomicAnd(&entering_and, key_and);
+          atomicOr(&entering_or, key_or);
+        }
+      }
       __syncthreads();
       // An estimated bound (PruneState::estimated) holds only where k exact costs are within it:
       // else the query is scanned in full (count is the entries within it: their costs are
@@ -515,7 +587,10 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       // took 4.8 ms, selecting first and sorting the k 1.9 (ncu); ranking the runs instead of
       // sorting the k took k 100 / 1000 from 1.30 / 0.89M QPS to 1.37 / 0.92M (H200).
       const int run = a.prune.seeded != nullptr ? min(__ldcg(a.prune.seeded + q), n) : 0;
-      const unsigned long long last = count > k ? block_kth_key(keys, n, k, hist, &picked) : kNone - 1;
+      // The k smallest keys are entering ones, so their shared top bits need no radix pass.
+      const unsigned long long last =
+          count > k ? block_kth_key(keys, n, k, hist, &picked, entering_and, __clzll(entering_and ^ entering_or))
+                    : kNone - 1;
       if (tid == 0) seed_kept = keys_not_above(keys, run, last);
       __syncthreads();  // before the keys move
       const int kept = block_keep_not_above(keys, n, last, warp_counts), seeds = seed_kept;
@@ -523,12 +598,21 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       for (int i = kept + tid; i < seeds + m; i += kThreads) keys[i] = kNone;
       __syncthreads();
       settle_sort(keys + seeds, m);  // ends with a barrier
-      for (int i = tid; i < kept; i += kThreads) {
-        const unsigned long long key = keys[i];
-        // Keys not above key - 1 are the keys below it (a key is never 0: that is a NaN's order).
-        const int rank = i < seeds ? i + keys_not_above(keys + seeds, kept - seeds, key - 1)
-                                   : i - seeds + keys_not_above(keys, seeds, key - 1);
-        write_settled<T, IP>(a, q, rank, key);
+      for (int i0 = tid; i0 < kept; i0 += kWriteGroup * kThreads) {
+        int rank[kWriteGroup];
+        uint64_t key[kWriteGroup];
+        bool live[kWriteGroup];
+#pragma unroll
+        for (int g = 0; g < kWriteGroup; ++g) {
+          const int i = i0 + g * kThreads;
+          live[g] = i < kept;
+          key[g] = live[g] ? keys[i] : kNone;
+          // Keys not above key - 1 are the keys below it (a key is never 0: that is a NaN's order).
+          rank[g] = !live[g]    ? 0
+                    : i < seeds ? i + keys_not_above(keys + seeds, kept - seeds, key[g] - 1)
+                                : i - seeds + keys_not_above(keys, seeds, key[g] - 1);
+        }
+        write_settled_group<T, IP, kWriteGroup>(a, q, rank, key, live);
       }
       for (int r = kept + tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, kNone);
     } else {
@@ -552,7 +636,18 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
         }
       }
       sort_keep_k();
-      for (int r = tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, keys[r]);
+      for (int r0 = tid; r0 < k; r0 += kWriteGroup * kThreads) {
+        int rank[kWriteGroup];
+        uint64_t key[kWriteGroup];
+        bool live[kWriteGroup];
+#pragma unroll
+        for (int g = 0; g < kWriteGroup; ++g) {
+          rank[g] = r0 + g * kThreads;
+          live[g] = rank[g] < k;
+          key[g] = live[g] ? keys[rank[g]] : kNone;
+        }
+        write_settled_group<T, IP, kWriteGroup>(a, q, rank, key, live);
+      }
     }
     __syncthreads();  // the next query reuses keys and count
   }
