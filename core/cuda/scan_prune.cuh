@@ -501,6 +501,23 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
     else
       block_bitonic_sort(first, m);
   };
+  // Writes keys[0, n) as query q's results, keys[i] at rank rank_of(i, keys[i]), a thread's
+  // kWriteGroup at a time.
+  const auto write_results = [&](int64_t q, int n, auto rank_of) {
+    for (int i0 = tid; i0 < n; i0 += kWriteGroup * kThreads) {
+      int rank[kWriteGroup];
+      uint64_t key[kWriteGroup];
+      bool live[kWriteGroup];
+#pragma unroll
+      for (int g = 0; g < kWriteGroup; ++g) {
+        const int i = i0 + g * kThreads;
+        live[g] = i < n;
+        key[g] = live[g] ? keys[i] : kNone;
+        rank[g] = live[g] ? rank_of(i, key[g]) : 0;
+      }
+      write_settled_group<T, IP, kWriteGroup>(a, q, rank, key, live);
+    }
+  };
   // Sorts keys[0, count) (padded to a power of two, at least k) and keeps the first k.
   const auto sort_keep_k = [&]() {
     __syncthreads();
@@ -598,22 +615,11 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       for (int i = kept + tid; i < seeds + m; i += kThreads) keys[i] = kNone;
       __syncthreads();
       settle_sort(keys + seeds, m);  // ends with a barrier
-      for (int i0 = tid; i0 < kept; i0 += kWriteGroup * kThreads) {
-        int rank[kWriteGroup];
-        uint64_t key[kWriteGroup];
-        bool live[kWriteGroup];
-#pragma unroll
-        for (int g = 0; g < kWriteGroup; ++g) {
-          const int i = i0 + g * kThreads;
-          live[g] = i < kept;
-          key[g] = live[g] ? keys[i] : kNone;
-          // Keys not above key - 1 are the keys below it (a key is never 0: that is a NaN's order).
-          rank[g] = !live[g]    ? 0
-                    : i < seeds ? i + keys_not_above(keys + seeds, kept - seeds, key[g] - 1)
-                                : i - seeds + keys_not_above(keys, seeds, key[g] - 1);
-        }
-        write_settled_group<T, IP, kWriteGroup>(a, q, rank, key, live);
-      }
+      // Keys not above key - 1 are the keys below it (a key is never 0: that is a NaN's order).
+      write_results(q, kept, [&](int i, unsigned long long key) {
+        return i < seeds ? i + keys_not_above(keys + seeds, kept - seeds, key - 1)
+                         : i - seeds + keys_not_above(keys, seeds, key - 1);
+      });
       for (int r = kept + tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, kNone);
     } else {
       __syncthreads();  // every thread has read count
@@ -636,18 +642,7 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
         }
       }
       sort_keep_k();
-      for (int r0 = tid; r0 < k; r0 += kWriteGroup * kThreads) {
-        int rank[kWriteGroup];
-        uint64_t key[kWriteGroup];
-        bool live[kWriteGroup];
-#pragma unroll
-        for (int g = 0; g < kWriteGroup; ++g) {
-          rank[g] = r0 + g * kThreads;
-          live[g] = rank[g] < k;
-          key[g] = live[g] ? keys[rank[g]] : kNone;
-        }
-        write_settled_group<T, IP, kWriteGroup>(a, q, rank, key, live);
-      }
+      write_results(q, k, [](int i, unsigned long long) { return i; });  // sorted: each key at its place
     }
     __syncthreads();  // the next query reuses keys and count
   }

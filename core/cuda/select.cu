@@ -921,6 +921,25 @@ void launch_select(const DeviceContext& ctx, cudaStream_t stream, const SelectIn
 constexpr int kRankKeysPerLane = 64;
 constexpr int64_t kRankKeyMaxLen = int64_t{kRankKeysPerLane} * 32;
 
+// A thread's share of a row for the rank-th key kernels: keys first + j x STEP (j < N) of the row's
+// len, all ones past its end (never below a probe: counts no key).
+template <int STEP, int N>
+__device__ __forceinline__ void hold_row_keys(const RowKeys& load, int64_t len, unsigned first, uint32_t (&held)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const int64_t i = j * STEP + first;
+    held[j] = i < len ? load(i) : 0xffffffffu;
+  }
+}
+// How many of the held keys are below probe.
+template <int N>
+__device__ __forceinline__ unsigned held_below(const uint32_t (&held)[N], uint32_t probe) {
+  unsigned below = 0;
+#pragma unroll
+  for (int j = 0; j < N; ++j) below += held[j] < probe ? 1u : 0u;
+  return below;
+}
+
 // A warp per row of at most kRankKeyMaxLen keys: the rank-th smallest ordered key t, bit by bit
 // from the top, as the largest t with fewer than rank keys below it (the count is monotone in t,
 // so each bit is kept where the count with it set stays below rank). 32 counts of the row held in
@@ -943,18 +962,11 @@ __global__ void __launch_bounds__(kThreads) rank_key_kernel(const float* keys, i
     }
     const RowKeys load{keys + s * stride, nullptr, larger};
     uint32_t held[kRankKeysPerLane];
-#pragma unroll
-    for (int j = 0; j < kRankKeysPerLane; ++j) {
-      const int64_t i = j * 32 + lane;
-      held[j] = i < len ? load(i) : 0xffffffffu;  // never below a probe: counts no key
-    }
+    hold_row_keys<32>(load, len, static_cast<unsigned>(lane), held);
     uint32_t t = 0;
     for (int bit = 31; bit >= 0; --bit) {
       const uint32_t probe = t | (1u << bit);
-      unsigned below = 0;
-#pragma unroll
-      for (int j = 0; j < kRankKeysPerLane; ++j) below += held[j] < probe ? 1u : 0u;
-      if (__reduce_add_sync(0xffffffffu, below) < static_cast<unsigned>(rank)) t = probe;
+      if (__reduce_add_sync(0xffffffffu, held_below(held, probe)) < static_cast<unsigned>(rank)) t = probe;
     }
     if (lane == 0) out[s] = t;
   }
@@ -986,17 +998,11 @@ __global__ void __launch_bounds__(kThreads) long_rank_key_kernel(const float* ke
     const RowKeys load{keys + s * stride, nullptr, larger};
     constexpr int64_t kHeld = int64_t{kLongRankKeysPerThread} * kThreads;
     uint32_t held[kLongRankKeysPerThread];
-#pragma unroll
-    for (int j = 0; j < kLongRankKeysPerThread; ++j) {
-      const int64_t i = j * kThreads + threadIdx.x;
-      held[j] = i < len ? load(i) : 0xffffffffu;  // never below a probe: counts no key
-    }
+    hold_row_keys<kThreads>(load, len, threadIdx.x, held);
     uint32_t t = 0;
     for (int bit = 31; bit >= 0; --bit) {
       const uint32_t probe = t | (1u << bit);
-      unsigned below = 0;
-#pragma unroll
-      for (int j = 0; j < kLongRankKeysPerThread; ++j) below += held[j] < probe ? 1u : 0u;
+      unsigned below = held_below(held, probe);
       for (int64_t i = kHeld + threadIdx.x; i < len; i += kThreads) below += load(i) < probe ? 1u : 0u;
       below = __reduce_add_sync(0xffffffffu, below);
       if (lane == 0) warp_below[bit & 1][warp] = below;
