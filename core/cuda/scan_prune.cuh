@@ -478,9 +478,9 @@ __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
 // memory (re-scored with the SIMT arithmetic unless exact), the k best are selected, and each is
 // written at its rank (the seed's keys come sorted; only the appended ones are sorted). An
 // overflowed query is scanned in full instead, a block-wide window of rows at a time: their
-// exact keys join the k best so far, and whenever the shared keys fill up they are sorted and cut
-// back to k. The keys are dynamic shared memory: one per entry (prune.cap, a power of two at
-// least 2k and k + kThreads).
+// exact keys join the k best so far, and whenever the shared keys may not hold the next window
+// the k best are selected and kept (keep_k_best). The keys are dynamic shared memory: one per
+// entry (prune.cap, a power of two at least 2k and k + kThreads).
 // Results a thread of settle_wide_kernel writes together (write_settled_group): four make the
 // k 1000 settle's one round; k 4096 takes four.
 constexpr int kWriteGroup = 4;
@@ -494,6 +494,7 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
   __shared__ int warp_counts[2 * kThreads / 32];
   __shared__ int seed_kept;
   __shared__ unsigned long long entering_and, entering_or;  // of the keys that can enter
+  __shared__ unsigned long long held_last;  // a full scan's k-th key so far: keys above it cannot enter
   const int tid = threadIdx.x, k = static_cast<int>(a.k), nkeys = static_cast<int>(a.prune.cap);
   const auto settle_sort = [&](unsigned long long* first, int m) {  // ends with a barrier
     if (a.register_sort)
@@ -518,14 +519,23 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       write_settled_group<T, IP, kWriteGroup>(a, q, rank, key, live);
     }
   };
-  // Sorts keys[0, count) (padded to a power of two, at least k) and keeps the first k.
-  const auto sort_keep_k = [&]() {
-    __syncthreads();
-    const int c = count, m = pow2_at_least(c > k ? c : k);
-    for (int i = c + tid; i < m; i += kThreads) keys[i] = kNone;
-    __syncthreads();
-    settle_sort(keys, m);  // ends with a barrier: every thread has read count
-    if (tid == 0) count = k;
+  // A full scan's keys[0, count) cut back to their k best, in no order (block_kth_key, then
+  // block_keep_not_above: keys are distinct, so exactly k stay), whose k-th then turns away every
+  // later key above it; ends with a barrier. Sorting all the held keys at each fill instead (8,192
+  // at k 4096, ~17 sorts for a query of 65,000 rows) made one query that the sampled bound misled
+  // cost its block milliseconds, which the whole batch waited on (k 4096, H100, session 76: two
+  // fewer deviations of margin, so a few such queries, took the batch from 917K to 714K QPS).
+  const auto keep_k_best = [&]() {
+    __syncthreads();  // the window's keys and count are in
+    const int c = count;
+    if (c > k) {
+      const unsigned long long last = block_kth_key(keys, c, k, hist, &picked);  // its barriers: c is read
+      block_keep_not_above(keys, c, last, warp_counts);  // ends with a barrier
+      if (tid == 0) {
+        count = k;
+        held_last = last;
+      }
+    }
     __syncthreads();
   };
   for (int64_t q = blockIdx.x; q < a.nq; q += gridDim.x) {
@@ -623,26 +633,35 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       for (int r = kept + tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, kNone);
     } else {
       __syncthreads();  // every thread has read count
-      for (int i = tid; i < k; i += kThreads) keys[i] = kNone;
-      if (tid == 0) count = k;
+      if (tid == 0) {
+        count = 0;
+        held_last = kNone;
+      }
       for (int64_t p = 0; p < a.nprobe; ++p) {
         const int64_t l = a.probes[q * a.nprobe + p];
         if (l < 0) continue;
         const int64_t size = a.list_size[l], off = a.cand.offsets[q * (a.nprobe + 1) + p];
         for (int64_t r0 = 0; r0 < size; r0 += kThreads) {
-          __syncthreads();  // count is current
+          __syncthreads();  // count and held_last are current
           const int64_t row = r0 + tid;
           if (row < size) {
             const int64_t slot = a.list_start[l] + row;
-            if (row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; }))
-              keys[atomicAdd(&count, 1)] = exact_key<T, IP, INT>(a, query, l, row, off + row);
+            if (row_allowed(a.removed, a.filter, a.filter_set, slot, [&] { return a.ids[slot]; })) {
+              const unsigned long long key = exact_key<T, IP, INT>(a, query, l, row, off + row);
+              if (key <= held_last) keys[atomicAdd(&count, 1)] = key;
+            }
           }
           __syncthreads();
-          if (count > nkeys - kThreads) sort_keep_k();  // room for the next window
+          if (count > nkeys - kThreads) keep_k_best();  // room for the next window
         }
       }
-      sort_keep_k();
-      write_results(q, k, [](int i, unsigned long long) { return i; });  // sorted: each key at its place
+      keep_k_best();
+      const int kept = count, m = pow2_at_least(max(kept, 1));  // kept <= k: m <= cap
+      for (int i = kept + tid; i < m; i += kThreads) keys[i] = kNone;
+      __syncthreads();
+      settle_sort(keys, m);  // ends with a barrier
+      write_results(q, kept, [](int i, unsigned long long) { return i; });  // sorted: each key at its place
+      for (int r = kept + tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, kNone);
     }
     __syncthreads();  // the next query reuses keys and count
   }
