@@ -522,9 +522,9 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
   // A full scan's keys[0, count) cut back to their k best, in no order (block_kth_key, then
   // block_keep_not_above: keys are distinct, so exactly k stay), whose k-th then turns away every
   // later key above it; ends with a barrier. Sorting all the held keys at each fill instead (8,192
-  // at k 4096, ~17 sorts for a query of 65,000 rows) made one query that the sampled bound misled
-  // cost its block milliseconds, which the whole batch waited on (k 4096, H100, session 76: two
-  // fewer deviations of margin, so a few such queries, took the batch from 917K to 714K QPS).
+  // at k 4096, ~17 sorts for a query of 65,000 rows) made the few queries that the sampled bound
+  // misleads cost the whole batch a fifth of its rate, by the rates alone (k 4096, H100, session
+  // 76: one deviation less of margin took the batch from 917K to 714K QPS; with this, 782K).
   const auto keep_k_best = [&]() {
     __syncthreads();  // the window's keys and count are in
     const int c = count;
@@ -606,6 +606,8 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
       // exact). With none (all ones) every row it can return was appended.
       full = a.prune.estimated && count < k && ordered_bound != 0xffffffffu;
     }
+    // keys[0, kept): the k best at most, a sorted run of seeds (the seed's) and then the others.
+    int kept, seeds;
     if (!full) {
       // Past k keys (distinct: each holds its position) the k-th by a radix selection, else every
       // key that can enter; those up to it stay, in entry order, and only the appended ones
@@ -620,17 +622,8 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
                     : kNone - 1;
       if (tid == 0) seed_kept = keys_not_above(keys, run, last);
       __syncthreads();  // before the keys move
-      const int kept = block_keep_not_above(keys, n, last, warp_counts), seeds = seed_kept;
-      const int m = pow2_at_least(max(kept - seeds, 1));  // seeds + m <= 2 kept <= cap
-      for (int i = kept + tid; i < seeds + m; i += kThreads) keys[i] = kNone;
-      __syncthreads();
-      settle_sort(keys + seeds, m);  // ends with a barrier
-      // Keys not above key - 1 are the keys below it (a key is never 0: that is a NaN's order).
-      write_results(q, kept, [&](int i, unsigned long long key) {
-        return i < seeds ? i + keys_not_above(keys + seeds, kept - seeds, key - 1)
-                         : i - seeds + keys_not_above(keys, seeds, key - 1);
-      });
-      for (int r = kept + tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, kNone);
+      kept = block_keep_not_above(keys, n, last, warp_counts);
+      seeds = seed_kept;
     } else {
       __syncthreads();  // every thread has read count
       if (tid == 0) {
@@ -656,13 +649,20 @@ __global__ void __launch_bounds__(kThreads) settle_wide_kernel(SettleArgs<T> a) 
         }
       }
       keep_k_best();
-      const int kept = count, m = pow2_at_least(max(kept, 1));  // kept <= k: m <= cap
-      for (int i = kept + tid; i < m; i += kThreads) keys[i] = kNone;
-      __syncthreads();
-      settle_sort(keys, m);  // ends with a barrier
-      write_results(q, kept, [](int i, unsigned long long) { return i; });  // sorted: each key at its place
-      for (int r = kept + tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, kNone);
+      kept = count;
+      seeds = 0;
     }
+    // Only the keys past the sorted run are sorted; each is then written at its rank.
+    const int m = pow2_at_least(max(kept - seeds, 1));  // seeds + m <= 2 kept <= cap
+    for (int i = kept + tid; i < seeds + m; i += kThreads) keys[i] = kNone;
+    __syncthreads();
+    settle_sort(keys + seeds, m);  // ends with a barrier
+    // Keys not above key - 1 are the keys below it (a key is never 0: that is a NaN's order).
+    write_results(q, kept, [&](int i, unsigned long long key) {
+      return i < seeds ? i + keys_not_above(keys + seeds, kept - seeds, key - 1)
+                       : i - seeds + keys_not_above(keys, seeds, key - 1);
+    });
+    for (int r = kept + tid; r < k; r += kThreads) write_settled<T, IP>(a, q, r, kNone);
     __syncthreads();  // the next query reuses keys and count
   }
 }
