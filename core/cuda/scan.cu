@@ -795,9 +795,17 @@ ScanOutcome scan_lists(const DeviceContext& ctx, cudaStream_t stream, const Scan
 void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProblem& p, const ScanOutcome& outcome,
                    const int64_t* const* list_ids, int64_t* out_ids, float* out_dists) {
   const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
+  // The wide settle's query queue (SettleArgs::next_unit), unless IVFGPU_SETTLE_QUERIES=static pins
+  // every gridDim-th query (for A/B runs; read at every settle). One launch consumes it.
+  DeviceBuffer<unsigned long long> next_query;
+  if (p.k > scan_detail::kSettleNarrowMaxK && !env_is("IVFGPU_SETTLE_QUERIES", "static")) {
+    next_query = DeviceBuffer<unsigned long long>(ctx, 1, stream);
+    IVF_CUDA_CHECK(cudaMemsetAsync(next_query.data(), 0, next_query.bytes(), stream));
+  }
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // The last member: the settle's sort in registers unless IVFGPU_SETTLE_SORT=shared pins the old one.
+    // The last members: the settle's sort in registers unless IVFGPU_SETTLE_SORT=shared pins the
+    // old one, and the query queue.
     const scan_detail::SettleArgs<T> args{p.queries,
                                           p.nq,
                                           p.lists.dim,
@@ -817,7 +825,8 @@ void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
                                           p.lists.removed,
                                           filter,
                                           p.filter_set,
-                                          !env_is("IVFGPU_SETTLE_SORT", "shared")};
+                                          !env_is("IVFGPU_SETTLE_SORT", "shared"),
+                                          next_query.data()};
     scan_detail::launch_settle<T>(ctx, stream, p.metric != Metric::L2, integer_arithmetic(p), args);
   });
 }

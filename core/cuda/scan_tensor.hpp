@@ -311,6 +311,9 @@ template <class T>
 void launch_integer_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip, const TileArgs<T>& args,
                          const PruneState& prune);
 
+// The settles (launch_settle): settle_kernel, with warp-wide lists, up to this k; settle_wide_kernel past it.
+constexpr int64_t kSettleNarrowMaxK = 32;
+
 // What settles a pruned pass into the answer: the k best of each query's appended rows by
 // exact distance, their ids and distances (padding past the candidates), as the SIMT scan and
 // its finaliser would give them.
@@ -337,6 +340,10 @@ struct SettleArgs {
   // The wide settle sorts in registers (block_sort); false: in shared memory (block_bitonic_sort),
   // as before session 74 (IVFGPU_SETTLE_SORT=shared, for A/B runs).
   bool register_sort = true;
+  // The wide settle's queries past its first wave (query blockIdx.x), claimed one at a time by
+  // whichever block is free (next_block_unit; zeroed before the launch), or null: a block takes
+  // every gridDim-th query (IVFGPU_SETTLE_QUERIES=static, for A/B runs).
+  unsigned long long* next_unit = nullptr;
 };
 template <class T>
 void launch_settle(const DeviceContext& ctx, cudaStream_t stream, bool ip, bool integer, const SettleArgs<T>& args);
