@@ -366,6 +366,14 @@ DeviceBuffer<int64_t> unit_offsets(const DeviceContext& ctx, cudaStream_t stream
 // before their queue (TensorUnits), to compare the two in one process (read at every scan).
 bool static_units_pinned() { return env_is("IVFGPU_UNITS", "static"); }
 
+// A cleared counter that a kernel's blocks claim their work from past the first wave
+// (next_block_unit): the tensor kernels' units, the wide settle's queries. One launch consumes it.
+DeviceBuffer<unsigned long long> claim_counter(const DeviceContext& ctx, cudaStream_t stream) {
+  DeviceBuffer<unsigned long long> next(ctx, 1, stream);
+  IVF_CUDA_CHECK(cudaMemsetAsync(next.data(), 0, next.bytes(), stream));
+  return next;
+}
+
 // A tensor kernel's work units over the pairs of groups g (unit_offsets'), numbered largest list
 // first (the store's by_size) with a cleared counter the blocks claim them from
 // (next_block_unit); under IVFGPU_UNITS=static, or where the store has no order, in list order
@@ -388,8 +396,7 @@ TensorUnits tensor_units(const DeviceContext& ctx, cudaStream_t stream, const Sc
   TensorUnits u;
   if (!static_units_pinned() && p.lists.by_size != nullptr) {
     u.order = p.lists.by_size;
-    u.next = DeviceBuffer<unsigned long long>(ctx, 1, stream);
-    IVF_CUDA_CHECK(cudaMemsetAsync(u.next.data(), 0, u.next.bytes(), stream));
+    u.next = claim_counter(ctx, stream);
   }
   u.tile_off = unit_offsets(ctx, stream, p, g, tile_q, unit_rows, u.order);
   return u;
@@ -796,12 +803,10 @@ void settle_pruned(const DeviceContext& ctx, cudaStream_t stream, const ScanProb
                    const int64_t* const* list_ids, int64_t* out_ids, float* out_dists) {
   const int filter = p.filter == ScanProblem::Filter::None ? 0 : p.filter == ScanProblem::Filter::Allow ? 1 : 2;
   // The wide settle's query queue (SettleArgs::next_unit), unless IVFGPU_SETTLE_QUERIES=static pins
-  // every gridDim-th query (for A/B runs; read at every settle). One launch consumes it.
+  // every gridDim-th query (for A/B runs; read at every settle).
   DeviceBuffer<unsigned long long> next_query;
-  if (p.k > scan_detail::kSettleNarrowMaxK && !env_is("IVFGPU_SETTLE_QUERIES", "static")) {
-    next_query = DeviceBuffer<unsigned long long>(ctx, 1, stream);
-    IVF_CUDA_CHECK(cudaMemsetAsync(next_query.data(), 0, next_query.bytes(), stream));
-  }
+  if (p.k > scan_detail::kSettleNarrowMaxK && !env_is("IVFGPU_SETTLE_QUERIES", "static"))
+    next_query = claim_counter(ctx, stream);
   dispatch_element_type(p.lists.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     // The last members: the settle's sort in registers unless IVFGPU_SETTLE_SORT=shared pins the

@@ -478,14 +478,14 @@ __global__ void __launch_bounds__(kThreads) settle_kernel(SettleArgs<T> a) {
 // when it is free (SettleArgs::next_unit): a query scanned in full takes many times another's
 // time, and with every gridDim-th query (~25 a block at 10,000) each one held up those behind it.
 // ncu, H100, 1M x 128 f32, nprobe 16, k 4096 (session 77): the settle 2.47 -> 2.28 ms, and 4.37 ->
-// 3.88 ms at three deviations of margin, where more queries fall back. The entries that can still enter
-// (optimistic cost within the final bound) get their (exact cost, position) keys in shared
-// memory (re-scored with the SIMT arithmetic unless exact), the k best are selected, and each is
-// written at its rank (the seed's keys come sorted; only the appended ones are sorted). An
-// overflowed query is scanned in full instead, a block-wide window of rows at a time: their
-// exact keys join the k best so far, and whenever the shared keys may not hold the next window
-// the k best are selected and kept (keep_k_best). The keys are dynamic shared memory: one per
-// entry (prune.cap, a power of two at least 2k and k + kThreads).
+// 3.88 ms at three deviations of margin, where more queries fall back.
+// The entries that can still enter (optimistic cost within the final bound) get their (exact
+// cost, position) keys in shared memory (re-scored with the SIMT arithmetic unless exact), the k
+// best are selected, and each is written at its rank (the seed's keys come sorted; only the
+// appended ones are sorted). An overflowed query is scanned in full instead, a block-wide window
+// of rows at a time: their exact keys join the k best so far, and whenever the shared keys may
+// not hold the next window the k best are selected and kept (keep_k_best). The keys are dynamic
+// shared memory: one per entry (prune.cap, a power of two at least 2k and k + kThreads).
 // Results a thread of settle_wide_kernel writes together (write_settled_group): four make the
 // k 1000 settle's one round; k 4096 takes four.
 constexpr int kWriteGroup = 4;
