@@ -22,14 +22,19 @@
 #include <random>
 #include <vector>
 
+#include "common/test_util.hpp"
+
 thread_local std::mt19937_64 rng;
 int64_t pick(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
 bool coin(double p = 0.5) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
 
 namespace {
 
-// Per thread: the sequence generator and where a failure happened.
+// Per thread: the sequence generator and where a failure happened, with how the sequence's index
+// was made (random_index: the calls' randomness also follows timing, such as progress reports and
+// batching windows, so a seed alone may not reproduce a failure).
 thread_local int iter = 0, op = 0;
+thread_local std::string made;
 
 // Keys set with values that may be refused on purpose: the status is not the point.
 void ignore(ivf_status) {}
@@ -41,7 +46,8 @@ void fail_with(const char* fmt, ...) {
   va_start(args, fmt);
   std::vsnprintf(msg, sizeof msg, fmt, args);
   va_end(args);
-  throw std::runtime_error("sequence " + std::to_string(iter) + ", call " + std::to_string(op) + ": " + msg);
+  throw std::runtime_error("sequence " + std::to_string(iter) + ", call " + std::to_string(op) + " (index " + made +
+                           "): " + msg);
 }
 #define FAIL_CALL(...) fail_with(__VA_ARGS__)
 
@@ -155,7 +161,9 @@ void one_call(ivf_index* idx, const Shape& shape, bool concurrent) {
           const int64_t id = ids[i * k + j];
           const float dv = dist[i * k + j];
           if (id == -1) {
-            if (dv != (larger ? -INFINITY : INFINITY)) FAIL_CALL("padding distance %g", dv);
+            if (dv != (larger ? -INFINITY : INFINITY))
+              FAIL_CALL("padding distance %g (n %lld, k %lld, row %lld, position %lld, ntotal %lld)", dv, (long long)n,
+                        (long long)k, (long long)i, (long long)j, (long long)before);
             padded = true;
             continue;
           }
@@ -260,17 +268,39 @@ ivf_index* random_index(Shape& shape) {
   ignore(ivf_params_set_int(p, IVF_PARAM_BACKEND, IVF_BACKEND_CPU));
   ignore(ivf_params_set_int(p, IVF_PARAM_UNIQUE_IDS, coin(0.3)));
   ignore(ivf_params_set_int(p, IVF_PARAM_KMEANS_ITERS, pick(1, 5)));
+  std::string extras;  // for `made`
   if (coin(0.2)) {
-    ignore(ivf_params_set_int(p, IVF_PARAM_SHARDS, pick(1, 3)));
-    ignore(ivf_params_set_int(p, IVF_PARAM_SHARD_MODE, pick(0, 1)));
+    const int64_t shards = pick(1, 3), mode = pick(0, 1);
+    ignore(ivf_params_set_int(p, IVF_PARAM_SHARDS, shards));
+    ignore(ivf_params_set_int(p, IVF_PARAM_SHARD_MODE, mode));
+    extras += " shards " + std::to_string(shards) + " mode " + std::to_string(mode);
   }
-  if (coin(0.2)) ignore(ivf_params_set_int(p, IVF_PARAM_DYNAMIC_BATCHING, 1));
-  if (coin(0.1)) check_status(ivf_params_set_int(p, static_cast<ivf_param_key>(pick(-5, 200)), pick(-10, 10)), "set junk");
+  if (coin(0.2)) {
+    ignore(ivf_params_set_int(p, IVF_PARAM_DYNAMIC_BATCHING, 1));
+    extras += " dynamic batching";
+  }
+  if (coin(0.1)) {
+    const int64_t key = pick(-5, 200), value = pick(-10, 10);
+    check_status(ivf_params_set_int(p, static_cast<ivf_param_key>(key), value), "set junk");
+    extras += " key " + std::to_string(key) + " = " + std::to_string(value);
+  }
   ivf_index* idx = nullptr;
   const ivf_status s = ivf_create(&idx, coin(0.05) ? pick(-3, 0) : shape.dim, p);
   check_status(s, "create");
   ivf_params_free(p);
-  return s == IVF_OK ? idx : nullptr;
+  if (s != IVF_OK) return nullptr;
+  // The junk key above may have been a real one (the metric, nlist or storage type, with a value
+  // the library accepts): the checks go by what the index is, read back.
+  int64_t metric = -1, nlist = -1, type = -1;
+  check_status(ivf_index_info(idx, IVF_INFO_METRIC, &metric), "info metric");
+  check_status(ivf_index_info(idx, IVF_INFO_NLIST, &nlist), "info nlist");
+  check_status(ivf_index_info(idx, IVF_INFO_STORAGE_TYPE, &type), "info storage type");
+  shape.metric = static_cast<int32_t>(metric);
+  shape.nlist = nlist;
+  shape.integer_storage = type == IVF_DTYPE_U8 || type == IVF_DTYPE_I8;
+  made = "dim " + std::to_string(shape.dim) + " nlist " + std::to_string(nlist) + " metric " + std::to_string(metric) +
+         " storage " + std::to_string(type) + extras;
+  return idx;
 }
 
 void run_sequences(int iters, uint64_t seed) {
@@ -288,7 +318,8 @@ void run_sequences(int iters, uint64_t seed) {
 }  // namespace
 
 TEST(RandomApi, HostileCallSequencesKeepTheContract) {
-  for (uint64_t seed = 1; seed <= 4; ++seed) {
+  const auto [first, count] = ivftest::soak_seeds(4);
+  for (uint64_t seed = first; seed < first + count; ++seed) {
     try {
       run_sequences(120, seed);
     } catch (const std::exception& e) {
@@ -300,7 +331,8 @@ TEST(RandomApi, HostileCallSequencesKeepTheContract) {
 // Eight threads make random calls on one index at once (mutations serialise, searches read one
 // published state each): no crash, no undocumented status, every search well formed.
 TEST(RandomApi, ConcurrentHostileCallsOnOneIndex) {
-  for (uint64_t seed = 1; seed <= 6; ++seed) {
+  const auto [first, count] = ivftest::soak_seeds(6);
+  for (uint64_t seed = first; seed < first + count; ++seed) {
     rng.seed(1000 + seed);
     Shape shape;
     ivf_index* idx = nullptr;

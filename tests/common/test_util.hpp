@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ivfgpu/ivfgpu.h"
@@ -24,6 +25,22 @@ struct ParamsDeleter {
 };
 using IndexPtr = std::unique_ptr<ivf_index, IndexDeleter>;
 using ParamsPtr = std::unique_ptr<ivf_params, ParamsDeleter>;
+
+// The seeds a randomised test runs, as (first, count): (1, default_count), unless
+// IVFTEST_SOAK_SEEDS=n asks for a longer local soak (as under the sanitizers): n seeds from
+// IVFTEST_SOAK_FIRST (default 1). A value that is not a positive number is ignored.
+inline std::pair<uint64_t, uint64_t> soak_seeds(uint64_t default_count) {
+  const auto positive = [](const char* name) -> uint64_t {
+    const char* e = std::getenv(name);
+    if (e == nullptr) return 0;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(e, &end, 10);
+    return end != e && *end == '\0' ? static_cast<uint64_t>(v) : 0;
+  };
+  const uint64_t count = positive("IVFTEST_SOAK_SEEDS"), first = positive("IVFTEST_SOAK_FIRST");
+  if (count == 0) return {1, default_count};
+  return {first == 0 ? 1 : first, count};
+}
 
 // Skips (visibly) a test that needs a usable CUDA device, through the public API.
 inline bool have_gpu() {
