@@ -28,14 +28,15 @@ using ParamsPtr = std::unique_ptr<ivf_params, ParamsDeleter>;
 
 // The seeds a randomised test runs, as (first, count): (1, default_count), unless
 // IVFTEST_SOAK_SEEDS=n asks for a longer local soak (as under the sanitizers): n seeds from
-// IVFTEST_SOAK_FIRST (default 1). A value that is not a positive number is ignored.
+// IVFTEST_SOAK_FIRST (default 1). A value that is not a number from 1 to 10^9 (digits only:
+// strtoull alone would take "-1" as 2^64 - 1) is ignored.
 inline std::pair<uint64_t, uint64_t> soak_seeds(uint64_t default_count) {
   const auto positive = [](const char* name) -> uint64_t {
     const char* e = std::getenv(name);
-    if (e == nullptr) return 0;
+    if (e == nullptr || *e < '0' || *e > '9') return 0;
     char* end = nullptr;
     const unsigned long long v = std::strtoull(e, &end, 10);
-    return end != e && *end == '\0' ? static_cast<uint64_t>(v) : 0;
+    return *end == '\0' && v <= 1000000000ull ? static_cast<uint64_t>(v) : 0;
   };
   const uint64_t count = positive("IVFTEST_SOAK_SEEDS"), first = positive("IVFTEST_SOAK_FIRST");
   if (count == 0) return {1, default_count};
