@@ -695,7 +695,8 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   // settle checks by the entries' exact costs; the others from a seed of their first probes.
   const int64_t every = shape.wide && out.exact ? sample_every() : 0;
   out.estimated = every > 0;
-  const scan_detail::PruneState prune = out.prune_state(p);
+  scan_detail::PruneState prune = out.prune_state(p);
+  prune.row_margins = !env_is("IVFGPU_WIDE_MARGIN", "tile");
   const bool larger = p.metric != Metric::L2;
   const int64_t seed = every > 0 ? 0 : pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
   const IntegerQueries packed =

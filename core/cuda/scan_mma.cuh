@@ -752,25 +752,30 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[MI][NI][4]
 // with one 32-bit atomic: a warp's query rows (16 on wgmma, 32 on mma.sync, from a multiple of
 // 16 or 32) lie in one half of it. Marked pair by pair, by the lanes one at a time, the epilogue
 // had taken ~17% of the pass's stall samples at k 1000 (H100, 1M x 128, nprobe 16, session 61).
+// Each pair's margin takes its own row's norm (xnorm: |x|, rounded up; 0 where excluded) through
+// its query row's slope (wide_row_thresholds): the test is t - xhalf + slope |x| >= append_at.
 // Returns false: nothing counts.
 template <int N, int MI, int NI>
 __device__ __forceinline__ bool wide_tile_marks(const float (&acc)[MI][NI][4], const float* xhalf,
-                                                const PruneRows<N>& rows, int wq, int wv, int pcount,
-                                                unsigned long long* pair_rows) {
+                                                const float* xnorm, const PruneRows<N>& rows, int wq, int wv,
+                                                int pcount, unsigned long long* pair_rows) {
   constexpr int kCols = 2 * NI;  // a lane's tile columns c0 + 8 ni + e, index 2 ni + e
   static_assert(kCols <= 8 && 16 * MI <= 32, "a column's bits go to one of the eight lanes; one half a warp");
   const int lane = threadIdx.x % 32, g = lane / 4;
   const int c0 = wv + 2 * (lane % 4);
-  float2 xh[NI];
+  float2 xh[NI], xn[NI];
 #pragma unroll
-  for (int ni = 0; ni < NI; ++ni) xh[ni] = *reinterpret_cast<const float2*>(&xhalf[c0 + 8 * ni]);
+  for (int ni = 0; ni < NI; ++ni) {
+    xh[ni] = *reinterpret_cast<const float2*>(&xhalf[c0 + 8 * ni]);
+    xn[ni] = *reinterpret_cast<const float2*>(&xnorm[c0 + 8 * ni]);
+  }
   uint32_t bits[kCols] = {};
   for_each_accumulator_row<MI>(wq, g, pcount, [&](int mi, int h, int r) {
-    const float at = rows.thresholds[r].x;
+    const float at = rows.thresholds[r].x, slope = rows.margin[r];
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni) {
-      if (acc[mi][ni][2 * h] - xh[ni].x >= at) bits[2 * ni] |= 1u << (r % 32);
-      if (acc[mi][ni][2 * h + 1] - xh[ni].y >= at) bits[2 * ni + 1] |= 1u << (r % 32);
+      if (fmaf(slope, xn[ni].x, acc[mi][ni][2 * h] - xh[ni].x) >= at) bits[2 * ni] |= 1u << (r % 32);
+      if (fmaf(slope, xn[ni].y, acc[mi][ni][2 * h + 1] - xh[ni].y) >= at) bits[2 * ni + 1] |= 1u << (r % 32);
     }
   });
   uint32_t any = 0;

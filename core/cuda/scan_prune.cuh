@@ -143,7 +143,7 @@ __device__ __forceinline__ uint32_t warp_kth_of_64(uint32_t o0, uint32_t o1, int
 // finite t reaches append_at): the epilogue's first test looks for appends only.
 template <int N>
 struct PruneRows {
-  float margin[N];
+  float margin[N];       // the wide pass: the slope of its a term in a row's norm (wide_row_thresholds)
   float2 thresholds[N];  // (append_at, count_at)
   int below[N];
 };
@@ -163,6 +163,30 @@ __device__ __forceinline__ void prune_row_thresholds(const MarginTerms& mg, floa
   const float uf = from_ordered(u), take = __fadd_ru(uf, m), lower = __fsub_rd(uf, m);
   rows.thresholds[r] = IP ? make_float2(-take, -lower)
                           : make_float2(__fmul_rd(0.5f, __fsub_rd(qsq, take)), __fmul_ru(0.5f, __fsub_ru(qsq, lower)));
+}
+
+// The wide pass's thresholds (wide_tile_marks; nothing counts there): with per_row, a query row's
+// margin takes each tile row's own norm instead of the tile's largest. The margin is
+// a |q| |x| + b (|q| + |x|)^2 (+ s, c terms where operands may flush; MarginTerms), and a is
+// nearly all of it: append_at takes the rest at the tile's largest norm xmax (no smaller, as
+// before), and margin[r] holds the slope (a |q| / 2 for L2, a |q| for inner product; rounded up)
+// that turns a row's norm into the a term in t's units, so that the mark test is
+//   t + slope |x| >= append_at,
+// one fma a pair, and a row in the margin of only the tile's largest holds fewer marks. Rounded
+// to nearest, that fma is monotone: it never falls below a float threshold its real value
+// reaches, so a row the tile-wide margin marked for its own norm is still marked here. A CPU
+// simulation of the bench's mixture (bench/RESULTS.md, session 73) counted 2,685 marks a query
+// at k 1000, nprobe 16, against 2,882 with the tile's largest norm (1,986 rows within the bound).
+// Without per_row (IVFGPU_WIDE_MARGIN=tile, for A/B runs) the slope is 0 and the tile's margin
+// is whole, as before.
+template <bool IP, int N>
+__device__ __forceinline__ void wide_row_thresholds(const MarginTerms& mg, float qsq, float xmax, uint32_t u,
+                                                    bool per_row, PruneRows<N>& rows, int r) {
+  MarginTerms rest = mg;
+  if (per_row) rest.a = 0.0f;
+  prune_row_thresholds<IP>(rest, qsq, xmax, u, rows, r);
+  rows.thresholds[r].y = __int_as_float(0x7f800000);  // counts nothing
+  rows.margin[r] = per_row ? __fmul_ru(IP ? mg.a : 0.5f * mg.a, __fsqrt_ru(qsq)) : 0.0f;
 }
 
 // A tile's query row past its unit's queries: thresholds no t reaches (t is finite or -inf, and

@@ -106,6 +106,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   __shared__ PruneRows<kQueries> rows_pr;
   __shared__ float qn2[kQueries];    // the centred queries' squared norms (fp32, before rounding)
   __shared__ float xhalf[kMmaTile];  // half each row's squared norm (L2; 0 for IP), +inf if excluded
+  __shared__ float xnorm_s[WIDE ? kMmaTile : 1];  // the wide pass's: each row's norm, rounded up (0 if excluded)
   __shared__ float xmax_part[kThreads / 32];
   // Zero past dim; the grouped builds size it for their own dimensions.
   __shared__ __align__(16) float centre_s[!kCentred ? 4
@@ -242,13 +243,16 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
             for (int h = 0; h < kCoalescedRows; ++h) {
               const int v = coalesced_row(h);
               xhalf[v] = keep[v] ? (IP ? 0.0f : 0.5f * xnorm[h]) : __int_as_float(0x7f800000);
+              if constexpr (WIDE) xnorm_s[v] = keep[v] ? __fsqrt_ru(xnorm[h]) : 0.0f;
             }
           if (tid < pcount) {  // the previous tile's lowering (before this barrier) is in qbound
             float xmax = xmax_part[0];
 #pragma unroll
             for (int w = 1; w < kThreads / 32; ++w) xmax = fmaxf(xmax, xmax_part[w]);
-            prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
-            if constexpr (WIDE) rows_pr.thresholds[tid].y = __int_as_float(0x7f800000);  // counts nothing
+            if constexpr (WIDE)
+              wide_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], pr.row_margins, rows_pr, tid);
+            else
+              prune_row_thresholds<IP>(mg, qn2[tid], sqrtf(xmax), qbound[tid], rows_pr, tid);
           } else if (tid < kQueries) {
             exclude_row_thresholds(rows_pr, tid);
           }
@@ -268,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       if constexpr (WG) wgmma_wait_all();
       __syncthreads();  // xhalf, the thresholds
       const auto epilogue = [&](int r0, int pc) {  // the wide pass has one query tile (r0 0)
-        if constexpr (WIDE) return wide_tile_marks(acc, xhalf, rows_pr, wq, wv, pc, pair_rows);
+        if constexpr (WIDE) return wide_tile_marks(acc, xhalf, xnorm_s, rows_pr, wq, wv, pc, pair_rows);
         return bf16_tile_epilogue<IP>(acc, xhalf, rows_pr, r0, qn2, q_row, out_base, pr, v0, wq, wv, pc, costs,
                                       written);
       };

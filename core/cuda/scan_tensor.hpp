@@ -201,6 +201,9 @@ struct PruneState {
   // proven: with exact entries, the settle scans in full a query with fewer than k entries within
   // its bound.
   bool estimated = false;
+  // The wide pass marks each pair by its own row's norm (wide_row_thresholds), unless
+  // IVFGPU_WIDE_MARGIN=tile pins the tile's largest (A/B runs).
+  bool row_margins = false;
 };
 
 // The wide pass's sampled bound (scan.cu, sampled_wide_bound): every kWideSampleEvery-th row of

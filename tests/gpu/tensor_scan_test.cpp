@@ -53,6 +53,13 @@ struct WideSamplePin {
   ~WideSamplePin() { unsetenv("IVFGPU_WIDE_SAMPLE"); }
 };
 
+// IVFGPU_WIDE_MARGIN: the wide pass's marks by each row's own norm ("row", the default) or by
+// the row tile's largest ("tile"), for as long as the pin lives.
+struct WideMarginPin {
+  explicit WideMarginPin(const char* margin) { setenv("IVFGPU_WIDE_MARGIN", margin, 1); }
+  ~WideMarginPin() { unsetenv("IVFGPU_WIDE_MARGIN"); }
+};
+
 // IVFGPU_UNITS=static (the tensor kernels' old walk over their work units) while it lives, when
 // `on`; unset again on the way out, also when an assertion leaves the test early.
 struct StaticUnitsPin {
@@ -308,6 +315,61 @@ TEST(GpuTensorScan, WidePassWhoseSampleMisleadsEqualsTheSimtScan) {
             EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "")
                 << "every " << every << (close_sampled ? ", the samples close" : ", the samples spread")
                 << ", metric " << metric << " k " << k << " nprobe " << nprobe;
+      }
+    }
+  }
+}
+
+// The wide pass marks a pair by its own row's norm (scan_prune.cuh, wide_row_thresholds), not the
+// row tile's largest: a margin that shrinks with the row. Four clusters far apart; in each, 2,000
+// rows on a shell of radius 1 around the centre (each moved by a few ulps of one coordinate) and
+// 500 rows 30 away, so that a tile's largest norm is ~30 times its shell rows'. Queries sit within
+// ~0.01 of a centre: the shell's distances then differ by about the bf16 operands' error, which
+// the per-row margin (smaller than the spread) must still cover for every row within the k-th.
+// Both metrics, the rows' fp32 copy in shared memory (64 dimensions) and through L2 (200), and
+// the tile-wide margin pinned (IVFGPU_WIDE_MARGIN=tile) as the A/B runs take it.
+TEST(GpuTensorScan, WidePassMarksByEachRowsOwnNormOnMixedNorms) {
+  IVFTEST_REQUIRE_GPU();
+  const int64_t nlist = 4, shell = 2000, far = 500, nq = 400;
+  for (int64_t dim : {int64_t{64}, int64_t{200}}) {
+    std::mt19937_64 rng(19);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    const auto unit = [&] {
+      std::vector<float> u(static_cast<std::size_t>(dim));
+      double n2 = 0.0;
+      for (float& v : u) {
+        v = g(rng);
+        n2 += static_cast<double>(v) * v;
+      }
+      for (float& v : u) v = static_cast<float>(v / std::sqrt(n2));
+      return u;
+    };
+    std::vector<float> centre(static_cast<std::size_t>(nlist * dim), 0.0f);
+    for (int64_t c = 0; c < nlist; ++c) centre[static_cast<std::size_t>(c * dim + c)] = 200.0f;
+    std::vector<float> x;
+    for (int64_t i = 0; i < shell + far; ++i)
+      for (int64_t c = 0; c < nlist; ++c) {
+        const std::vector<float> u = unit();
+        const float radius = i % 5 == 4 ? 30.0f : 1.0f;  // 1 in 5 far: far rows share the shell's tiles
+        std::vector<float> row(static_cast<std::size_t>(dim));
+        for (int64_t j = 0; j < dim; ++j) row[j] = centre[static_cast<std::size_t>(c * dim + j)] + radius * u[j];
+        float& v = row[static_cast<std::size_t>(rng() % dim)];
+        for (uint64_t s = rng() % 4; s > 0; --s) v = std::nextafter(v, 2.0f * v + 1.0f);
+        x.insert(x.end(), row.begin(), row.end());
+      }
+    std::vector<float> q;
+    for (int64_t i = 0; i < nq; ++i)
+      for (int64_t j = 0; j < dim; ++j)
+        q.push_back(centre[static_cast<std::size_t>((i % nlist) * dim + j)] + 0.01f * g(rng) / std::sqrt(dim * 1.0f));
+    for (int32_t metric : {IVF_METRIC_L2, IVF_METRIC_INNER_PRODUCT}) {
+      IndexPtr idx = cuda_index_of(dim, nlist, metric, IVF_DTYPE_F32, x);
+      ASSERT_TRUE(idx);
+      for (const char* margin : {"row", "tile"}) {
+        WideMarginPin pin(margin);
+        for (int64_t k : {int64_t{1000}, int64_t{2000}})
+          for (int64_t nprobe : {int64_t{1}, nlist})
+            EXPECT_EQ(compare(idx.get(), q, nq, dim, k, nprobe), "")
+                << "dim " << dim << " metric " << metric << " margin " << margin << " k " << k << " nprobe " << nprobe;
       }
     }
   }
