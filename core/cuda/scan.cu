@@ -683,7 +683,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   const scan_detail::PrunedKernel form = scan_detail::pruned_kernel_for(shape);
   out.pruned = true;
   // Exact entries (the int8 pass; the wide resident bf16 pass scores what it would append while
-  // the rows are in cache, append_exact_pairs): the settle reads no row again.
+  // the rows are in cache, rescore_listed_pairs): the settle reads no row again.
   out.exact = scan_detail::pruned_entries_exact(form, shape, k > scan_detail::kPruneNarrowMaxK);
   out.cap = scan_detail::prune_cap(k);
   out.bound = DeviceBuffer<uint32_t>(ctx, n, stream);
@@ -697,6 +697,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   out.estimated = every > 0;
   scan_detail::PruneState prune = out.prune_state(p);
   prune.row_margins = !env_is("IVFGPU_WIDE_MARGIN", "tile");
+  prune.defer_rescore = !env_is("IVFGPU_WIDE_DEFER", "0");
   const bool larger = p.metric != Metric::L2;
   const int64_t seed = every > 0 ? 0 : pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
   const IntegerQueries packed =

@@ -747,7 +747,7 @@ __device__ __forceinline__ bool bf16_tile_epilogue(const float (&acc)[MI][NI][4]
 // The wide pass's epilogue (list_resident_kernel's WIDE build, one query tile a unit): it only
 // marks, bit r of pair_rows[c], each (query row r, tile row c) whose optimistic cost reaches the
 // row's bound (thresholds.x, as bf16_tile_epilogue appends; nothing counts there), for
-// append_exact_pairs. The eight lanes holding one set of tile columns (lane % 4) gather their
+// list_marked_pairs. The eight lanes holding one set of tile columns (lane % 4) gather their
 // query rows' bits with three shuffles a column, and lane g of them ORs column g's into its word
 // with one 32-bit atomic: a warp's query rows (16 on wgmma, 32 on mma.sync, from a multiple of
 // 16 or 32) lie in one half of it. Marked pair by pair, by the lanes one at a time, the epilogue

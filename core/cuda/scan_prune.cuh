@@ -101,6 +101,35 @@ __device__ __forceinline__ float exact_row_distance_ahead(const float* query, co
   }
   return exact_row_sum_from<T, IP, false>(query, xr, j, dim, true, acc, 0);
 }
+// Two pairs' exact_row_distance_ahead at once, kAhead loads of each ahead: each sum keeps its
+// terms and order (the same bits as exact_row_distance), two chains of dependent fmas side by
+// side. For the wide pass's deferred re-scoring, where a lane holds several pairs whose rows come
+// from L2 (one pair a lane per tile, session 79, gained nothing: a lane held under one pair).
+template <class T, bool IP>
+__device__ __forceinline__ void exact_row_distances_ahead2(const float* q0, const T* x0, const float* q1, const T* x1,
+                                                           int64_t dim, float& d0, float& d1) {
+  constexpr int kAhead = 4;
+  float acc0 = 0.0f, acc1 = 0.0f;
+  int64_t j = 0;
+  for (; j + 4 * kAhead <= dim; j += 4 * kAhead) {
+    float4 xa[kAhead], qa[kAhead], xb[kAhead], qb[kAhead];
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      xa[i] = DeviceElement<T>::load4(x0 + j + 4 * i);
+      xb[i] = DeviceElement<T>::load4(x1 + j + 4 * i);
+      qa[i] = *reinterpret_cast<const float4*>(q0 + j + 4 * i);
+      qb[i] = *reinterpret_cast<const float4*>(q1 + j + 4 * i);
+    }
+    long long unused = 0;
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      exact_terms4<T, IP, false>(qa[i], xa[i], acc0, unused);
+      exact_terms4<T, IP, false>(qb[i], xb[i], acc1, unused);
+    }
+  }
+  d0 = exact_row_sum_from<T, IP, false>(q0, x0, j, dim, true, acc0, 0);
+  d1 = exact_row_sum_from<T, IP, false>(q1, x1, j, dim, true, acc1, 0);
+}
 // Whether exact_row_distance may take four elements per load for these rows and queries.
 template <class T>
 __host__ __device__ inline bool exact_vec4(const T* vectors, const float* queries, int64_t dim) {
@@ -212,26 +241,30 @@ __device__ __forceinline__ void append_row(const PruneState& pr, int64_t q, int6
 
 // The wide pass's in-place re-scoring (pr.exact on the bf16 pass, scan_resident.cuh), by every
 // thread of the block once a tile's epilogue has marked its pairs (bit r of pair_rows[c]: query
-// row r reached its bound at tile row c). The block lists them tile row by tile row (pairs, as
-// query row * 64 + tile row; clearing the marks): thread t takes 16 query rows of tile row t / 4,
-// and a block-wide prefix sum of their counts places each. Warp 0 had listed them alone, two
-// tile rows a lane, while the other warps waited at the barrier after it: 17% of the kernel's
-// stall samples at k 1000 (H100, 1M x 128, nprobe 16, session 61). After a barrier each pair is
-// scored by distance(r, c), the SIMT scan's arithmetic (the wide pass reads both rows from shared
-// memory up to 128 dimensions, else the row from the tile in L2). A pair whose exact cost reaches
-// its query's bound (qbound: all ones for none yet) is appended with that cost, so that the settle
-// reads no row again; the rest cannot be among the k best. Listed by tile row, a warp's lanes
-// mostly share rows (pairs in the order marked, a line per lane and load: the pass took 9.3 ms
-// against 7.5 at 1M x 128, k 1000, a four-probe seed, when the rows came from L2). A warp's lanes
-// that append for the same query take their places with one atomic. Eight loads run ahead of the
-// sums (exact_row_distance_ahead: the same bits): a tile's few pairs are each a dependent chain of
-// dim sums that the block's barrier waits on. With the marks' 32-bit atomics (shared_or64) the
-// kernel went from 4.75 to 4.03 ms there.
-template <bool IP, class Distance>
-__device__ __forceinline__ void append_exact_pairs(const PruneState& pr, Distance&& distance, int64_t v0,
-                                                   unsigned long long* pair_rows, unsigned short* pairs,
-                                                   const int64_t* q_row, const int64_t* out_base,
-                                                   const uint32_t* qbound) {
+// row r reached its bound at tile row c). list_marked_pairs lists them tile row by tile row into
+// pairs (clearing the marks), and rescore_listed_pairs scores each by the SIMT scan's arithmetic
+// and appends those that reach their query's bound with their exact costs, so that the settle
+// reads no row again; the rest cannot be among the k best.
+//
+// A pair's code: query row r, tile row c and the row tile's place in its unit (a unit has at most
+// kMmaUnitTiles), so that the pairs of a unit's tiles can wait in pairs to be re-scored together.
+constexpr int kPairRowBits = 6, kPairTileShift = 2 * kPairRowBits;
+constexpr int kPairCapacity = kMmaTile * kMmaTile;  // the wide pass's pairs array: a whole tile's marks fit
+static_assert(kMmaTile == 1 << kPairRowBits && kMmaUnitTiles << kPairTileShift <= 1 << 16, "a pair code in 16 bits");
+__device__ __forceinline__ int pair_query_row(unsigned short p) { return (p >> kPairRowBits) & (kMmaTile - 1); }
+__device__ __forceinline__ int pair_tile_row(unsigned short p) { return p & (kMmaTile - 1); }
+__device__ __forceinline__ int pair_tile(unsigned short p) { return p >> kPairTileShift; }
+
+// Lists the tile's marks after the `listed` pairs already in pairs, the tile being the unit's
+// `tile`-th, and returns how many pairs are listed then (every thread, the same). Where they
+// would not fit, flush(listed) (by every thread, after a barrier) re-scores the listed pairs first,
+// and the tile's follow them from the start. Thread t takes 16 query rows of tile row t / 4, and a
+// block-wide prefix sum of their counts places each. Warp 0 had listed them alone, two tile rows a
+// lane, while the other warps waited at the barrier after it: 17% of the kernel's stall samples at
+// k 1000 (H100, 1M x 128, nprobe 16, session 61). Pairs must be read only after a barrier.
+template <class Flush>
+__device__ __forceinline__ int list_marked_pairs(unsigned long long* pair_rows, unsigned short* pairs, int tile,
+                                                 int listed, Flush&& flush) {
   constexpr int kParts = kThreads / kMmaTile, kBits = kMmaTile / kParts;  // 4 threads a tile row, 16 bits each
   static_assert(kThreads % kMmaTile == 0 && kBits * kParts == kMmaTile && kBits < 64, "a tile row's parts");
   constexpr int kWarps = kThreads / 32;
@@ -256,33 +289,81 @@ __device__ __forceinline__ void append_exact_pairs(const PruneState& pr, Distanc
     n += t;
     if (w < warp) at += t;
   }
+  if (listed + n > kPairCapacity) {  // the same for every thread
+    flush(listed);
+    __syncthreads();  // the listed pairs are read before the tile's overwrite them
+    listed = 0;
+  }
+  at += listed;
+  const int code = tile << kPairTileShift | trow;
   for (unsigned long long m = mine; m != 0; m &= m - 1) {
     const int r = part * kBits + __ffsll(static_cast<long long>(m)) - 1;
-    pairs[at++] = static_cast<unsigned short>(r * kMmaTile + trow);
+    pairs[at++] = static_cast<unsigned short>(code | r << kPairRowBits);
   }
-  __syncthreads();
-  const int end = (n + 31) / 32 * 32;  // whole warps: the ballot below needs every lane
-  for (int i = threadIdx.x; i < end; i += blockDim.x) {
+  return listed + n;
+}
+
+// Re-scores pairs[0, n) (after a barrier since they were listed), every thread: pair i's distance
+// by distance(r, tile, c), the unit's tile-th row tile starting at candidate row v_first + tile *
+// kMmaTile. With two (a lane holds several pairs), a lane's pairs i and i + blockDim run side by
+// side (distances2). Listed by tile row, a warp's lanes mostly share rows (pairs in the order
+// marked, a line per lane and load: the pass took 9.3 ms against 7.5 at 1M x 128, k 1000, a
+// four-probe seed, when the rows came from L2). A warp's lanes that append for the same query take
+// their places with one atomic. Eight loads run ahead of the sums (exact_row_distance_ahead: the
+// same bits): each pair is a dependent chain of dim sums. With the marks' 32-bit atomics
+// (shared_or64) the kernel went from 4.75 to 4.03 ms there.
+template <bool IP, class Distance, class Distances2>
+__device__ __forceinline__ void rescore_listed_pairs(const PruneState& pr, Distance&& distance,
+                                                     Distances2&& distances2, bool two, int n,
+                                                     const unsigned short* pairs, int64_t v_first,
+                                                     const int64_t* q_row, const int64_t* out_base,
+                                                     const uint32_t* qbound) {
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+  // Pair i (i < n) with its exact distance d, by the whole warp: appended if it reaches its bound.
+  const auto append = [&](int i, float d) {
     bool take = false;
     int64_t q = -1, pos = 0;
     float cost = 0.0f;
     if (i < n) {
-      const int r = pairs[i] / kMmaTile, c = pairs[i] % kMmaTile;
+      const unsigned short p = pairs[i];
+      const int r = pair_query_row(p);
       q = q_row[r];
-      const float d = distance(r, c);
       cost = IP ? -d : d;
       const uint32_t u = qbound[r];
       take = u == kNoBound || !(cost > from_ordered(u));
-      pos = out_base[r] + v0 + c - q * pr.stride;
+      pos = out_base[r] + v_first + pair_tile(p) * kMmaTile + pair_tile_row(p) - q * pr.stride;
     }
     const unsigned want = __ballot_sync(kFullMask, take);
-    if (!take) continue;
+    if (!take) return;
     const unsigned peers = __match_any_sync(want, static_cast<unsigned long long>(q));
     const int leader = __ffs(peers) - 1, rank = __popc(peers & ((1u << lane) - 1));
     int base = 0;
     if (lane == leader) base = atomicAdd(pr.found + q, __popc(peers));
     store_entry(pr, q, __shfl_sync(peers, base, leader) + rank, pos, cost);
+  };
+  const auto one = [&](int i) {
+    const unsigned short p = pairs[i];
+    return distance(pair_query_row(p), pair_tile(p), pair_tile_row(p));
+  };
+  const int end = (n + 31) / 32 * 32;  // whole warps: append's ballot needs every lane
+  const int step = static_cast<int>(blockDim.x);
+  if (two) {  // pairs i and i + step side by side (j < end is the same for a warp's lanes)
+    for (int i = tid; i < end; i += 2 * step) {
+      const int j = i + step;
+      float di = 0.0f, dj = 0.0f;
+      if (j < n) {
+        const unsigned short p = pairs[i], o = pairs[j];
+        distances2(pair_query_row(p), pair_tile(p), pair_tile_row(p), pair_query_row(o), pair_tile(o),
+                   pair_tile_row(o), di, dj);
+      } else if (i < n) {
+        di = one(i);
+      }
+      append(i, di);
+      if (j < end) append(j, dj);
+    }
+    return;
   }
+  for (int i = tid; i < end; i += step) append(i, i < n ? one(i) : 0.0f);
 }
 
 // A tile row holding at least k rows better than the bound, by one warp: lane holds the

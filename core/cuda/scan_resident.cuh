@@ -72,8 +72,9 @@ __host__ __device__ constexpr std::size_t wide_shared_bytes(int64_t dim) {
 // took the spills from 24 to 52 bytes, which cost the one-tile shapes (d 256) 2-5%.
 // WIDE: the wide pass that re-scores in place (pr.exact, k past kPruneNarrowMaxK, dim up to
 // kWideExactMaxDim): the unit's query rows are also kept in fp32 (and up to kWideRawMaxDim the row
-// tile's), a tile marks the pairs that reach their bounds, and append_exact_pairs appends them
-// with exact costs. A build of its own: in the three-block build its registers (live across the
+// tile's), a tile marks the pairs that reach their bounds (list_marked_pairs), and
+// rescore_listed_pairs appends them with exact costs: a unit's pairs together once its tiles are
+// scanned (PruneState::defer_rescore), or each tile's after its marks. A build of its own: in the three-block build its registers (live across the
 // epilogue with the next tile's first slice) took the k <= 128 pass's spills from 24 to 52-76
 // bytes.
 // NATIVE: f16 or bf16 rows (T) with queries of the same type (resident_native): the operands are
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   __shared__ __align__(1024) unsigned char xs[2][2 * kBf16SlabBytes];  // row slices, double-buffered
   // Counted rows' pessimistic costs, where written[r] says. In the wide pass nothing counts (a
   // row's worth of each stands in, never read or written), and pairs lists a tile's marks for
-  // append_exact_pairs: 8 KiB instead of 16, which lets its fp32 row tile fit two blocks an SM.
+  // list_marked_pairs: 8 KiB instead of 16, which lets its fp32 row tile fit two blocks an SM.
   __shared__ float costs[WIDE ? 1 : kMmaTile][kMmaTile];
   __shared__ unsigned long long written[WIDE ? 1 : kMmaTile];
   __shared__ unsigned long long pair_rows[WIDE ? kMmaTile : 1];  // the wide pass's marks, by tile row
@@ -200,6 +201,22 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
     };
     load_rows(u.rows + u.vt_begin * kMmaTile * a.dim, u.rows_in(u.vt_begin), 0);
     int buf = 0;
+    // WIDE: the marked pairs waiting in pairs (defer: re-scored when the unit's tiles are done).
+    const bool defer = WIDE && pr.defer_rescore;
+    int listed = 0;
+    const auto rows_distance = [&](int r, int tile, int c) {  // a pair's row from L2
+      const T* const x = u.rows + ((u.vt_begin + tile) * kMmaTile + c) * a.dim;
+      return exact_row_distance_ahead<T, IP>(qtile + r * qstride, x, a.dim);
+    };
+    const auto rows_distances2 = [&](int r0, int t0, int c0, int r1, int t1, int c1, float& d0, float& d1) {
+      const T* const x0 = u.rows + ((u.vt_begin + t0) * kMmaTile + c0) * a.dim;
+      const T* const x1 = u.rows + ((u.vt_begin + t1) * kMmaTile + c1) * a.dim;
+      exact_row_distances_ahead2<T, IP>(qtile + r0 * qstride, x0, qtile + r1 * qstride, x1, a.dim, d0, d1);
+    };
+    const auto flush = [&](int n) {
+      rescore_listed_pairs<IP>(pr, rows_distance, rows_distances2, true, n, pairs, u.vt_begin * kMmaTile, q_row,
+                               out_base, qbound);
+    };
     for (int64_t vt = u.vt_begin; vt < u.vt_end; ++vt) {
       const int64_t v0 = vt * kMmaTile;
       const int vcount = u.rows_in(vt);
@@ -216,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
         if constexpr (NATIVE) {
           coalesced_store_raw16<T>(xs[buf], xv, xnorm);
         } else {
-          if (WIDE && xraw != nullptr) coalesced_store_fp32(xraw, qstride, xv, d0, dim);
+          if (WIDE && xraw != nullptr && !defer) coalesced_store_fp32(xraw, qstride, xv, d0, dim);
           if constexpr (kCentred) coalesced_centre(xv, centre, d0);
           coalesced_store_bf16<kF16>(xs[buf], xv, xnorm, true);
         }
@@ -281,15 +298,24 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       // The marks are complete (the barrier above). The next tile marks, and lists into pairs,
       // only after its slices' barriers.
       if constexpr (WIDE) {
-        const T* const tile_rows = u.rows + v0 * a.dim;
-        const auto distance = [&](int r, int c) {  // the same bits from either copy of the row
-          const float* const q = qtile + r * qstride;
-          return xraw != nullptr ? exact_row_distance_ahead<float, IP>(q, xraw + c * qstride, a.dim)
-                                 : exact_row_distance_ahead<T, IP>(q, tile_rows + c * a.dim, a.dim);
-        };
-        append_exact_pairs<IP>(pr, distance, v0, pair_rows, pairs, q_row, out_base, qbound);
-        if (xraw != nullptr) __syncthreads();  // the next tile's first slice overwrites xraw
+        if (defer) {
+          listed = list_marked_pairs(pair_rows, pairs, static_cast<int>(vt - u.vt_begin), listed, flush);
+        } else {
+          const int n = list_marked_pairs(pair_rows, pairs, 0, 0, flush);  // a tile's marks always fit
+          __syncthreads();
+          const auto distance = [&](int r, int, int c) {  // the same bits from either copy of the row
+            const float* const q = qtile + r * qstride;
+            return xraw != nullptr ? exact_row_distance_ahead<float, IP>(q, xraw + c * qstride, a.dim)
+                                   : exact_row_distance_ahead<T, IP>(q, tile_rows + c * a.dim, a.dim);
+          };
+          rescore_listed_pairs<IP>(pr, distance, rows_distances2, false, n, pairs, v0, q_row, out_base, qbound);
+          if (xraw != nullptr) __syncthreads();  // the next tile's first slice overwrites xraw
+        }
       }
+    }
+    if (defer) {  // the unit's pairs; the next unit's first barrier follows their reads
+      __syncthreads();
+      flush(listed);
     }
   }
 }

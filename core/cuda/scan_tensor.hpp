@@ -204,6 +204,10 @@ struct PruneState {
   // The wide pass marks each pair by its own row's norm (wide_row_thresholds), unless
   // IVFGPU_WIDE_MARGIN=tile pins the tile's largest (A/B runs).
   bool row_margins = false;
+  // The wide pass re-scores a unit's marked pairs together once its row tiles are scanned (or when
+  // the pairs array fills), their rows from L2 (list_marked_pairs), unless IVFGPU_WIDE_DEFER=0
+  // pins the re-scoring of each row tile after its marks, from its fp32 copy in shared memory.
+  bool defer_rescore = false;
 };
 
 // The wide pass's sampled bound (scan.cu, sampled_wide_bound): every kWideSampleEvery-th row of
