@@ -74,9 +74,9 @@ __host__ __device__ constexpr std::size_t wide_shared_bytes(int64_t dim) {
 // kWideExactMaxDim): the unit's query rows are also kept in fp32 (and up to kWideRawMaxDim the row
 // tile's), a tile marks the pairs that reach their bounds (list_marked_pairs), and
 // rescore_listed_pairs appends them with exact costs: a unit's pairs together once its tiles are
-// scanned (PruneState::defer_rescore), or each tile's after its marks. A build of its own: in the three-block build its registers (live across the
-// epilogue with the next tile's first slice) took the k <= 128 pass's spills from 24 to 52-76
-// bytes.
+// scanned (PruneState::defer_rescore), or each tile's after its marks. A build of its own: in the
+// three-block build its registers (live across the epilogue with the next tile's first slice)
+// took the k <= 128 pass's spills from 24 to 52-76 bytes.
 // NATIVE: f16 or bf16 rows (T) with queries of the same type (resident_native): the operands are
 // staged as they are, uncentred, in their own type (f16 slabs on f16 tensor cores), so the tensor
 // cores read them exactly and the margin is margin_terms_exact_operands' (only the sums' roundings)
