@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
   const int qstride = wide_query_stride(dim);
   const uint32_t tile_bytes = static_cast<uint32_t>(resident_tile_bytes(dim));  // a query tile's
   float* const qtile = reinterpret_cast<float*>(resident_query_tile + tile_bytes);
-  float* const xraw = WIDE && wide_rows_in_shared(dim) ? qtile + kMmaTile * qstride : nullptr;  // the row tile
+  // The row tile (not allocated where the pass defers its re-scoring: launch_resident_scan).
+  float* const xraw = WIDE && wide_rows_in_shared(dim) && !pr.defer_rescore ? qtile + kMmaTile * qstride : nullptr;
 
   const int64_t total = a.tile_off[a.nlist];
   __shared__ int64_t claimed;  // next_block_unit's
@@ -233,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
         if constexpr (NATIVE) {
           coalesced_store_raw16<T>(xs[buf], xv, xnorm);
         } else {
-          if (WIDE && xraw != nullptr && !defer) coalesced_store_fp32(xraw, qstride, xv, d0, dim);
+          if (WIDE && xraw != nullptr) coalesced_store_fp32(xraw, qstride, xv, d0, dim);
           if constexpr (kCentred) coalesced_centre(xv, centre, d0);
           coalesced_store_bf16<kF16>(xs[buf], xv, xnorm, true);
         }
@@ -348,7 +349,11 @@ void launch_resident_scan(const DeviceContext& ctx, cudaStream_t stream, bool ip
   if (prune.exact) {  // the wide pass: one build, two blocks an SM (128 registers), its fp32 queries too
     const auto wide = ip ? resident_kernel<T, true, kResidentFallbackBlocks, true>(wg, native)
                          : resident_kernel<T, false, kResidentFallbackBlocks, true>(wg, native);
-    launch_resident_budget(ctx, stream, wide, wide, dynamic + wide_shared_bytes(args.dim),
+    // Deferring its re-scoring (PruneState::defer_rescore), the pass reads the rows from L2 and
+    // leaves the fp32 row tile unwritten: it goes, and with it 33 KiB a block at 128 dimensions that
+    // the SM can give L1, where the re-scored rows may still be.
+    const std::size_t wide_bytes = prune.defer_rescore ? wide_query_bytes(args.dim) : wide_shared_bytes(args.dim);
+    launch_resident_budget(ctx, stream, wide, wide, dynamic + wide_bytes,
                            std::max(resident_tile_bytes(static_cast<int>(kWideExactMaxDim)) +
                                         wide_shared_bytes(kWideExactMaxDim),
                                     resident_tile_bytes(static_cast<int>(kWideRawMaxDim)) +
