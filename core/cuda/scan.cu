@@ -698,6 +698,7 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   scan_detail::PruneState prune = out.prune_state(p);
   prune.row_margins = !env_is("IVFGPU_WIDE_MARGIN", "tile");
   prune.defer_rescore = !env_is("IVFGPU_WIDE_DEFER", "0");
+  if (const char* e = std::getenv("IVFGPU_WIDE_FLUSH_AT")) prune.flush_at = std::max(1, std::atoi(e));
   const bool larger = p.metric != Metric::L2;
   const int64_t seed = every > 0 ? 0 : pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
   const IntegerQueries packed =

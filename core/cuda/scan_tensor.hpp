@@ -208,6 +208,9 @@ struct PruneState {
   // the pairs array fills), their rows from L2 (list_marked_pairs), unless IVFGPU_WIDE_DEFER=0
   // pins the re-scoring of each row tile after its marks, from its fp32 copy in shared memory.
   bool defer_rescore = false;
+  // Deferring, the pass re-scores its listed pairs once at least this many wait (IVFGPU_WIDE_FLUSH_AT;
+  // at most the pairs array's capacity, where it flushes anyway).
+  int flush_at = 1 << 30;
 };
 
 // The wide pass's sampled bound (scan.cu, sampled_wide_bound): every kWideSampleEvery-th row of
