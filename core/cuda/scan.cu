@@ -697,8 +697,9 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   out.estimated = every > 0;
   scan_detail::PruneState prune = out.prune_state(p);
   prune.row_margins = !env_is("IVFGPU_WIDE_MARGIN", "tile");
-  prune.defer_rescore = !env_is("IVFGPU_WIDE_DEFER", "0");
-  if (const char* e = std::getenv("IVFGPU_WIDE_FLUSH_AT")) prune.flush_at = std::max(1, std::atoi(e));
+  prune.defer_rescore = env_is("IVFGPU_WIDE_DEFER", "1") ||
+                        (!env_is("IVFGPU_WIDE_DEFER", "0") &&
+                         scan_detail::wide_defers_rescoring(k, p.nprobe, p.lists.nlist, p.lists.ntotal));
   const bool larger = p.metric != Metric::L2;
   const int64_t seed = every > 0 ? 0 : pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
   const IntegerQueries packed =

@@ -48,6 +48,17 @@ constexpr int64_t wide_seed_probes(int64_t nprobe, int64_t k) {
   return k <= kWideSeedRuleMaxK ? nprobe / 8 + 3 : nprobe / 5 + 3;
 }
 
+// The wide pass re-scores a row tile's marked pairs after its marks, from the tile's fp32 copy in
+// shared memory, or defers them: a unit's pairs together once its tiles are scanned, their rows
+// from L2 (PruneState::defer_rescore). Each tile's marks fill the block's lanes only where the k
+// best are a large share of the probed rows: session 80 (H100, 1M x 128 in 1,024 lists, 10,000
+// queries, k over probed rows per query 6.4% at nprobe 16, k 1000): per tile 1,606K QPS against
+// deferred 1,555K; k 4096 (26%) 900K against 856K; nprobe 32 (3.2%) 1,031K against 1,032K;
+// nprobe 64 (1.6%) 642K against 693K. So it defers below 3.2%.
+constexpr bool wide_defers_rescoring(int64_t k, int64_t nprobe, int64_t nlist, int64_t ntotal) {
+  return k * nlist * 1000 < 32 * nprobe * ntotal;
+}
+
 enum class AutoScan { Simt, Keys, Pruned };
 
 // The resident scan's kernel where nothing is pinned. The keys pass and the pruned pass past k 32

@@ -301,11 +301,6 @@ __global__ void __launch_bounds__(kThreads, BLOCKS) list_resident_kernel(TileArg
       if constexpr (WIDE) {
         if (defer) {
           listed = list_marked_pairs(pair_rows, pairs, static_cast<int>(vt - u.vt_begin), listed, flush);
-          if (listed >= pr.flush_at) {  // the same for every thread; the next tile lists after its barriers
-            __syncthreads();
-            flush(listed);
-            listed = 0;
-          }
         } else {
           const int n = list_marked_pairs(pair_rows, pairs, 0, 0, flush);  // a tile's marks always fit
           __syncthreads();

@@ -205,12 +205,10 @@ struct PruneState {
   // IVFGPU_WIDE_MARGIN=tile pins the tile's largest (A/B runs).
   bool row_margins = false;
   // The wide pass re-scores a unit's marked pairs together once its row tiles are scanned (or when
-  // the pairs array fills), their rows from L2 (list_marked_pairs), unless IVFGPU_WIDE_DEFER=0
-  // pins the re-scoring of each row tile after its marks, from its fp32 copy in shared memory.
+  // the pairs array fills), their rows from L2 (list_marked_pairs), or each row tile's after its
+  // marks, from its fp32 copy in shared memory: scan_dispatch.hpp's wide_defers_rescoring chooses;
+  // IVFGPU_WIDE_DEFER=1 or 0 pins either (A/B runs, the tests of each).
   bool defer_rescore = false;
-  // Deferring, the pass re-scores its listed pairs once at least this many wait (IVFGPU_WIDE_FLUSH_AT;
-  // at most the pairs array's capacity, where it flushes anyway).
-  int flush_at = 1 << 30;
 };
 
 // The wide pass's sampled bound (scan.cu, sampled_wide_bound): every kWideSampleEvery-th row of
