@@ -330,7 +330,7 @@ TEST(GpuTensorScan, WidePassWhoseSampleMisleadsEqualsTheSimtScan) {
 // the tile-wide margin pinned (IVFGPU_WIDE_MARGIN=tile) as the A/B runs take it.
 TEST(GpuTensorScan, WidePassMarksByEachRowsOwnNormOnMixedNorms) {
   IVFTEST_REQUIRE_GPU();
-  const int64_t nlist = 4, shell = 2000, far = 500, nq = 400;
+  const int64_t nlist = 4, per_list = 2500, nq = 400;  // every fifth row of a list far: 2,000 on the shell, 500 out
   for (int64_t dim : {int64_t{64}, int64_t{200}}) {
     std::mt19937_64 rng(19);
     std::normal_distribution<float> g(0.0f, 1.0f);
@@ -347,7 +347,7 @@ TEST(GpuTensorScan, WidePassMarksByEachRowsOwnNormOnMixedNorms) {
     std::vector<float> centre(static_cast<std::size_t>(nlist * dim), 0.0f);
     for (int64_t c = 0; c < nlist; ++c) centre[static_cast<std::size_t>(c * dim + c)] = 200.0f;
     std::vector<float> x;
-    for (int64_t i = 0; i < shell + far; ++i)
+    for (int64_t i = 0; i < per_list; ++i)
       for (int64_t c = 0; c < nlist; ++c) {
         const std::vector<float> u = unit();
         const float radius = i % 5 == 4 ? 30.0f : 1.0f;  // 1 in 5 far: far rows share the shell's tiles
