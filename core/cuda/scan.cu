@@ -106,6 +106,12 @@ int ring_tiles_pinned() {
 // IVFGPU_NATIVE16=0: the centred bf16 operands and f16 seed where f16 or bf16 queries on rows of
 // their type would run native (resident_native, seed_native), to compare the two on one batch.
 bool native_pinned_off() { return env_is("IVFGPU_NATIVE16", "0"); }
+// IVFGPU_WIDE_DEFER=0 or 1: the wide pass re-scores each row tile's pairs after its marks, or
+// defers them to its unit's end, whatever wide_defers_rescoring says (A/B runs, the tests of each);
+// -1 where unpinned. Read at every scan, as the other wide pins are.
+int wide_defer_pinned() {
+  return env_is("IVFGPU_WIDE_DEFER", "1") ? 1 : env_is("IVFGPU_WIDE_DEFER", "0") ? 0 : -1;
+}
 
 // The length of each query's first `seed` segments (its first probes' lists).
 __global__ void seed_lengths_kernel(const int64_t* cand_off, int64_t nq, int64_t nprobe, int64_t seed, int64_t* len) {
@@ -697,9 +703,9 @@ void pruned_scan(const DeviceContext& ctx, cudaStream_t stream, const ScanProble
   out.estimated = every > 0;
   scan_detail::PruneState prune = out.prune_state(p);
   prune.row_margins = !env_is("IVFGPU_WIDE_MARGIN", "tile");
-  prune.defer_rescore = env_is("IVFGPU_WIDE_DEFER", "1") ||
-                        (!env_is("IVFGPU_WIDE_DEFER", "0") &&
-                         scan_detail::wide_defers_rescoring(k, p.nprobe, p.lists.nlist, p.lists.ntotal));
+  const int defer_pin = wide_defer_pinned();
+  prune.defer_rescore = defer_pin >= 0 ? defer_pin == 1
+                                       : scan_detail::wide_defers_rescoring(k, p.nprobe, p.lists.nlist, p.lists.ntotal);
   const bool larger = p.metric != Metric::L2;
   const int64_t seed = every > 0 ? 0 : pruned_seed_probes(p.nprobe, k, p.lists.dim, out.exact);
   const IntegerQueries packed =
